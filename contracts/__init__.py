@@ -1,0 +1,1 @@
+"""Mowdeck message contracts: versioned bus models, subjects and stream limits as data."""

@@ -1,0 +1,72 @@
+"""The mower registry's contracts, shared by Fleet, the gateway and Telemetry (ADR 0013)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+import msgspec
+
+from contracts.v1._base import ContractError, Struct
+
+__all__ = [
+    "Connection",
+    "MowerLink",
+    "MowerListReply",
+    "MowerListRequest",
+    "MowerRegistration",
+    "shard_of",
+]
+
+ConnectionKind = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[a-z0-9_.-]+$")
+]
+
+
+class Connection(Struct, frozen=True):
+    """How the gateway reaches a mower: an adapter kind and its options (no secrets)."""
+
+    kind: ConnectionKind
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class MowerRegistration(Struct, frozen=True):
+    """A mower as Fleet registered it."""
+
+    mower_id: uuid.UUID
+    account_id: uuid.UUID
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+    connection: Connection
+
+
+class MowerListRequest(Struct, frozen=True):
+    """Ask Fleet for the mowers of one gateway shard; ``shard_count=1`` means all."""
+
+    shard_index: Annotated[int, msgspec.Meta(ge=0)] = 0
+    shard_count: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
+
+    def __post_init__(self) -> None:
+        if self.shard_index >= self.shard_count:
+            raise ContractError("`shard_index` must be less than `shard_count`")
+
+    def owns(self, mower_id: uuid.UUID) -> bool:
+        """True when ``mower_id`` belongs to this shard."""
+        return shard_of(mower_id, self.shard_count) == self.shard_index
+
+
+class MowerListReply(Struct, frozen=True):
+    """Fleet's answer to a ``MowerListRequest``."""
+
+    mowers: list[MowerRegistration] = msgspec.field(default_factory=list)
+
+
+class MowerLink(Struct, frozen=True):
+    """Payload of ``mower.connected`` and ``mower.disconnected``."""
+
+    mower_id: uuid.UUID
+    reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+
+
+def shard_of(mower_id: uuid.UUID, shard_count: int) -> int:
+    """The gateway shard that owns ``mower_id`` (static modulo sharding, ADR 0013)."""
+    return mower_id.int % shard_count

@@ -1,0 +1,44 @@
+# Mowdeck tasks. `just --list` shows them.
+
+venv := ".venv"
+py := venv + "/bin/python"
+
+# Create the virtual environment and install Mowdeck with the test tools.
+install:
+    python3 -m venv {{venv}}
+    {{py}} -m pip install -e '.[dev]'
+
+# Run every test (real NATS and PostgreSQL).
+test *args:
+    {{py}} -m pytest {{args}}
+
+# Lint, format check and strict types.
+lint:
+    {{venv}}/bin/ruff check .
+    {{venv}}/bin/ruff format --check .
+    {{venv}}/bin/mypy
+
+# Format the code.
+fmt:
+    {{venv}}/bin/ruff format .
+    {{venv}}/bin/ruff check --fix .
+
+# Run every benchmark at full size (minutes); pass --smoke for a quick check.
+bench *args:
+    for b in tests/bench/*.py; do n=$(basename $b .py); [ "$n" = "__init__" ] || {{py}} -m tests.bench.$n {{args}}; done
+
+# Everything with simulated mowers.
+demo *args:
+    {{venv}}/bin/mowdeck demo {{args}}
+
+# Apply the SQL migrations to MOWDECK_DATABASE_URL.
+migrate:
+    {{venv}}/bin/mowdeck migrate
+
+# Regenerate the v1 JSON Schemas.
+schemas:
+    {{venv}}/bin/mowdeck contracts export
+
+# What CI runs, on a fresh virtual environment.
+ci:
+    bash .ci/run

@@ -1,0 +1,84 @@
+"""The ``mowdeck`` command: one entry point, a subcommand per service and tool."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+
+from mowdeck.errors import MowdeckError
+
+__all__ = ["main"]
+
+# Subcommand name to "module:function" that adds its arguments and returns the runner.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "migrate": ("mowdeck.commands.migrate", "Apply the SQL migrations of every service."),
+    "contracts": ("mowdeck.commands.contracts", "Work with the v1 contracts (export schemas)."),
+}
+
+
+def register(name: str, module: str, help_text: str) -> None:
+    """Add a subcommand implemented by ``module`` (``configure(parser)`` and ``run(args)``)."""
+    _COMMANDS[name] = (module, help_text)
+
+
+def _optional_commands() -> None:
+    # Services register here as they exist; a missing module is simply not offered.
+    for name, module, help_text in (
+        ("gateway", "mowdeck.gateway.cli", "Run a Device-Gateway shard."),
+        ("fleet", "mowdeck.fleet.cli", "Run the Fleet registry and command API."),
+        ("telemetry", "mowdeck.telemetry.cli", "Run the Telemetry service."),
+        ("notifications", "mowdeck.notifications.cli", "Run the Notifications service."),
+        ("sim", "simulator.cli", "Run virtual mowers."),
+        ("token", "mowdeck.authn.cli", "Mint a development JWT."),
+        ("grant", "mowdeck.authz.cli", "Grant a user a role on an account or group."),
+        ("demo", "mowdeck.demo", "Run everything with simulated mowers."),
+    ):
+        if _exists(module):
+            register(name, module, help_text)
+
+
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every available subcommand."""
+    _optional_commands()
+    parser = argparse.ArgumentParser(
+        prog="mowdeck", description="Backend for robotic mower fleets."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in _COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        mod.configure(sp)
+        sp.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mowdeck`` command line."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Callable[[argparse.Namespace], object] = args._run
+    try:
+        result = run(args)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+    except MowdeckError as err:
+        print(f"mowdeck {args.command}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return int(result) if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

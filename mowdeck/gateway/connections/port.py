@@ -1,0 +1,79 @@
+"""The connection port: how the gateway reaches one mower, whatever protocol it speaks."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import msgspec
+
+from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState
+from mowdeck.errors import MowdeckError
+
+__all__ = [
+    "CommandOutcome",
+    "CommandTimeoutError",
+    "ConnectionError",
+    "ConnectionEvents",
+    "ConnectionFactory",
+    "LinkDownError",
+    "MowerConnection",
+]
+
+
+class ConnectionError(MowdeckError):
+    """A command could not be delivered to, or answered by, the mower."""
+
+
+class LinkDownError(ConnectionError):
+    """The link to the mower is down; nothing was sent."""
+
+
+class CommandTimeoutError(ConnectionError):
+    """The mower did not answer within the timeout; it may or may not have acted."""
+
+
+class CommandOutcome(msgspec.Struct, frozen=True):
+    """What the mower said about one command."""
+
+    status: Literal["executed", "failed"]
+    reason: str | None = None
+
+
+class ConnectionEvents(Protocol):
+    """What a connection reports; called on the event loop, must not block."""
+
+    def on_state(self, state: MowerState) -> None:
+        """The mower reported a state."""
+
+    def on_link(self, up: bool, reason: str | None) -> None:
+        """The link came up (``up``) or went down, with a reason."""
+
+
+class MowerConnection(Protocol):
+    """One mower's link. Reconnects by itself with backoff until ``close()``."""
+
+    @property
+    def connected(self) -> bool:
+        """True while the link is up."""
+
+    async def open(self) -> None:
+        """Start connecting (returns at once; link changes go to ``on_link``)."""
+
+    async def send(self, envelope: CommandEnvelope, *, timeout: float) -> CommandOutcome:
+        """Send a command and wait for the mower's outcome.
+
+        Raises ``LinkDownError`` when not connected and ``CommandTimeoutError`` when the
+        mower does not answer within ``timeout`` seconds.
+        """
+
+    async def close(self) -> None:
+        """Close the link for good."""
+
+
+class ConnectionFactory(Protocol):
+    """Builds a connection for a registration; registered under a connection kind."""
+
+    def __call__(
+        self, registration: MowerRegistration, events: ConnectionEvents
+    ) -> MowerConnection:
+        """A new, not yet opened connection."""

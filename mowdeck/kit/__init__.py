@@ -1,0 +1,1 @@
+"""The service kit: settings, bus, HTTP, logging, lifecycle and migrations for every service."""

@@ -1,0 +1,191 @@
+"""The bus: a NATS connection with JetStream, the streams from the contracts, publish helpers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import nats
+import structlog
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext, api
+from nats.js.errors import BadRequestError, NotFoundError
+
+from contracts.v1 import CommandEnvelope, CommandResult, EventEnvelope, MowerState, Struct, encode
+from contracts.v1.subjects import (
+    MSG_ID_HEADER,
+    PRIORITY_HEADER,
+    STREAMS,
+    StreamSpec,
+    command_subject,
+    event_subject,
+    result_subject,
+    telemetry_subject,
+)
+from mowdeck.errors import MowdeckError
+
+__all__ = ["Bus", "BusError", "ExpiredCommandError", "stream_config"]
+
+log = structlog.get_logger("mowdeck.bus")
+
+
+class BusError(MowdeckError):
+    """The bus refused or failed an operation."""
+
+
+class ExpiredCommandError(BusError):
+    """A publisher tried to send a command that has already expired (ADR 0009)."""
+
+
+def stream_config(spec: StreamSpec) -> api.StreamConfig:
+    """The JetStream configuration of a stream spec."""
+    return api.StreamConfig(
+        name=spec.name,
+        subjects=list(spec.subjects),
+        duplicate_window=spec.duplicate_window_s,
+        max_age=spec.max_age_s,
+        max_msgs_per_subject=spec.max_msgs_per_subject,
+        storage=api.StorageType.FILE,
+        retention=api.RetentionPolicy.LIMITS,
+    )
+
+
+class Bus:
+    """A connected NATS client with JetStream; one per service instance, passed down."""
+
+    def __init__(self, nc: NATS, *, name: str) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream(publish_async_max_pending=20_000)
+        self.name = name
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        name: str,
+        on_reconnect: Callable[[], Awaitable[None]] | None = None,
+        connect_timeout: float = 5.0,
+    ) -> Bus:
+        """Connect, reconnecting for ever after the first success."""
+
+        async def _error(err: Exception) -> None:
+            log.warning("nats error", error=str(err), client=name)
+
+        async def _disconnected() -> None:
+            log.warning("nats disconnected", client=name)
+
+        async def _reconnected() -> None:
+            log.info("nats reconnected", client=name)
+            if on_reconnect is not None:
+                await on_reconnect()
+
+        try:
+            nc = await nats.connect(
+                url,
+                name=name,
+                connect_timeout=connect_timeout,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                allow_reconnect=True,
+                error_cb=_error,
+                disconnected_cb=_disconnected,
+                reconnected_cb=_reconnected,
+                pending_size=64 * 1024 * 1024,
+            )
+        except Exception as err:
+            raise BusError(f"cannot connect to NATS at {url}: {err}") from err
+        return cls(nc, name=name)
+
+    async def ensure_streams(self, specs: Iterable[StreamSpec] = STREAMS) -> None:
+        """Create or update the streams (idempotent; limits come from the contracts)."""
+        for spec in specs:
+            config = stream_config(spec)
+            try:
+                await self.js.stream_info(spec.name)
+            except NotFoundError:
+                try:
+                    await self.js.add_stream(config)
+                except BadRequestError as err:
+                    raise BusError(f"cannot create stream {spec.name}: {err}") from err
+                log.info("stream created", stream=spec.name)
+                continue
+            try:
+                await self.js.update_stream(config)
+            except BadRequestError as err:
+                raise BusError(f"cannot update stream {spec.name}: {err}") from err
+
+    # Publishing. Each returns once JetStream acknowledged (stored and de-duplicated).
+
+    async def publish(
+        self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str] | None = None
+    ) -> api.PubAck:
+        """Publish to JetStream with ``Nats-Msg-Id`` and wait for the stream's ack."""
+        hdrs = {MSG_ID_HEADER: msg_id}
+        if headers:
+            hdrs.update(headers)
+        return await self.js.publish(subject, data, headers=hdrs)
+
+    async def publish_nowait(
+        self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str] | None = None
+    ) -> asyncio.Future[api.PubAck]:
+        """Publish without waiting for the ack (many in flight); await the future for it."""
+        hdrs = {MSG_ID_HEADER: msg_id}
+        if headers:
+            hdrs.update(headers)
+        return await self.js.publish_async(subject, data, headers=hdrs)
+
+    async def publish_command(self, envelope: CommandEnvelope, *, now: datetime) -> api.PubAck:
+        """Publish a command with its id and priority headers; refuse an expired one."""
+        if envelope.is_expired(now):
+            raise ExpiredCommandError(
+                f"command {envelope.command_id} expired at {envelope.expires_at}"
+            )
+        return await self.publish(
+            command_subject(envelope.mower_id),
+            encode(envelope),
+            msg_id=str(envelope.command_id),
+            headers={PRIORITY_HEADER: envelope.priority or "normal"},
+        )
+
+    async def publish_result(self, result: CommandResult) -> api.PubAck:
+        """Publish a command result with the msg id ``<command_id>:<status>``."""
+        return await self.publish(
+            result_subject(result.mower_id), encode(result), msg_id=result.msg_id
+        )
+
+    async def publish_state(self, state: MowerState, *, msg_id: str) -> asyncio.Future[api.PubAck]:
+        """Publish a mower state on ``telemetry.mower.<id>`` (pipelined)."""
+        return await self.publish_nowait(
+            telemetry_subject(state.mower_id), encode(state), msg_id=msg_id
+        )
+
+    async def publish_event(self, event: EventEnvelope[Any]) -> api.PubAck:
+        """Publish a domain event on ``event.<type>`` with its id as msg id."""
+        return await self.publish(event_subject(event.type), encode(event), msg_id=str(event.id))
+
+    async def request(self, subject: str, message: Struct, *, timeout: float) -> bytes:
+        """A core NATS request/reply; raises ``BusError`` on timeout or no responders."""
+        try:
+            reply = await self.nc.request(subject, encode(message), timeout=timeout)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as err:
+            raise BusError(f"no answer on {subject}: {type(err).__name__}") from err
+        return reply.data
+
+    @property
+    def connected(self) -> bool:
+        """True while the connection is up."""
+        return bool(self.nc.is_connected)
+
+    async def drain(self) -> None:
+        """Flush what is pending and close the connection."""
+        if self.nc.is_closed:
+            return
+        try:
+            await asyncio.wait_for(self.js.publish_async_completed(), timeout=5.0)
+            await self.nc.drain()
+        except Exception as err:
+            log.warning("nats drain failed", error=str(err))
+            await self.nc.close()

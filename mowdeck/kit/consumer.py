@@ -1,0 +1,172 @@
+"""Durable JetStream consumers with an explicit outcome per message: ack, nak(delay) or term."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js import api
+
+from mowdeck.errors import MowdeckError
+from mowdeck.kit.bus import Bus
+
+__all__ = [
+    "Consumer",
+    "ConsumerSpec",
+    "DropMessage",
+    "Handler",
+    "RetryLater",
+    "delivery_count",
+    "settle",
+]
+
+log = structlog.get_logger("mowdeck.consumer")
+
+Handler = Callable[[Msg], Awaitable[None]]
+
+
+class DropMessage(MowdeckError):
+    """The message can never be handled: terminate it (no redelivery) and log why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RetryLater(MowdeckError):
+    """The message cannot be handled now: redeliver it after ``delay`` seconds."""
+
+    def __init__(self, reason: str, delay: float = 1.0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+def delivery_count(msg: Msg) -> int:
+    """How many times JetStream has delivered ``msg`` (1 on first delivery)."""
+    try:
+        return int(msg.metadata.num_delivered)
+    except Exception:
+        return 1
+
+
+async def settle(msg: Msg, handler: Handler, *, consumer: str, error_delay: float = 2.0) -> str:
+    """Run ``handler`` on ``msg`` and settle it; returns ``ack``, ``nak`` or ``term``."""
+    started = time.perf_counter()
+    try:
+        await handler(msg)
+    except DropMessage as drop:
+        await msg.term()
+        log.warning(
+            "message terminated", consumer=consumer, subject=msg.subject, reason=drop.reason
+        )
+        return "term"
+    except RetryLater as retry:
+        await msg.nak(delay=retry.delay)
+        log.info(
+            "message redelivery requested",
+            consumer=consumer,
+            subject=msg.subject,
+            reason=retry.reason,
+            delay=retry.delay,
+        )
+        return "nak"
+    except Exception:
+        # A bug or a transient failure: keep the message, retry it later, make noise.
+        await msg.nak(delay=error_delay)
+        log.exception("handler failed", consumer=consumer, subject=msg.subject)
+        return "nak"
+    await msg.ack()
+    log.debug(
+        "message handled",
+        consumer=consumer,
+        subject=msg.subject,
+        ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+    return "ack"
+
+
+class ConsumerSpec:
+    """How to consume: stream, filter, durable name, optional queue group, limits."""
+
+    def __init__(
+        self,
+        *,
+        stream: str,
+        subject: str,
+        durable: str,
+        queue: str | None = None,
+        ack_wait: float = 30.0,
+        max_deliver: int = -1,
+        max_ack_pending: int = 20_000,
+        deliver_policy: api.DeliverPolicy = api.DeliverPolicy.ALL,
+    ) -> None:
+        self.stream = stream
+        self.subject = subject
+        self.durable = durable
+        self.queue = queue
+        self.ack_wait = ack_wait
+        self.max_deliver = max_deliver
+        self.max_ack_pending = max_ack_pending
+        self.deliver_policy = deliver_policy
+
+    def config(self) -> api.ConsumerConfig:
+        """The durable consumer's JetStream configuration."""
+        return api.ConsumerConfig(
+            durable_name=self.durable,
+            deliver_group=self.queue,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
+            max_deliver=self.max_deliver,
+            max_ack_pending=self.max_ack_pending,
+            deliver_policy=self.deliver_policy,
+            filter_subject=self.subject,
+        )
+
+
+class Consumer:
+    """A push subscription on a durable consumer that settles each message explicitly.
+
+    ``on_message`` gets the raw message and settles it itself (use ``settle``), so a
+    batching consumer can ack later. After ``stop()`` begins, arriving deliveries are
+    nak'd at once so they are redelivered to whoever runs next.
+    """
+
+    def __init__(self, bus: Bus, spec: ConsumerSpec, on_message: Callable[[Msg], Awaitable[Any]]):
+        self._bus = bus
+        self.spec = spec
+        self._on_message = on_message
+        self._sub: Any = None
+        self._closing = False
+
+    async def start(self) -> None:
+        """Create or bind the durable consumer and start receiving."""
+        self._closing = False
+        self._sub = await self._bus.js.subscribe(
+            self.spec.subject,
+            queue=self.spec.queue,
+            durable=self.spec.durable,
+            stream=self.spec.stream,
+            config=self.spec.config(),
+            manual_ack=True,
+            cb=self._deliver,
+        )
+
+    async def _deliver(self, msg: Msg) -> None:
+        if self._closing:
+            await msg.nak()
+            return
+        await self._on_message(msg)
+
+    async def stop(self) -> None:
+        """Stop receiving; the durable consumer stays for the next start."""
+        self._closing = True
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception as err:
+                log.debug("unsubscribe failed", error=str(err), consumer=self.spec.durable)
+            self._sub = None

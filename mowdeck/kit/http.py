@@ -1,0 +1,204 @@
+"""HTTP basics every service shares: health, readiness, metrics and problem+json errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from mowdeck.errors import MowdeckError
+
+__all__ = [
+    "PROBLEM_CONTENT_TYPE",
+    "HttpServer",
+    "Problem",
+    "Readiness",
+    "json_response",
+    "problem_middleware",
+    "read_json",
+    "with_ops_routes",
+]
+
+log = structlog.get_logger("mowdeck.http")
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+PROBLEM_BASE = "https://mowdeck.dev/problems/"
+
+
+class Problem(MowdeckError):
+    """An RFC 9457 problem answered to the client; ``type_`` is a short slug."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str | None = None,
+        *,
+        type_: str | None = None,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail or title)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.type_ = type_
+        self.extra = extra or {}
+        self.headers = headers or {}
+
+    def body(self, instance: str) -> dict[str, Any]:
+        """The problem document."""
+        doc: dict[str, Any] = {
+            "type": PROBLEM_BASE + self.type_ if self.type_ else "about:blank",
+            "title": self.title,
+            "status": self.status,
+            "instance": instance,
+        }
+        if self.detail:
+            doc["detail"] = self.detail
+        doc.update(self.extra)
+        return doc
+
+
+def _problem_response(problem: Problem, instance: str) -> web.Response:
+    return web.Response(
+        status=problem.status,
+        body=json.dumps(problem.body(instance)).encode(),
+        content_type=PROBLEM_CONTENT_TYPE,
+        headers=problem.headers,
+    )
+
+
+@web.middleware
+async def problem_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Answer every error as ``application/problem+json``."""
+    try:
+        return await handler(request)
+    except Problem as problem:
+        return _problem_response(problem, request.path)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _problem_response(
+            Problem(exc.status, exc.reason, type_=None, headers=_allow(exc)), request.path
+        )
+    except Exception:
+        log.exception("unhandled error", path=request.path, method=request.method)
+        return _problem_response(Problem(500, "Internal Server Error"), request.path)
+
+
+def _allow(exc: web.HTTPException) -> dict[str, str]:
+    allow = exc.headers.get("Allow")
+    return {"Allow": allow} if allow else {}
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    """A JSON response from builtins or msgspec structs."""
+    import msgspec  # noqa: PLC0415 - keep the module import light for the ops-only apps
+
+    return web.Response(
+        status=status, body=msgspec.json.encode(data), content_type="application/json"
+    )
+
+
+async def read_json(request: web.Request) -> bytes:
+    """The raw request body, refusing a non-JSON content type or an empty body."""
+    if request.content_type not in ("application/json", "application/merge-patch+json"):
+        raise Problem(
+            415,
+            "Unsupported Media Type",
+            "send the body as application/json",
+            type_="unsupported-media-type",
+        )
+    body = await request.read()
+    if not body:
+        raise Problem(400, "Bad Request", "the request body is empty", type_="empty-body")
+    return body
+
+
+class Readiness:
+    """Readiness: 503 while starting and while shutting down."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.reason = "starting"
+
+    def set_ready(self) -> None:
+        """Accept traffic."""
+        self.ready = True
+        self.reason = "ready"
+
+    def set_not_ready(self, reason: str) -> None:
+        """Refuse traffic with a reason."""
+        self.ready = False
+        self.reason = reason
+
+
+READINESS = web.AppKey("readiness", Readiness)
+REGISTRY = web.AppKey("registry", CollectorRegistry)
+
+
+async def _health(_: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def _ready(request: web.Request) -> web.Response:
+    readiness = request.app[READINESS]
+    return json_response({"status": readiness.reason}, status=200 if readiness.ready else 503)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[REGISTRY])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def with_ops_routes(
+    app: web.Application, readiness: Readiness, registry: CollectorRegistry
+) -> None:
+    """Add ``/healthz``, ``/readyz`` and ``/metrics`` to ``app``."""
+    app[READINESS] = readiness
+    app[REGISTRY] = registry
+    app.add_routes(
+        [
+            web.get("/healthz", _health),
+            web.get("/readyz", _ready),
+            web.get("/metrics", _metrics),
+        ]
+    )
+
+
+class HttpServer:
+    """Runs an aiohttp application on a host and port; ``port=0`` picks a free one."""
+
+    def __init__(self, app: web.Application, host: str, port: int) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        """Listen."""
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        sockets = getattr(site._server, "sockets", None) or []
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        """The base URL."""
+        return f"http://{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        """Stop listening and finish open requests."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,68 @@
+"""Ordered start and graceful, ordered shutdown on SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Sequence
+from typing import Protocol
+
+import structlog
+
+__all__ = ["Service", "run_services", "start_all", "stop_all"]
+
+log = structlog.get_logger("mowdeck.lifecycle")
+
+
+class Service(Protocol):
+    """Something with an ordered start and a graceful stop."""
+
+    name: str
+
+    async def start(self) -> None:
+        """Start; return when ready to serve."""
+
+    async def stop(self) -> None:
+        """Stop gracefully; return when nothing accepted is left undone."""
+
+
+async def start_all(services: Sequence[Service]) -> list[Service]:
+    """Start services in order; on failure stop those already started and re-raise."""
+    started: list[Service] = []
+    try:
+        for service in services:
+            await service.start()
+            started.append(service)
+            log.info("service started", service=service.name)
+    except BaseException:
+        await stop_all(started, timeout=30.0)
+        raise
+    return started
+
+
+async def stop_all(services: Sequence[Service], *, timeout: float) -> None:
+    """Stop services in reverse start order, each within ``timeout`` seconds."""
+    for service in reversed(services):
+        try:
+            await asyncio.wait_for(service.stop(), timeout=timeout)
+            log.info("service stopped", service=service.name)
+        except TimeoutError:
+            log.error("service did not stop in time", service=service.name, timeout=timeout)
+        except Exception:
+            log.exception("service failed to stop", service=service.name)
+
+
+async def run_services(services: Sequence[Service], *, shutdown_timeout: float = 30.0) -> None:
+    """Start ``services``, wait for SIGTERM or SIGINT, then stop them in reverse order."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        started = await start_all(services)
+        await stop.wait()
+        log.info("shutdown requested")
+        await stop_all(started, timeout=shutdown_timeout)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,103 @@
+"""Settings from ``MOWDECK_*`` environment variables, read once into a frozen struct."""
+
+from __future__ import annotations
+
+import os
+import types
+import typing
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar, get_args, get_origin
+
+import msgspec
+
+from mowdeck.errors import MowdeckError
+
+__all__ = ["BaseSettings", "SettingsError", "env_name", "load_settings"]
+
+PREFIX = "MOWDECK_"
+T = TypeVar("T", bound=msgspec.Struct)
+
+Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
+
+
+class SettingsError(MowdeckError):
+    """An environment variable holds a value its setting cannot take."""
+
+
+class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What every service reads: the bus, the database, the HTTP listener and logging."""
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    http_host: str = "127.0.0.1"
+    http_port: Port = 8080
+    log_level: typing.Literal["debug", "info", "warning", "error"] = "info"
+    log_format: typing.Literal["auto", "json", "console"] = "auto"
+    shutdown_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a settings field."""
+    return f"{PREFIX}{field.upper()}"
+
+
+def _strip(tp: Any) -> Any:
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    return tp
+
+
+def _is_text(tp: Any) -> bool:
+    tp = _strip(tp)
+    if tp is str:
+        return True
+    if get_origin(tp) is typing.Literal:
+        return all(isinstance(arg, str) for arg in get_args(tp))
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        return any(_is_text(arg) for arg in get_args(tp) if arg is not type(None))
+    return False
+
+
+def _is_structured(tp: Any) -> bool:
+    tp = _strip(tp)
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_structured(arg) for arg in get_args(tp))
+    if origin in (list, dict, tuple, set, frozenset):
+        return True
+    return isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+
+
+def load_settings(model: type[T], environ: Mapping[str, str] | None = None) -> T:
+    """Read ``model`` from ``MOWDECK_<FIELD>`` variables; unset ones keep their default."""
+    env = os.environ if environ is None else environ
+    hints = typing.get_type_hints(model, include_extras=True)
+    raw: dict[str, Any] = {}
+    for field in msgspec.structs.fields(model):
+        name = env_name(field.name)
+        if name not in env:
+            continue
+        value: Any = env[name]
+        tp = hints[field.name]
+        if _is_structured(tp) and not _is_text(tp):
+            try:
+                value = msgspec.json.decode(value)
+            except msgspec.DecodeError as err:
+                raise SettingsError(f"{name}: expected JSON ({err})") from err
+        elif value == "" and not _is_text(tp):
+            continue
+        raw[field.name] = value
+    try:
+        return msgspec.convert(raw, model, strict=False)
+    except msgspec.ValidationError as err:
+        raise SettingsError(_name_variable(str(err))) from err
+
+
+def _name_variable(message: str) -> str:
+    # msgspec says "... - at `$.field[0].x`"; name the environment variable instead.
+    text, sep, path = message.rpartition(" - at `$.")
+    if not sep:
+        return message
+    field = path.rstrip("`").split("[")[0].split(".")[0]
+    rest = path.rstrip("`")[len(field) :]
+    return f"{env_name(field)}: {text}" + (f" (at {rest})" if rest else "")

@@ -1,0 +1,52 @@
+"""Fixtures for real servers: NATS with JetStream and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from mowdeck.kit.bus import Bus
+from tests.support.natsserver import NatsServer
+from tests.support.postgres import create_database, drop_database
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    """One NATS server for the session; tests that stop it use ``own_nats_server``."""
+    server = NatsServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def own_nats_server() -> Iterator[NatsServer]:
+    """A NATS server of this test alone, free to stop and restart."""
+    server = NatsServer()
+    server.start()
+    yield server
+    server.close()
+
+
+async def _wipe_streams(bus: Bus) -> None:
+    for info in await bus.js.streams_info():
+        await bus.js.delete_stream(info.config.name)
+
+
+@pytest.fixture
+async def bus(nats_server: NatsServer) -> AsyncIterator[Bus]:
+    """A connected bus on fresh streams (every stream of earlier tests is deleted)."""
+    b = await Bus.connect(nats_server.url, name="test")
+    await _wipe_streams(b)
+    await b.ensure_streams()
+    yield b
+    await b.drain()
+
+
+@pytest.fixture(scope="module")
+def database_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test module."""
+    url = create_database()
+    yield url
+    drop_database(url)

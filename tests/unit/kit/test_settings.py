@@ -1,0 +1,66 @@
+"""Settings come from MOWDECK_* variables; a bad value names the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from mowdeck.kit.settings import BaseSettings, SettingsError, load_settings
+
+
+class Example(BaseSettings, frozen=True, kw_only=True):
+    shard_index: int = 0
+    ratio: float = 0.5
+    enabled: bool = False
+    mowers: list[dict[str, int]] = []
+    note: str | None = None
+
+
+def test_defaults_without_environment() -> None:
+    s = load_settings(Example, {})
+    assert (s.http_port, s.shard_index, s.mowers, s.note) == (8080, 0, [], None)
+
+
+def test_values_are_coerced_from_strings() -> None:
+    s = load_settings(
+        Example,
+        {
+            "MOWDECK_HTTP_PORT": "9000",
+            "MOWDECK_SHARD_INDEX": "3",
+            "MOWDECK_RATIO": "1.5",
+            "MOWDECK_ENABLED": "true",
+            "MOWDECK_MOWERS": '[{"a": 1}]',
+            "MOWDECK_NOTE": "hi",
+            "OTHER_HTTP_PORT": "1",
+        },
+    )
+    assert (s.http_port, s.shard_index, s.ratio, s.enabled, s.mowers, s.note) == (
+        9000,
+        3,
+        1.5,
+        True,
+        [{"a": 1}],
+        "hi",
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MOWDECK_HTTP_PORT": "eighty"}, "MOWDECK_HTTP_PORT: Expected `int`"),
+        ({"MOWDECK_HTTP_PORT": "70000"}, "MOWDECK_HTTP_PORT: Expected `int` <= 65535"),
+        ({"MOWDECK_MOWERS": "[{"}, "MOWDECK_MOWERS: expected JSON"),
+        ({"MOWDECK_MOWERS": '[{"a": "x"}]'}, "MOWDECK_MOWERS: Expected `int`"),
+        ({"MOWDECK_LOG_LEVEL": "loud"}, "MOWDECK_LOG_LEVEL: Invalid enum value 'loud'"),
+    ],
+    ids=["not-int", "out-of-range", "bad-json", "bad-item", "bad-enum"],
+)
+def test_invalid_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as err:
+        load_settings(Example, env)
+    assert str(err.value).startswith(message)
+
+
+def test_settings_are_frozen() -> None:
+    s = load_settings(Example, {})
+    with pytest.raises(AttributeError):
+        s.http_port = 1  # type: ignore[misc]
