@@ -1,0 +1,141 @@
+"""Two-lane inbox: emergency mail first, then normal mail, each lane in arrival order."""
+
+from __future__ import annotations
+
+import queue
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+if TYPE_CHECKING:
+    from pykka._envelope import Envelope
+
+    from actors._actor import DispatcherActor
+    from actors._dispatcher import Dispatcher
+
+__all__ = ["Emergency", "TerminationCallback", "TwoLaneInbox", "is_emergency"]
+
+# Scheduling states of an inbox. Only the dispatcher changes them, under its lock.
+NEW: Final = 0  # created, actor not started yet: mail is kept, nothing is scheduled
+IDLE: Final = 1  # started, no mail, not queued
+READY_NORMAL: Final = 2  # queued in the dispatcher's normal ready queue
+READY_EMERGENCY: Final = 3  # queued in the emergency ready queue
+RUNNING: Final = 4  # a worker is running this actor's turn
+DEAD: Final = 5  # torn down: puts are answered with ActorDeadError
+
+TerminationCallback = Callable[[BaseException | None], None]
+"""Called once when an actor has stopped: with the failure that stopped it, or None."""
+
+
+class Emergency:
+    """Base or mixin for message classes that take the emergency lane."""
+
+    __slots__ = ()
+    emergency: ClassVar[bool] = True
+
+
+def is_emergency(message: object) -> bool:
+    """Tell whether a message takes the emergency lane (its class says `emergency = True`)."""
+    # A getattr on the type, not the instance: one dict lookup chain, no per-message state.
+    return getattr(type(message), "emergency", False) is True
+
+
+class TwoLaneInbox:
+    """An actor's mailbox with an emergency and a normal lane.
+
+    It satisfies pykka's inbox protocol (`put`, `get`, `empty`), but `get` never blocks:
+    the dispatcher, not a thread per actor, decides when the actor runs. All scheduling
+    state is guarded by the dispatcher's lock; the lanes are deques, so a worker may pop
+    from them without the lock while producers append.
+    """
+
+    __slots__ = (
+        "_callbacks",
+        "actor",
+        "dispatcher",
+        "emergency",
+        "failure",
+        "normal",
+        "started",
+        "state",
+    )
+
+    def __init__(self) -> None:
+        self.emergency: deque[Envelope[Any]] = deque()
+        self.normal: deque[Envelope[Any]] = deque()
+        self.state: int = NEW
+        self.started = False
+        self.failure: BaseException | None = None
+        self.actor: DispatcherActor | None = None
+        self.dispatcher: Dispatcher | None = None
+        self._callbacks: list[TerminationCallback] | None = []
+
+    def bind(self, actor: DispatcherActor, dispatcher: Dispatcher) -> None:
+        """Attach the inbox to its actor and dispatcher (done once, in the actor's init)."""
+        self.actor = actor
+        self.dispatcher = dispatcher
+
+    def put(self, envelope: Envelope[Any], /) -> None:
+        """Queue an envelope in its lane and make the actor runnable."""
+        # This is the hottest path of the runtime (every tell and ask): the dispatcher's
+        # scheduling is inlined here rather than called, to save a call per message.
+        emergency = getattr(type(envelope.message), "emergency", False) is True
+        dispatcher = self.dispatcher
+        if dispatcher is None:  # pragma: no cover - bind() runs inside __init__
+            msg = "inbox is not bound to a dispatcher"
+            raise RuntimeError(msg)
+        if emergency:
+            # Lock-free on purpose: an emergency must never queue behind the dispatcher's
+            # lock, which a worker may hold while it waits for the GIL (that convoy cost
+            # milliseconds). The deque appends are atomic; a worker claims the actor
+            # from the hint it finds in the emergency ready queue.
+            if self.state == DEAD:
+                dispatcher.reject(self, envelope)
+                return
+            self.emergency.append(envelope)
+            dispatcher.hint_emergency(self)
+            return
+        with dispatcher.lock:
+            state = self.state
+            if state != DEAD:
+                self.normal.append(envelope)
+                if state == IDLE:
+                    dispatcher.make_ready(self, emergency=False)
+                return
+        dispatcher.reject(self, envelope)
+
+    def get(self) -> Envelope[Any]:
+        """Take the next envelope, emergency lane first; raise `queue.Empty` if none."""
+        try:
+            return self.emergency.popleft()
+        except IndexError:
+            pass
+        try:
+            return self.normal.popleft()
+        except IndexError:
+            raise queue.Empty from None
+
+    def empty(self) -> bool:
+        """Tell whether both lanes are empty."""
+        return not (self.emergency or self.normal)
+
+    def depth(self) -> tuple[int, int]:
+        """Return the number of queued messages as (normal, emergency)."""
+        return len(self.normal), len(self.emergency)
+
+    def add_termination_callback(self, callback: TerminationCallback) -> None:
+        """Call `callback(failure_or_None)` once the actor has stopped (now, if it has)."""
+        dispatcher = self.dispatcher
+        if dispatcher is not None:
+            with dispatcher.lock:
+                callbacks = self._callbacks
+                if callbacks is not None:
+                    callbacks.append(callback)
+                    return
+        callback(self.failure)
+
+    def take_termination_callbacks(self) -> list[TerminationCallback]:
+        """Close the callback list and return it (caller holds the dispatcher lock)."""
+        callbacks = self._callbacks or []
+        self._callbacks = None
+        return callbacks

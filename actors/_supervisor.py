@@ -1,0 +1,301 @@
+"""Shard supervisor: one actor per key (mower id), restarted from its snapshot on failure.
+
+The factory makes an actor for a key from its last snapshot (None for a new key)::
+
+    def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        state = decode(snapshot.state) if snapshot else fresh_state(key)
+        return WatchActor.start(dispatcher=dispatcher, mower_id=key, state=state)
+
+It must start a `DispatcherActor` on the supervisor's dispatcher and must not block.
+
+Lifecycle of a key:
+
+- `get_or_start(key)` loads the snapshot (on the loop), calls the factory and returns
+  once the actor's `on_start` has run; a concurrent call for the same key waits for that
+  start instead of starting twice.
+- A failure (unhandled exception in `on_start`, in a `tell`-ed message, in `on_stop`)
+  schedules a restart after a backoff that doubles per failure inside the window
+  (`backoff_initial`, capped at `backoff_max`). The restart loads the snapshot again:
+  the state the service last persisted, never the crashed actor's memory.
+  `get_or_start` during the backoff waits for the restart.
+- More than `max_restarts` failures inside `window_seconds`: the supervisor gives up,
+  logs, counts, and `get_or_start(key)` raises `GaveUpError` until `stop(key)`
+  clears the mark. Other keys are not touched.
+- `stop_all()` refuses new starts, cancels pending restarts, asks every actor to stop in
+  the order their keys were first started (each handles the mail queued before its stop)
+  and waits until all have stopped.
+
+All methods run on the event loop of the first async call; none block it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+import structlog
+from pykka.messages import ProxyGetAttr
+
+from actors._bridge import LoopBridge, _inbox_of
+from actors._dispatcher import Dispatcher
+from actors._errors import GaveUpError, SupervisorClosedError
+from actors._metrics import ActorMetrics
+from actors._snapshot import Snapshot, SnapshotStore
+
+__all__ = ["ActorFactory", "ShardSupervisor"]
+
+ActorFactory = Callable[[str, Snapshot | None], pykka.ActorRef[Any]]
+
+_log = structlog.get_logger("actors.supervisor")
+_STARTED_PROBE = ProxyGetAttr(attr_path=("actor_urn",))
+
+
+@dataclass(eq=False)
+class _Entry:
+    ref: pykka.ActorRef[Any] | None = None
+    actor_name: str = "unknown"
+    failures: deque[float] = field(default_factory=deque)
+    pending: asyncio.Future[None] | None = None  # set while starting or awaiting a restart
+    timer: asyncio.TimerHandle | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class ShardSupervisor:
+    """Starts, finds, restarts and stops the actors of one shard, by key."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        factory: ActorFactory,
+        snapshots: SnapshotStore,
+        *,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 30.0,
+        max_restarts: int = 5,
+        window_seconds: float = 60.0,
+        metrics: ActorMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._factory = factory
+        self._snapshots = snapshots
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._max_restarts = max_restarts
+        self._window = window_seconds
+        self._metrics = metrics
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}  # insertion order = first start order
+        self._given_up: set[str] = set()
+        self._closed = False
+        self._bridge: LoopBridge | None = None
+
+    # -- lookups -------------------------------------------------------------------
+
+    def get(self, key: str) -> pykka.ActorRef[Any] | None:
+        """Return the key's running actor, or None."""
+        entry = self._entries.get(key)
+        if entry is None or entry.ref is None or not entry.ref.is_alive():
+            return None
+        return entry.ref
+
+    def keys(self) -> list[str]:
+        """Return the supervised keys (running or awaiting a restart), in start order."""
+        return list(self._entries)
+
+    def given_up(self) -> frozenset[str]:
+        """Return the keys the supervisor gave up on."""
+        return frozenset(self._given_up)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def get_or_start(self, key: str) -> pykka.ActorRef[Any]:
+        """Return the key's started actor, starting it from its snapshot (or restarting) first."""
+        bridge = self._bind_loop()
+        while True:
+            if self._closed:
+                raise SupervisorClosedError(key)
+            if key in self._given_up:
+                raise GaveUpError(key)
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry(pending=bridge.loop.create_future())
+                await self._launch(key, entry, restart=False)
+                continue
+            if entry.pending is not None:
+                await asyncio.shield(entry.pending)
+                continue
+            ref = entry.ref
+            if ref is not None and ref.is_alive():
+                return ref
+            if ref is not None:
+                # Died, and its termination callback is still on its way to the loop.
+                self._on_terminated(key, ref, _inbox_of(ref).failure)
+            else:
+                self._entries.pop(key, None)  # a first start that was cancelled midway
+
+    async def stop(self, key: str) -> bool:
+        """Stop the key's actor (after its queued mail) and forget the key and its give-up."""
+        bridge = self._bind_loop()
+        self._given_up.discard(key)
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return False
+        await self._cancel([entry])
+        if entry.ref is None:
+            return False
+        return await bridge.stop(entry.ref)
+
+    async def stop_all(self) -> None:
+        """Stop every actor in start order, cancel pending restarts, refuse new starts."""
+        bridge = self._bind_loop()
+        self._closed = True
+        entries = list(self._entries.values())
+        self._entries.clear()
+        await self._cancel(entries)
+        refs = [entry.ref for entry in entries if entry.ref is not None]
+        # All stops are requested in order first, then awaited together: mowers do not
+        # depend on each other, and one-at-a-time would make shutdown O(actors x hop).
+        for ref in refs:
+            ref.stop(block=False)
+        await asyncio.gather(*(bridge.wait_stopped(ref) for ref in refs))
+        _log.info("actors.supervisor_stopped", actors=len(refs))
+
+    # -- internals -----------------------------------------------------------------
+
+    def _bind_loop(self) -> LoopBridge:
+        loop = asyncio.get_running_loop()
+        if self._bridge is None:
+            self._bridge = LoopBridge(loop)
+        elif self._bridge.loop is not loop:
+            msg = "a ShardSupervisor is bound to the event loop it was first used on"
+            raise RuntimeError(msg)
+        return self._bridge
+
+    async def _launch(self, key: str, entry: _Entry, *, restart: bool) -> None:
+        """Start the key's actor from its snapshot; resolve `entry.pending` either way."""
+        bridge = self._bind_loop()
+        pending = entry.pending
+        try:
+            snapshot = await self._snapshots.load(key)
+            if self._closed or self._entries.get(key) is not entry:
+                return  # stopped while the snapshot loaded
+            ref = self._factory(key, snapshot)
+            inbox = _inbox_of(ref)
+            if inbox.dispatcher is not self._dispatcher:
+                ref.stop(block=False)
+                msg = f"factory started {ref} on another dispatcher"
+                raise TypeError(msg)
+        except Exception as error:
+            entry.pending = None
+            if not restart:
+                self._entries.pop(key, None)
+                raise
+            _log.exception("actors.restart_failed", actor_key=key)
+            self._record_failure(key, entry, error)
+        else:
+            entry.pending = None
+            entry.ref = ref
+            entry.actor_name = ref.actor_class.__name__
+            if restart:
+                _log.info("actors.restarted", actor_key=key, sequence=_sequence(snapshot))
+                if self._metrics is not None:
+                    self._metrics.restarts.labels(actor=entry.actor_name).inc()
+
+            def terminated(failure: BaseException | None) -> None:
+                bridge.call_soon(self._on_terminated, key, ref, failure)
+
+            inbox.add_termination_callback(terminated)
+            # Answered after on_start (and any mail the factory queued): callers get an
+            # actor that has started. pykka handles ProxyGetAttr itself, not on_receive.
+            # If on_start failed, the termination callback takes it from here.
+            with contextlib.suppress(pykka.ActorDeadError):
+                await bridge.wrap(ref.ask(_STARTED_PROBE, block=False))
+        finally:
+            entry.task = None
+            if pending is not None and not pending.done():
+                pending.set_result(None)
+
+    def _on_terminated(
+        self, key: str, ref: pykka.ActorRef[Any], failure: BaseException | None
+    ) -> None:
+        entry = self._entries.get(key)
+        if entry is None or entry.ref is not ref:
+            return  # stopped on purpose, or already handled
+        entry.ref = None
+        if failure is None:
+            # Stopped by someone else (ref.stop(), dispatcher.stop()): nothing to restart.
+            del self._entries[key]
+            return
+        self._record_failure(key, entry, failure)
+
+    def _record_failure(self, key: str, entry: _Entry, failure: BaseException) -> None:
+        now = self._clock()
+        failures = entry.failures
+        while failures and now - failures[0] > self._window:
+            failures.popleft()
+        failures.append(now)
+        if self._metrics is not None:
+            self._metrics.failures.labels(actor=entry.actor_name).inc()
+        if len(failures) > self._max_restarts:
+            del self._entries[key]
+            self._given_up.add(key)
+            _log.error(
+                "actors.gave_up",
+                actor_key=key,
+                actor=entry.actor_name,
+                failures=len(failures),
+                window_seconds=self._window,
+                error=repr(failure),
+            )
+            if self._metrics is not None:
+                self._metrics.give_ups.labels(actor=entry.actor_name).inc()
+            return
+        delay = min(self._backoff_max, self._backoff_initial * 2 ** (len(failures) - 1))
+        _log.warning(
+            "actors.restart_scheduled",
+            actor_key=key,
+            actor=entry.actor_name,
+            delay_seconds=delay,
+            error=repr(failure),
+        )
+        loop = self._bind_loop().loop
+        entry.pending = loop.create_future()
+        entry.timer = loop.call_later(delay, self._begin_restart, key, entry)
+
+    def _begin_restart(self, key: str, entry: _Entry) -> None:
+        entry.timer = None
+        if self._closed or self._entries.get(key) is not entry:
+            return
+        loop = self._bind_loop().loop
+        entry.task = loop.create_task(self._launch(key, entry, restart=True))
+
+    async def _cancel(self, entries: list[_Entry]) -> None:
+        tasks = []
+        for entry in entries:
+            if entry.timer is not None:
+                entry.timer.cancel()
+                entry.timer = None
+            if entry.task is not None:
+                entry.task.cancel()
+                tasks.append(entry.task)
+            if entry.pending is not None and not entry.pending.done():
+                entry.pending.set_result(None)  # waiters re-check and see the key is gone
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+def _sequence(snapshot: Snapshot | None) -> int | None:
+    return None if snapshot is None else snapshot.sequence

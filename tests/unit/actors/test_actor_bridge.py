@@ -1,0 +1,157 @@
+"""LoopBridge: actors and the event loop talk without the loop ever blocking."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pykka
+import pytest
+
+from actors import Dispatcher, DispatcherActor, LoopBridge
+from actors.testing import loop_stall_monitor
+
+from .probes import Crash, DispatcherProbe, Journal, Note, ThreadingProbe, hold
+
+
+class Effector(DispatcherActor):
+    """Hands one effect per message to the loop, as a gateway controller would."""
+
+    def __init__(self, *, dispatcher: Dispatcher, bridge: LoopBridge, sink: list[Any]) -> None:
+        super().__init__(dispatcher=dispatcher)
+        self.bridge = bridge
+        self.sink = sink
+        self.total = 0
+
+    def on_receive(self, message: Any) -> Any:
+        self.total += sum(range(200))  # a little CPU per message, like a real decision
+        self.bridge.call_soon(self.sink.append, (message, threading.current_thread().name))
+        return self.total
+
+
+async def test_ask_answers_without_blocking(dispatcher: Dispatcher) -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    assert await bridge.ask(ref, Note(7)) == 7
+    assert await bridge.wrap(ref.proxy().add(2, 2)) == 4
+    await bridge.stop(ref)
+
+
+async def test_handler_exception_is_raised_in_the_awaiting_task(dispatcher: Dispatcher) -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    with pytest.raises(ValueError, match="nope"):
+        await bridge.ask(ref, Crash("nope"))
+    assert ref.is_alive()
+    assert await bridge.stop(ref) is True
+    with pytest.raises(pykka.ActorDeadError):
+        await bridge.ask(ref, Note(1))
+    assert await bridge.stop(ref) is False
+
+
+async def test_ask_timeout(dispatcher: Dispatcher) -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    release = await asyncio.to_thread(hold, ref)
+    with pytest.raises(TimeoutError):
+        await bridge.ask(ref, Note(1), timeout=0.05)
+    release.set()
+    assert await bridge.ask(ref, Note(2), timeout=5) == 2
+    await bridge.stop(ref)
+
+
+async def test_blocking_futures_are_refused() -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = ThreadingProbe.start(name="t", journal=Journal())
+    try:
+        with pytest.raises(TypeError, match="without blocking the loop"):
+            bridge.wrap(ref.ask(Note(1), block=False))
+    finally:
+        ref.stop()
+
+
+async def test_get_hook_futures_are_refused(dispatcher: Dispatcher) -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    mapped = ref.ask(Note(1), block=False).map(lambda v: v + 1)
+    with pytest.raises(TypeError, match="get hook"):
+        bridge.wrap(mapped)
+    await bridge.stop(ref)
+
+
+async def test_effects_run_on_the_loop_in_order(dispatcher: Dispatcher) -> None:
+    loop = asyncio.get_running_loop()
+    bridge = LoopBridge(loop)
+    ran_on: list[int] = []
+    sink: list[Any] = []
+    ref = Effector.start(dispatcher=dispatcher, bridge=bridge, sink=sink)
+    for i in range(100):
+        ref.tell(i)
+    bridge.call_soon(lambda: ran_on.append(threading.get_ident()))
+    await bridge.ask(ref, "last")
+    await asyncio.sleep(0)  # the last effect was queued just before the answer
+    assert [message for message, _ in sink] == [*range(100), "last"]
+    assert all(thread.startswith("mowdeck-actors-") for _, thread in sink)
+    assert ran_on == [threading.get_ident()]
+    await bridge.stop(ref)
+
+
+async def test_wait_stopped_returns_the_failure(dispatcher: Dispatcher) -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    ref.tell(Crash("dead"))
+    failure = await bridge.wait_stopped(ref)
+    assert isinstance(failure, ValueError)
+    assert await bridge.wait_stopped(ref) is failure  # again, after the fact
+
+
+def test_effect_after_the_loop_closed_is_dropped_not_raised() -> None:
+    loop = asyncio.new_event_loop()
+    bridge = LoopBridge(loop)
+    loop.close()
+    bridge.call_soon(print, "never")
+
+
+async def test_monitor_sees_a_blocking_get_on_the_loop(dispatcher: Dispatcher) -> None:
+    # The control for the tests below: awaiting pykka's way stalls the loop, and the
+    # monitor notices.
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    release = await asyncio.to_thread(hold, ref)
+    future = ref.ask(Note(1), block=False)
+    threading.Timer(0.15, release.set).start()
+    async with loop_stall_monitor() as report:
+        assert future.get(timeout=5) == 1  # blocks the loop until the timer fires
+    assert report.max_stall >= 0.1
+    ref.stop()
+
+
+async def test_bridge_ask_does_not_stall_the_loop(dispatcher: Dispatcher) -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    release = await asyncio.to_thread(hold, ref)
+    threading.Timer(0.15, release.set).start()
+    async with loop_stall_monitor() as report:
+        assert await bridge.ask(ref, Note(1), timeout=5) == 1
+    assert report.ticks > 20  # the loop kept running while it waited
+    assert report.max_stall < 0.05
+    await bridge.stop(ref)
+
+
+async def test_loop_keeps_running_while_many_actors_work(dispatcher: Dispatcher) -> None:
+    bridge = LoopBridge(asyncio.get_running_loop())
+    sink: list[Any] = []
+    refs = [Effector.start(dispatcher=dispatcher, bridge=bridge, sink=sink) for _ in range(500)]
+    async with loop_stall_monitor() as report:
+        for round_ in range(20):
+            for ref in refs:
+                ref.tell(round_)
+            answers = await asyncio.gather(*(bridge.ask(ref, "sync") for ref in refs[::10]))
+            assert len(answers) == 50
+            await asyncio.sleep(0)
+    await asyncio.gather(*(bridge.ask(ref, "end") for ref in refs))
+    await asyncio.sleep(0)
+    assert len(sink) == 500 * 20 + 50 * 20 + 500
+    # Generous: the loop shares the GIL with two busy workers (5 ms switch interval).
+    assert report.max_stall < 0.05, report
+    await asyncio.gather(*(bridge.stop(ref) for ref in refs))

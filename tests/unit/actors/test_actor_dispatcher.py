@@ -1,0 +1,209 @@
+"""Dispatcher scheduling: isolation from slow handlers, fairness, slow-handler reports, metrics."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+import structlog
+from prometheus_client import CollectorRegistry, generate_latest
+
+from actors import ActorMetrics, Dispatcher
+
+from .probes import DispatcherProbe, Journal, Note, Stop, hold
+
+
+def _wait_until(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_slow_handler_holds_back_no_other_actor(workers: int) -> None:
+    dispatcher = Dispatcher(workers=workers, slow_handler_seconds=60)
+    dispatcher.start()
+    journal = Journal()
+    slow = DispatcherProbe.start(dispatcher=dispatcher, name="slow", journal=journal)
+    others = [
+        DispatcherProbe.start(dispatcher=dispatcher, name=f"o{i}", journal=journal)
+        for i in range(100)
+    ]
+    release = hold(slow)  # one worker is now stuck in the slow handler
+    for i in range(10):
+        for ref in others:
+            ref.tell(Note(i))
+    slow.tell(Note("slow-after"))
+    # Everything except the slow actor is handled while the slow handler still runs.
+    assert _wait_until(lambda: sum(r.proxy().counter.get() for r in others[-1:]) == 10)
+    assert all(ref.proxy().counter.get(timeout=5) == 10 for ref in others)
+    assert journal.of("slow") == ["on_start"]
+    release.set()
+    assert slow.ask(Note("slow-sync"), timeout=5) == "slow-sync"
+    assert dispatcher.stop(timeout=5)
+
+
+def test_with_one_worker_a_slow_handler_blocks_the_rest() -> None:
+    # The counterpart of the test above: proves it would notice a stuck dispatcher.
+    dispatcher = Dispatcher(workers=1, slow_handler_seconds=60)
+    dispatcher.start()
+    journal = Journal()
+    slow = DispatcherProbe.start(dispatcher=dispatcher, name="slow", journal=journal)
+    other = DispatcherProbe.start(dispatcher=dispatcher, name="other", journal=journal)
+    other.ask("started", timeout=5)
+    release = hold(slow)
+    future = other.ask(Note(1), block=False)
+    time.sleep(0.1)
+    assert journal.of("other") == ["on_start"]
+    release.set()
+    assert future.get(timeout=5) == 1
+    assert dispatcher.stop(timeout=5)
+
+
+def test_a_busy_actor_yields_after_one_batch() -> None:
+    dispatcher = Dispatcher(workers=1, batch=4)
+    dispatcher.start()
+    journal = Journal()
+    busy = DispatcherProbe.start(dispatcher=dispatcher, name="busy", journal=journal)
+    quiet = DispatcherProbe.start(dispatcher=dispatcher, name="quiet", journal=journal)
+    quiet.ask("started", timeout=5)
+    release = hold(busy)
+    for i in range(1000):
+        busy.tell(Note(i))
+    quiet.tell(Note("quiet"))
+    release.set()
+    quiet.ask("sync", timeout=5)
+    busy.ask("sync", timeout=5)
+    order = [what for who, what in journal.entries if what not in ("on_start",)]
+    # The held message ended busy's turn; then busy gets at most one batch (4) first.
+    assert order.index("quiet") <= 4
+    assert dispatcher.stop(timeout=5)
+
+
+def test_slow_handler_is_logged_and_counted(registry: CollectorRegistry) -> None:
+    metrics = ActorMetrics(registry)
+    dispatcher = Dispatcher(workers=1, slow_handler_seconds=0.02, metrics=metrics)
+    dispatcher.start()
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    with structlog.testing.capture_logs() as logs:
+        release = hold(ref)
+        time.sleep(0.05)
+        release.set()
+        ref.proxy().add(1, 2).get(timeout=5)
+    slow = [entry for entry in logs if entry["event"] == "actors.slow_handler"]
+    assert len(slow) == 1
+    assert slow[0]["actor"] == "DispatcherProbe"
+    assert slow[0]["message_type"] == "Hold"
+    assert slow[0]["actor_urn"] == ref.actor_urn
+    assert slow[0]["seconds"] >= 0.02
+    assert slow[0]["log_level"] == "warning"
+    sample = registry.get_sample_value(
+        "mowdeck_actor_slow_handlers_total", {"actor": "DispatcherProbe"}
+    )
+    assert sample == 1.0
+    assert dispatcher.stop(timeout=5)
+
+
+def test_metrics_report_actors_lanes_and_handling(registry: CollectorRegistry) -> None:
+    metrics = ActorMetrics(registry)
+    dispatcher = Dispatcher(workers=1, metrics=metrics)
+    dispatcher.start()
+    refs = [
+        DispatcherProbe.start(dispatcher=dispatcher, name=f"p{i}", journal=Journal())
+        for i in range(3)
+    ]
+    for ref in refs:
+        ref.ask("started", timeout=5)
+    release = hold(refs[0])
+    for i in range(5):
+        refs[0].tell(Note(i))
+    refs[0].tell(Stop("e1"))
+    refs[0].tell(Stop("e2"))
+    assert registry.get_sample_value("mowdeck_actor_actors") == 3
+    lane = "mowdeck_actor_mailbox_messages"
+    assert registry.get_sample_value(lane, {"lane": "normal"}) == 5
+    assert registry.get_sample_value(lane, {"lane": "emergency"}) == 2
+    release.set()
+    refs[0].ask("sync", timeout=5)
+    assert registry.get_sample_value(lane, {"lane": "normal"}) == 0
+    count = registry.get_sample_value(
+        "mowdeck_actor_handling_seconds_count", {"actor": "DispatcherProbe"}
+    )
+    # 3 "started" asks, Hold, 5 notes, 2 emergencies, the sync ask.
+    assert count == 3 + 1 + 5 + 2 + 1
+    assert dispatcher.stop(timeout=5)
+    assert registry.get_sample_value("mowdeck_actor_actors") == 0
+    # Counts survive the dispatcher: a Prometheus counter never goes back.
+    after = registry.get_sample_value(
+        "mowdeck_actor_handling_seconds_count", {"actor": "DispatcherProbe"}
+    )
+    assert after is not None
+    assert after >= count
+
+
+def test_metric_families_names_and_types(registry: CollectorRegistry) -> None:
+    metrics = ActorMetrics(registry)
+    dispatcher = Dispatcher(workers=1, metrics=metrics)
+    dispatcher.start()
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    ref.ask(Note(1), timeout=5)
+    metrics.restarts.labels(actor="X").inc()
+    metrics.give_ups.labels(actor="X").inc()
+    text = generate_latest(registry).decode()
+    families = {family.name: family.type for family in registry.collect()}
+    assert families == {
+        "mowdeck_actor_actors": "gauge",
+        "mowdeck_actor_mailbox_messages": "gauge",
+        "mowdeck_actor_handling_seconds": "histogram",
+        "mowdeck_actor_slow_handlers": "counter",
+        "mowdeck_actor_failures": "counter",
+        "mowdeck_actor_restarts": "counter",
+        "mowdeck_actor_give_ups": "counter",
+    }
+    assert "mowdeck_actor_restarts_total" in text
+    assert 'mowdeck_actor_handling_seconds_bucket{actor="DispatcherProbe",le="+Inf"} 1.0' in text
+    assert dispatcher.stop(timeout=5)
+
+
+def test_two_metrics_instances_live_in_one_process() -> None:
+    ActorMetrics(CollectorRegistry())
+    ActorMetrics(CollectorRegistry())
+
+
+def test_workers_sleep_when_there_is_no_mail(dispatcher: Dispatcher) -> None:
+    ref = DispatcherProbe.start(dispatcher=dispatcher, name="p", journal=Journal())
+    ref.ask("started", timeout=5)
+    before = time.process_time()
+    time.sleep(0.2)
+    # Idle workers wait on a condition; busy-polling would burn CPU here.
+    assert time.process_time() - before < 0.05
+    ref.stop()
+
+
+def test_stop_from_an_actor_is_refused(dispatcher: Dispatcher) -> None:
+    outcome: list[BaseException] = []
+
+    class Stopper(DispatcherProbe):
+        def stop_dispatcher(self) -> None:
+            try:
+                self.dispatcher.stop()
+            except RuntimeError as error:
+                outcome.append(error)
+
+    ref = Stopper.start(dispatcher=dispatcher, name="s", journal=Journal())
+    ref.proxy().stop_dispatcher().get(timeout=5)
+    assert len(outcome) == 1
+    assert threading.current_thread().name == "MainThread"
+    ref.stop()
+
+
+def test_invalid_sizes_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Dispatcher(workers=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        Dispatcher(batch=0)

@@ -1,0 +1,285 @@
+"""ShardSupervisor: start by key, restart from snapshot with backoff, give up, ordered stop."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pykka
+import pytest
+import structlog
+from prometheus_client import CollectorRegistry
+
+from actors import (
+    ActorMetrics,
+    Dispatcher,
+    DispatcherActor,
+    GaveUpError,
+    InMemorySnapshotStore,
+    LoopBridge,
+    ShardSupervisor,
+    Snapshot,
+    SupervisorClosedError,
+)
+
+
+class Counter(DispatcherActor):
+    """Counts messages; its snapshot is the count, as of the last counted sequence."""
+
+    def __init__(
+        self,
+        *,
+        dispatcher: Dispatcher,
+        key: str,
+        count: int,
+        fail_on_start: bool,
+        stops: list[str],
+    ) -> None:
+        super().__init__(dispatcher=dispatcher)
+        self.key = key
+        self.count = count
+        self.fail_on_start = fail_on_start
+        self.stops = stops
+
+    def on_start(self) -> None:
+        if self.fail_on_start:
+            raise RuntimeError(f"{self.key} cannot start")
+
+    def on_stop(self) -> None:
+        self.stops.append(self.key)
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case "inc":
+                self.count += 1
+            case "crash":
+                raise ValueError(f"{self.key} crashed")
+            case "snapshot":
+                return Snapshot(self.key, str(self.count).encode(), self.count)
+        return self.count
+
+
+class Harness:
+    def __init__(self, dispatcher: Dispatcher, registry: CollectorRegistry) -> None:
+        self.dispatcher = dispatcher
+        self.registry = registry
+        self.store = InMemorySnapshotStore()
+        self.starts: list[tuple[str, Snapshot | None, float]] = []
+        self.failing: set[str] = set()
+        self.stops: list[str] = []
+        self.now = 0.0
+
+    def factory(self, key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        self.starts.append((key, snapshot, time.monotonic()))
+        count = int(snapshot.state) if snapshot else 0
+        return Counter.start(
+            dispatcher=self.dispatcher,
+            key=key,
+            count=count,
+            fail_on_start=key in self.failing,
+            stops=self.stops,
+        )
+
+    def supervisor(self, **kwargs: Any) -> ShardSupervisor:
+        options: dict[str, Any] = {
+            "backoff_initial": 0.01,
+            "backoff_max": 1.0,
+            "max_restarts": 3,
+            "window_seconds": 60.0,
+            "metrics": ActorMetrics(self.registry),
+        }
+        options.update(kwargs)
+        return ShardSupervisor(self.dispatcher, self.factory, self.store, **options)
+
+    def metric(self, name: str) -> float:
+        return self.registry.get_sample_value(name, {"actor": "Counter"}) or 0.0
+
+
+@pytest.fixture
+async def harness(registry: CollectorRegistry) -> AsyncIterator[Harness]:
+    dispatcher = Dispatcher(workers=2, name="sup")
+    dispatcher.start()
+    yield Harness(dispatcher, registry)
+    assert await asyncio.to_thread(dispatcher.stop, 5)
+
+
+async def test_get_or_start_starts_once_per_key(harness: Harness) -> None:
+    supervisor = harness.supervisor()
+    first, again, *concurrent = await asyncio.gather(
+        *(supervisor.get_or_start("m1") for _ in range(5))
+    )
+    assert first is again
+    assert all(ref is first for ref in concurrent)
+    assert [key for key, _, _ in harness.starts] == ["m1"]
+    assert supervisor.get("m1") is first
+    assert supervisor.get("m2") is None
+    assert supervisor.keys() == ["m1"]
+    assert len(supervisor) == 1
+    assert "m1" in supervisor
+    await supervisor.stop_all()
+
+
+async def test_restart_from_the_last_snapshot(harness: Harness) -> None:
+    supervisor = harness.supervisor()
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = await supervisor.get_or_start("m1")
+    for _ in range(3):
+        ref.tell("inc")
+    await harness.store.save(await bridge.ask(ref, "snapshot"))  # the service persists it
+    ref.tell("inc")  # counted, but never snapshotted: lost in the crash
+    ref.tell("crash")
+    await bridge.wait_stopped(ref)
+    restarted = await supervisor.get_or_start("m1")
+    assert restarted is not ref
+    assert await bridge.ask(restarted, "get") == 3
+    assert harness.starts[-1][1] == Snapshot("m1", b"3", 3)
+    assert harness.metric("mowdeck_actor_restarts_total") == 1
+    assert harness.metric("mowdeck_actor_failures_total") == 1
+    await supervisor.stop_all()
+
+
+async def test_restart_backoff_doubles(harness: Harness) -> None:
+    supervisor = harness.supervisor(backoff_initial=0.02, max_restarts=10)
+    bridge = LoopBridge(asyncio.get_running_loop())
+    for _ in range(4):
+        ref = await supervisor.get_or_start("m1")
+        ref.tell("crash")
+        await bridge.wait_stopped(ref)
+    await supervisor.get_or_start("m1")
+    times = [at for _, _, at in harness.starts]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    for attempt, gap in enumerate(gaps):
+        assert gap >= 0.02 * 2**attempt * 0.9, gaps
+    await supervisor.stop_all()
+
+
+async def test_gives_up_on_an_actor_that_keeps_failing(harness: Harness) -> None:
+    supervisor = harness.supervisor(max_restarts=2)
+    bridge = LoopBridge(asyncio.get_running_loop())
+    healthy = await supervisor.get_or_start("healthy")
+    healthy.tell("inc")
+    harness.failing.add("broken")
+    with structlog.testing.capture_logs() as logs, pytest.raises(GaveUpError):
+        await supervisor.get_or_start("broken")
+    assert [key for key, _, _ in harness.starts].count("broken") == 3  # start + 2 restarts
+    assert supervisor.given_up() == {"broken"}
+    assert supervisor.keys() == ["healthy"]
+    assert [entry["actor_key"] for entry in logs if entry["event"] == "actors.gave_up"] == [
+        "broken"
+    ]
+    assert harness.metric("mowdeck_actor_give_ups_total") == 1
+    # The others never noticed.
+    assert supervisor.get("healthy") is healthy
+    assert await bridge.ask(healthy, "get") == 1
+    with pytest.raises(GaveUpError):
+        await supervisor.get_or_start("broken")
+    # An operator's stop() clears the mark; the next start is a fresh one.
+    harness.failing.clear()
+    await supervisor.stop("broken")
+    assert (await supervisor.get_or_start("broken")).is_alive()
+    await supervisor.stop_all()
+
+
+async def test_failures_spread_beyond_the_window_never_give_up(harness: Harness) -> None:
+    clock = [0.0]
+    supervisor = harness.supervisor(max_restarts=1, window_seconds=10.0, clock=lambda: clock[0])
+    bridge = LoopBridge(asyncio.get_running_loop())
+    for _ in range(5):
+        ref = await supervisor.get_or_start("m1")
+        ref.tell("crash")
+        await bridge.wait_stopped(ref)
+        clock[0] += 11.0
+    assert (await supervisor.get_or_start("m1")).is_alive()
+    assert supervisor.given_up() == frozenset()
+    assert harness.metric("mowdeck_actor_restarts_total") == 5
+    await supervisor.stop_all()
+
+
+async def test_stop_all_stops_in_start_order_after_queued_mail(registry: CollectorRegistry) -> None:
+    dispatcher = Dispatcher(workers=1, name="ordered")
+    dispatcher.start()
+    harness = Harness(dispatcher, registry)
+    supervisor = harness.supervisor()
+    keys = [f"m{i}" for i in range(20)]
+    refs = [await supervisor.get_or_start(key) for key in keys]
+    for ref in refs:
+        for _ in range(5):
+            ref.tell("inc")
+    await supervisor.stop_all()
+    assert harness.stops == keys
+    assert not any(ref.is_alive() for ref in refs)
+    assert len(supervisor) == 0
+    with pytest.raises(SupervisorClosedError):
+        await supervisor.get_or_start("m1")
+    assert await asyncio.to_thread(dispatcher.stop, 5)
+
+
+async def test_stop_all_cancels_pending_restarts(harness: Harness) -> None:
+    supervisor = harness.supervisor(backoff_initial=30.0)
+    bridge = LoopBridge(asyncio.get_running_loop())
+    ref = await supervisor.get_or_start("m1")
+    ref.tell("crash")
+    await bridge.wait_stopped(ref)
+    await asyncio.sleep(0)
+    waiter = asyncio.create_task(supervisor.get_or_start("m1"))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()  # waiting for the restart
+    started = time.monotonic()
+    await supervisor.stop_all()
+    with pytest.raises(SupervisorClosedError):
+        await waiter
+    assert time.monotonic() - started < 5
+    assert len(harness.starts) == 1
+
+
+async def test_stop_one_key(harness: Harness) -> None:
+    supervisor = harness.supervisor()
+    a = await supervisor.get_or_start("a")
+    b = await supervisor.get_or_start("b")
+    assert await supervisor.stop("a") is True
+    assert await supervisor.stop("a") is False
+    assert not a.is_alive()
+    assert b.is_alive()
+    assert supervisor.keys() == ["b"]
+    await supervisor.stop_all()
+
+
+async def test_actor_stopped_elsewhere_is_forgotten_not_restarted(harness: Harness) -> None:
+    supervisor = harness.supervisor()
+    ref = await supervisor.get_or_start("m1")
+    await LoopBridge(asyncio.get_running_loop()).stop(ref)
+    await asyncio.sleep(0.01)
+    assert "m1" not in supervisor
+    again = await supervisor.get_or_start("m1")
+    assert again is not ref
+    assert harness.metric("mowdeck_actor_restarts_total") == 0
+    await supervisor.stop_all()
+
+
+async def test_first_start_failure_goes_to_the_caller(harness: Harness) -> None:
+    class BrokenStore(InMemorySnapshotStore):
+        async def load(self, key: str) -> Snapshot | None:
+            raise ConnectionError("database down")
+
+    supervisor = ShardSupervisor(harness.dispatcher, harness.factory, BrokenStore())
+    with pytest.raises(ConnectionError):
+        await supervisor.get_or_start("m1")
+    assert "m1" not in supervisor
+    await supervisor.stop_all()
+
+
+async def test_factory_must_use_the_supervisors_dispatcher(harness: Harness) -> None:
+    other = Dispatcher(workers=1, name="other")
+    other.start()
+
+    def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        return Counter.start(dispatcher=other, key=key, count=0, fail_on_start=False, stops=[])
+
+    supervisor = ShardSupervisor(harness.dispatcher, factory, harness.store)
+    with pytest.raises(TypeError, match="another dispatcher"):
+        await supervisor.get_or_start("m1")
+    assert await asyncio.to_thread(other.stop, 5)
+    await supervisor.stop_all()
