@@ -1,0 +1,285 @@
+"""The ``simulator`` connection: the device protocol over a WebSocket (docs/device-protocol.md).
+
+Lean on purpose, since a gateway shard holds thousands: one reader task and a few fields
+per connection, and one aiohttp ``ClientSession`` shared by all connections of an event
+loop (passed in, or created on first use and closed with the last connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+import weakref
+from typing import Annotated
+
+import aiohttp
+import msgspec
+import structlog
+
+from contracts.v1 import CommandEnvelope, MowerRegistration
+from mowdeck.gateway.connections.port import (
+    CommandOutcome,
+    CommandTimeoutError,
+    ConnectionError,
+    ConnectionEvents,
+    LinkDownError,
+)
+from simulator.protocol import (
+    PROTOCOL_VERSION,
+    CommandFrame,
+    ErrorFrame,
+    Hello,
+    OutcomeFrame,
+    ProtocolError,
+    StateFrame,
+    decode_device_frame,
+    encode_frame,
+)
+
+__all__ = ["LinkLostError", "SimulatorConnection", "SimulatorOptions"]
+
+log = structlog.get_logger("mowdeck.gateway.simulator")
+
+
+class LinkLostError(CommandTimeoutError):
+    """The link dropped after the command was sent; the mower may or may not have acted."""
+
+
+class SimulatorOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """``connection.options`` of kind ``simulator``; nothing secret belongs here."""
+
+    url: Annotated[str, msgspec.Meta(pattern=r"^wss?://")]
+    heartbeat_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    backoff_initial_seconds: Annotated[float, msgspec.Meta(gt=0)] = 0.1
+    backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+
+
+class _SharedSession:
+    # One ClientSession per event loop, counted so the last connection closes it.
+    sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedSession] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self) -> None:
+        # The simulator's mowers are many per host: no per-host connection limit.
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        self.users = 0
+
+    @classmethod
+    def acquire(cls) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        shared = cls.sessions.get(loop)
+        if shared is None or shared.session.closed:
+            shared = cls.sessions[loop] = cls()
+        shared.users += 1
+        return shared.session
+
+    @classmethod
+    async def release(cls, session: aiohttp.ClientSession) -> None:
+        shared = cls.sessions.get(asyncio.get_running_loop())
+        if shared is None or shared.session is not session:
+            return
+        shared.users -= 1
+        if shared.users <= 0:
+            del cls.sessions[asyncio.get_running_loop()]
+            await session.close()
+
+
+class SimulatorConnection:
+    """One mower over the device protocol; reconnects with jittered backoff until closed."""
+
+    __slots__ = (
+        "_closed",
+        "_events",
+        "_log",
+        "_own_session",
+        "_pending",
+        "_session",
+        "_task",
+        "_ws",
+        "options",
+        "registration",
+    )
+
+    def __init__(
+        self,
+        registration: MowerRegistration,
+        events: ConnectionEvents,
+        *,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        try:
+            self.options = msgspec.convert(registration.connection.options, SimulatorOptions)
+        except msgspec.ValidationError as err:
+            raise ConnectionError(f"invalid simulator connection options: {err}") from err
+        self.registration = registration
+        self._events = events
+        self._session = session
+        self._own_session = False
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pending: dict[uuid.UUID, asyncio.Future[CommandOutcome]] = {}
+        self._closed = False
+        self._log = log.bind(mower_id=str(registration.mower_id))
+
+    @property
+    def connected(self) -> bool:
+        """True while the link is up (hello received)."""
+        return self._ws is not None and not self._ws.closed
+
+    async def open(self) -> None:
+        """Start the reconnect loop in the background and return at once."""
+        if self._task is None and not self._closed:
+            if self._session is None:
+                self._session = _SharedSession.acquire()
+                self._own_session = True
+            self._task = asyncio.create_task(
+                self._run(), name=f"sim-link-{self.registration.mower_id}"
+            )
+
+    async def send(self, envelope: CommandEnvelope, *, timeout: float) -> CommandOutcome:
+        """Send a command and wait for its outcome (see ``MowerConnection.send``)."""
+        ws = self._ws
+        if ws is None or ws.closed:
+            raise LinkDownError(f"mower {self.registration.mower_id} is not connected")
+        cid = envelope.command_id
+        fut = self._pending.get(cid)
+        if fut is None:
+            fut = self._pending[cid] = asyncio.get_running_loop().create_future()
+            frame = CommandFrame(
+                command_id=cid, command=envelope.command, expires_at=envelope.expires_at
+            )
+            try:
+                await ws.send_bytes(encode_frame(frame))
+            except (OSError, aiohttp.ClientError, RuntimeError) as err:
+                self._pending.pop(cid, None)
+                raise LinkDownError(f"link went down while sending: {err}") from err
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            raise CommandTimeoutError(
+                f"mower {self.registration.mower_id} did not answer within {timeout} s"
+            ) from None
+        finally:
+            self._pending.pop(cid, None)
+
+    async def close(self) -> None:
+        """Close the link for good and report it down."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._own_session and self._session is not None:
+            await _SharedSession.release(self._session)
+        self._session = None
+
+    async def _run(self) -> None:
+        opts = self.options
+        delay = opts.backoff_initial_seconds
+        while not self._closed:
+            try:
+                up = await self._connect_and_read()
+            except asyncio.CancelledError:
+                await self._link_down("closed")
+                raise
+            if up:
+                delay = opts.backoff_initial_seconds
+            # Full jitter keeps thousands of mowers from reconnecting in lockstep.
+            await asyncio.sleep(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, opts.backoff_max_seconds)
+
+    async def _connect_and_read(self) -> bool:
+        assert self._session is not None
+        opts = self.options
+        try:
+            async with asyncio.timeout(opts.connect_timeout_seconds):
+                ws = await self._session.ws_connect(
+                    opts.url, heartbeat=opts.heartbeat_seconds, max_msg_size=1 << 20
+                )
+        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+            self._log.debug("connect failed", error=str(err))
+            return False
+        try:
+            if not await self._handshake(ws, opts.connect_timeout_seconds):
+                return False
+            self._ws = ws
+            self._events.on_link(True, None)
+            reason = await self._read(ws)
+        finally:
+            await ws.close()
+        await self._link_down(reason)
+        return True
+
+    async def _handshake(self, ws: aiohttp.ClientWebSocketResponse, timeout: float) -> bool:
+        try:
+            msg = await ws.receive(timeout)
+            if msg.type not in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
+                raise ProtocolError(f"link closed before hello ({msg.type.name})")
+            frame = decode_device_frame(msg.data)
+        except (ProtocolError, TimeoutError) as err:
+            self._log.warning("no valid hello", error=str(err))
+            return False
+        if not isinstance(frame, Hello):
+            self._log.warning("expected hello", frame=type(frame).__name__)
+            return False
+        if frame.mower_id != self.registration.mower_id:
+            self._log.warning("hello from another mower", other=str(frame.mower_id))
+            return False
+        if PROTOCOL_VERSION not in frame.protocols:
+            self._log.warning("no common protocol version", offered=frame.protocols)
+            return False
+        return True
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> str:
+        async for msg in ws:
+            if msg.type not in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
+                break
+            try:
+                frame = decode_device_frame(msg.data)
+            except ProtocolError as err:
+                self._log.warning("bad frame from mower", error=err.reason)
+                continue
+            self._on_frame(frame)
+        exc = ws.exception()
+        if exc is not None:
+            return f"link error: {exc}"
+        extra = f": {ws.close_code}" if ws.close_code is not None else ""
+        return f"link closed{extra}"
+
+    def _on_frame(self, frame: object) -> None:
+        reg = self.registration
+        match frame:
+            case StateFrame(state=state):
+                if state.mower_id != reg.mower_id:
+                    self._log.warning("state of another mower", other=str(state.mower_id))
+                    return
+                if state.account_id != reg.account_id:
+                    # The registration, not the device, says who owns the mower.
+                    state = msgspec.structs.replace(state, account_id=reg.account_id)
+                self._events.on_state(state)
+            case OutcomeFrame(command_id=cid, status=status, reason=reason):
+                fut = self._pending.pop(cid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(CommandOutcome(status=status, reason=reason))
+            case ErrorFrame(reason=reason, command_id=cid):
+                self._log.warning("mower reported an error", reason=reason)
+                fut = self._pending.pop(cid, None) if cid is not None else None
+                if fut is not None and not fut.done():
+                    fut.set_result(CommandOutcome(status="failed", reason=reason))
+            case _:
+                pass  # a second hello changes nothing
+
+    async def _link_down(self, reason: str) -> None:
+        was_up = self._ws is not None
+        self._ws = None
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(LinkLostError(f"link lost before the mower answered: {reason}"))
+        if was_up:
+            self._events.on_link(False, reason)

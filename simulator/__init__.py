@@ -1,0 +1,42 @@
+"""Virtual mowers with physics and faults, their device protocol and its server."""
+
+from simulator.clock import SimClock
+from simulator.faults import (
+    BatteryFault,
+    ErrorFault,
+    Fault,
+    LatencyFault,
+    LinkLossFault,
+    RejectFault,
+    SilenceFault,
+    StuckFault,
+)
+from simulator.fleet import FleetConfig, SimulatorFleet, UnknownMowerError
+from simulator.garden import Garden
+from simulator.model import CommandRecord, VirtualMower
+from simulator.physics import Body, Params
+from simulator.protocol import PROTOCOL_VERSION
+from simulator.server import SimulatorServer, create_app
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "BatteryFault",
+    "Body",
+    "CommandRecord",
+    "ErrorFault",
+    "Fault",
+    "FleetConfig",
+    "Garden",
+    "LatencyFault",
+    "LinkLossFault",
+    "Params",
+    "RejectFault",
+    "SilenceFault",
+    "SimClock",
+    "SimulatorFleet",
+    "SimulatorServer",
+    "StuckFault",
+    "UnknownMowerError",
+    "VirtualMower",
+    "create_app",
+]

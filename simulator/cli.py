@@ -1,0 +1,156 @@
+"""``mowdeck sim``: run N virtual mowers and publish their registrations."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+import aiohttp
+import msgspec
+import structlog
+
+from contracts.v1 import MowerRegistration
+from mowdeck.kit.logging import configure_logging
+from simulator.fleet import FleetConfig
+from simulator.server import SimulatorServer
+
+__all__ = ["configure", "register", "run"]
+
+log = structlog.get_logger("simulator")
+_REGISTER_CONCURRENCY = 16
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError("expected HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mowdeck sim``."""
+    parser.add_argument("--mowers", type=int, default=10, help="number of virtual mowers")
+    parser.add_argument(
+        "--listen",
+        type=_listen,
+        default=("127.0.0.1", 8090),
+        metavar="HOST:PORT",
+        help="device and /sim API address (port 0: any)",
+    )
+    parser.add_argument("--public-host", help="host put into the mowers' URLs (default: listen)")
+    parser.add_argument("--account", type=uuid.UUID, help="account id of every mower")
+    parser.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second")
+    parser.add_argument("--seed", type=int, help="make ids and behaviour reproducible")
+    parser.add_argument(
+        "--report-interval",
+        type=float,
+        default=1.0,
+        help="simulated seconds between periodic states",
+    )
+    parser.add_argument("--autostart", action="store_true", help="start mowing at once")
+    parser.add_argument(
+        "--bootstrap-file",
+        type=Path,
+        help="write the registrations as JSON (MOWDECK_BOOTSTRAP_MOWERS format)",
+    )
+    parser.add_argument(
+        "--register",
+        metavar="URL",
+        help="register the mowers with Fleet at URL (POST URL/v1/mowers)",
+    )
+    parser.add_argument("--token", help="bearer token for --register")
+    parser.add_argument("--log-level", default="info")
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Serve the mowers until SIGINT or SIGTERM."""
+    configure_logging(args.log_level)
+    host, port = args.listen
+    config = FleetConfig(
+        mowers=args.mowers,
+        account_id=args.account,
+        seed=args.seed,
+        speed=args.speed,
+        report_interval=args.report_interval,
+        autostart=args.autostart,
+    )
+    stop = _stop_on_signals()
+    server = SimulatorServer(config, host=host, port=port, public_host=args.public_host)
+    await server.start()
+    try:
+        regs = server.registrations()
+        if args.bootstrap_file is not None:
+            args.bootstrap_file.write_bytes(msgspec.json.encode(regs))
+        if args.register:
+            failed = await register(args.register, regs, token=args.token)
+            if failed:
+                log.warning("some mowers were not registered", failed=failed, total=len(regs))
+        log.info(
+            "simulator running",
+            url=server.url,
+            mowers=len(regs),
+            speed=args.speed,
+            account_id=str(server.fleet.account_id),
+        )
+        print(f"simulator listening on {server.url} with {len(regs)} mowers", flush=True)
+        await stop.wait()
+    finally:
+        await server.stop()
+    return 0
+
+
+def _stop_on_signals() -> asyncio.Event:
+    # Installed before anything is announced, so a signal right after start stops cleanly.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+            loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def register(base_url: str, regs: list[MowerRegistration], *, token: str | None) -> int:
+    """POST every mower to Fleet's ``/v1/mowers``; returns how many failed."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = base_url.rstrip("/") + "/v1/mowers"
+    gate = asyncio.Semaphore(_REGISTER_CONCURRENCY)
+    async with aiohttp.ClientSession(headers=headers) as http:
+
+        async def one(reg: MowerRegistration) -> bool:
+            body = {
+                "mower_id": str(reg.mower_id),
+                "account_id": str(reg.account_id),
+                "name": reg.name,
+                "connection": {"kind": reg.connection.kind, "options": reg.connection.options},
+            }
+            async with gate:
+                try:
+                    async with http.post(url, json=body) as resp:
+                        # 409: registered by an earlier run with the same seed.
+                        if resp.status < 300 or resp.status == 409:
+                            return True
+                        text = (await resp.text())[:300]
+                        log.warning(
+                            "registration refused",
+                            mower_id=str(reg.mower_id),
+                            status=resp.status,
+                            body=text,
+                        )
+                except aiohttp.ClientError as err:
+                    log.warning("registration failed", mower_id=str(reg.mower_id), error=str(err))
+            return False
+
+        results = await asyncio.gather(*(one(r) for r in regs))
+    return sum(1 for ok in results if not ok)
+
+
+if __name__ == "__main__":  # python -m simulator.cli ...
+    _parser = argparse.ArgumentParser(prog="python -m simulator.cli")
+    configure(_parser)
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(asyncio.run(run(_parser.parse_args())))

@@ -1,0 +1,148 @@
+"""The /sim HTTP API, a whole mow-return-charge cycle at speed, and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from contracts.v1 import MowerRegistration, StartMow, decode
+from simulator import BatteryFault, FleetConfig, SimulatorServer
+from tests.integration.simulator.conftest import eventually
+
+
+async def get(http: aiohttp.ClientSession, url: str) -> Any:
+    async with http.get(url) as resp:
+        assert resp.status == 200
+        return await resp.json()
+
+
+async def test_list_and_detail(sim: SimulatorServer, http: aiohttp.ClientSession) -> None:
+    listed = await get(http, f"{sim.url}/sim/mowers")
+    assert listed["count"] == 3
+    mower_id = listed["mowers"][0]["mower_id"]
+    detail = await get(http, f"{sim.url}/sim/mowers/{mower_id}")
+    assert detail["state"]["mower_id"] == mower_id
+    assert detail["commands"] == []
+    assert len(detail["garden"]["polygon"]) == 4
+    regs = await get(http, f"{sim.url}/sim/registrations")
+    assert [r["mower_id"] for r in regs] == [m["mower_id"] for m in listed["mowers"]]
+
+
+@pytest.mark.parametrize(
+    ("fault", "listed"),
+    [
+        ({"kind": "stuck"}, "stuck"),
+        ({"kind": "error", "code": "lifted"}, "error"),
+        ({"kind": "silence", "seconds": 30}, "silence"),
+        ({"kind": "latency", "ms": 100}, "latency"),
+        ({"kind": "reject"}, "reject"),
+        ({"kind": "link_loss", "seconds": 30}, "link_loss"),
+    ],
+    ids=["stuck", "error", "silence", "latency", "reject", "link-loss"],
+)
+async def test_inject_and_clear_faults(
+    sim: SimulatorServer, http: aiohttp.ClientSession, fault: dict[str, Any], listed: str
+) -> None:
+    url = f"{sim.url}/sim/mowers/{sim.fleet.mowers[0].mower_id}/faults"
+    async with http.post(url, json=fault) as resp:
+        assert resp.status == 200
+        assert listed in (await resp.json())["faults"]
+    async with http.delete(url) as resp:
+        assert (await resp.json())["faults"] == {}
+
+
+async def test_battery_fault_sets_the_level(
+    sim: SimulatorServer, http: aiohttp.ClientSession
+) -> None:
+    mower_id = sim.fleet.mowers[0].mower_id
+    async with http.post(
+        f"{sim.url}/sim/mowers/{mower_id}/faults", json={"kind": "battery", "level": 3}
+    ) as resp:
+        assert resp.status == 200
+    detail = await get(http, f"{sim.url}/sim/mowers/{mower_id}")
+    assert detail["state"]["battery"] <= 4
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status"),
+    [
+        ("/sim/mowers/{id}/faults", {"kind": "melt"}, 422),
+        ("/sim/mowers/{id}/faults", {"kind": "battery", "level": 101}, 422),
+        (f"/sim/mowers/{uuid.uuid4()}/faults", {"kind": "stuck"}, 404),
+        ("/sim/mowers/not-a-uuid/faults", {"kind": "stuck"}, 404),
+    ],
+    ids=["unknown-kind", "out-of-range", "unknown-mower", "bad-id"],
+)
+async def test_bad_fault_requests_are_problems(
+    sim: SimulatorServer, http: aiohttp.ClientSession, path: str, body: Any, status: int
+) -> None:
+    url = sim.url + path.replace("{id}", str(sim.fleet.mowers[0].mower_id))
+    async with http.post(url, json=body) as resp:
+        assert resp.status == status
+        assert resp.content_type == "application/problem+json"
+        assert (await resp.json())["detail"]
+
+
+async def test_a_whole_mow_return_charge_resume_cycle_takes_seconds() -> None:
+    server = SimulatorServer(FleetConfig(mowers=1, seed=5, speed=2000.0, report_interval=5.0))
+    await server.start()
+    try:
+        mower_id = server.fleet.mowers[0].mower_id
+        m = server.fleet.mower(mower_id)
+        await server.inject(mower_id, BatteryFault(level=100))
+        assert m.execute(StartMow(), server.fleet.clock.now()) is None
+        seen: list[str] = []
+
+        def reached(*tail: str) -> bool:
+            m.advance(server.fleet.clock.now())
+            if not seen or seen[-1] != m.body.activity:
+                seen.append(m.body.activity)
+            return tuple(seen[-len(tail) :]) == tail
+
+        await eventually(lambda: reached("mowing"))
+        await server.inject(mower_id, BatteryFault(level=16))
+        await eventually(lambda: reached("returning", "charging", "leaving"), timeout=10.0)
+        assert seen[:2] == ["leaving", "mowing"]
+        assert seen[-3:] == ["returning", "charging", "leaving"]
+        assert m.body.job == "active"
+        assert m.body.progress > 0
+    finally:
+        await server.stop()
+
+
+async def test_cli_writes_the_bootstrap_file(tmp_path: Path) -> None:
+    boot = tmp_path / "mowers.json"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mowdeck.cli",
+        "sim",
+        "--mowers",
+        "4",
+        "--listen",
+        "127.0.0.1:0",
+        "--seed",
+        "9",
+        "--bootstrap-file",
+        str(boot),
+        "--log-level",
+        "warning",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 20)
+        assert b"simulator listening on" in line
+        regs = [decode(json.dumps(r), MowerRegistration) for r in json.loads(boot.read_text())]
+        assert len(regs) == 4
+        assert {r.connection.kind for r in regs} == {"simulator"}
+    finally:
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
