@@ -1,0 +1,72 @@
+"""``mowdeck grant``: give (or ``--revoke``) a user a role on an account or a group."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+import asyncpg
+
+from mowdeck.authz._ports import Authorizer
+from mowdeck.authz._settings import build_authorizer, load_authz_settings
+from mowdeck.authz._tuples import AuthzError, AuthzUnavailableError, account_object, group_object
+from mowdeck.authz.roles import ROLES, grant_tuples, revoke_tuples
+from mowdeck.kit.settings import BaseSettings, load_settings
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mowdeck grant``."""
+    parser.add_argument("--account", required=True, type=uuid.UUID, help="account UUID")
+    parser.add_argument("--user", required=True, help="user id (a token's sub)")
+    parser.add_argument("--role", required=True, choices=ROLES)
+    parser.add_argument("--group", default=None, help="grant on this group of the account")
+    parser.add_argument("--revoke", action="store_true", help="take the role away instead")
+
+
+async def apply(authorizer: Authorizer, args: argparse.Namespace) -> str:
+    """Write or delete the role's tuples; returns what was done, in words."""
+    try:
+        if args.revoke:
+            await authorizer.write(
+                (), revoke_tuples(args.account, args.user, args.role, args.group)
+            )
+            return f"revoked {args.role} of user {args.user} on {_target(args)}"
+        if args.group is not None:
+            await _refuse_foreign_group(authorizer, args.account, args.group)
+        await authorizer.write(grant_tuples(args.account, args.user, args.role, args.group))
+    except ValueError as err:
+        raise AuthzError(str(err)) from err
+    return f"granted {args.role} to user {args.user} on {_target(args)}"
+
+
+def _target(args: argparse.Namespace) -> str:
+    return group_object(args.group) if args.group else account_object(args.account)
+
+
+async def _refuse_foreign_group(authorizer: Authorizer, account: uuid.UUID, group: str) -> None:
+    owners = await authorizer.read(relation="account", object=group_object(group))
+    foreign = [t.user for t in owners if t.user != account_object(account)]
+    if foreign:
+        raise AuthzError(f"group {group} belongs to {', '.join(foreign)}")
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Grant through the configured adapter (``MOWDECK_AUTHZ``)."""
+    settings = load_authz_settings()
+    pool: asyncpg.Pool | None = None
+    if settings.authz == "local":
+        database_url = load_settings(BaseSettings).database_url
+        try:
+            pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+        except (OSError, asyncpg.PostgresError) as err:
+            raise AuthzUnavailableError(f"cannot reach {database_url}: {err}") from err
+    try:
+        authorizer = build_authorizer(settings, pool)
+        try:
+            print(await apply(authorizer, args))
+        finally:
+            await authorizer.close()
+    finally:
+        if pool is not None:
+            await pool.close()
+    return 0

@@ -1,0 +1,91 @@
+"""``mowdeck grant`` writes through the local adapter into PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import pytest
+
+from mowdeck.authz import LocalAuthorizer, PostgresTupleStore, mower_object, user_ref
+from mowdeck.cli import main
+from mowdeck.kit.migrate import discover, migrate, sql_root
+
+ACCOUNT = uuid.UUID("0000000a-0000-4000-8000-00000000000a")
+OTHER = uuid.UUID("0000000b-0000-4000-8000-00000000000b")
+MOWER = uuid.UUID("a1000000-0000-4000-8000-000000000001")
+
+
+@pytest.fixture(scope="module")
+def migrated(database_url: str) -> str:
+    """The module's database with the authz migrations and one mower of ACCOUNT in north."""
+
+    async def prepare() -> None:
+        await migrate(database_url, discover(sql_root(), ["authz"]))
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(
+                "INSERT INTO authz_tuples (object_type, object_id, relation, subject)"
+                " VALUES ('mower', $1, 'account', $2), ('mower', $1, 'group', 'group:north')",
+                str(MOWER),
+                f"account:{ACCOUNT}",
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(prepare())
+    return database_url
+
+
+async def _can(url: str, user: str, relation: str) -> bool:
+    pool = await asyncpg.create_pool(url, min_size=1, max_size=2)
+    try:
+        return await LocalAuthorizer(PostgresTupleStore(pool)).check(
+            user_ref(user), relation, mower_object(MOWER)
+        )
+    finally:
+        await pool.close()
+
+
+def grant(*args: str) -> int:
+    return main(["grant", "--account", str(ACCOUNT), *args])
+
+
+def test_grant_and_revoke(migrated: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MOWDECK_DATABASE_URL", migrated)
+    monkeypatch.delenv("MOWDECK_AUTHZ", raising=False)
+    assert not asyncio.run(_can(migrated, "gus", "can_operate"))
+    assert grant("--user", "gus", "--role", "operator", "--group", "north") == 0
+    assert asyncio.run(_can(migrated, "gus", "can_operate"))
+    assert grant("--user", "gus", "--role", "operator", "--group", "north", "--revoke") == 0
+    assert not asyncio.run(_can(migrated, "gus", "can_view"))
+    assert grant("--user", "vera", "--role", "viewer") == 0
+    assert asyncio.run(_can(migrated, "vera", "can_view"))
+    assert not asyncio.run(_can(migrated, "vera", "can_operate"))
+
+
+def test_group_of_another_account_is_refused(
+    migrated: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MOWDECK_DATABASE_URL", migrated)
+    assert grant("--user", "gina", "--role", "viewer", "--group", "north") == 0
+    code = main(
+        ["grant", "--account", str(OTHER), "--user", "bob", "--role", "viewer", "--group", "north"]
+    )
+    assert code == 2
+    assert "belongs to" in capsys.readouterr().err
+
+
+def test_unmigrated_database_is_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.postgres import create_database, drop_database  # noqa: PLC0415
+
+    empty = create_database()
+    try:
+        monkeypatch.setenv("MOWDECK_DATABASE_URL", empty)
+        assert grant("--user", "x", "--role", "admin") == 2
+        assert "authz_tuples" in capsys.readouterr().err
+    finally:
+        drop_database(empty)

@@ -1,0 +1,53 @@
+"""Roles as tuples (what ``mowdeck grant`` writes and deletes)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from mowdeck.authz import Tuple, grant_tuples, revoke_tuples
+
+A = uuid.UUID("0000000a-0000-4000-8000-00000000000a")
+ACC = f"account:{A}"
+
+GRANTS = [
+    ("admin", None, [Tuple("user:u", "admin", ACC), Tuple("user:u", "member", ACC)]),
+    ("viewer", None, [Tuple("user:u", "viewer", ACC), Tuple("user:u", "member", ACC)]),
+    (
+        "operator",
+        "g1",
+        [
+            Tuple(ACC, "account", "group:g1"),
+            Tuple("user:u", "operator", "group:g1"),
+            Tuple("user:u", "member", ACC),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("role", "group", "expected"), GRANTS, ids=["account-admin", "account-viewer", "group-op"]
+)
+def test_grant_tuples(role: str, group: str | None, expected: list[Tuple]) -> None:
+    assert grant_tuples(A, "u", role, group) == expected
+
+
+@pytest.mark.parametrize(
+    ("role", "group", "expected"),
+    [
+        ("admin", None, [Tuple("user:u", "admin", ACC)]),
+        ("viewer", "g1", [Tuple("user:u", "viewer", "group:g1")]),
+    ],
+    ids=["account-admin", "group-viewer"],
+)
+def test_revoke_tuples_keep_membership(role: str, group: str | None, expected: list[Tuple]) -> None:
+    assert revoke_tuples(A, "u", role, group) == expected
+
+
+@pytest.mark.parametrize(
+    ("role", "group"), [("owner", None), ("admin", "g1")], ids=["unknown-role", "group-admin"]
+)
+def test_refused_roles(role: str, group: str | None) -> None:
+    with pytest.raises(ValueError, match="role"):
+        grant_tuples(A, "u", role, group)
