@@ -1,0 +1,159 @@
+"""Command results: local waiters fed by core NATS, and a shared recorder of statuses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js import api
+
+from contracts.v1 import CommandResult, ContractError, decode_command, decode_result
+from contracts.v1.subjects import COMMANDS, RESULT_FILTER, RESULT_PREFIX
+from mowdeck.fleet.ports import CommandLog, CommandRecord
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.consumer import Consumer, ConsumerSpec
+
+__all__ = ["RECORDER_DURABLE", "CommandRecorder", "ResultWaiters"]
+
+log = structlog.get_logger("mowdeck.fleet.commands")
+RECORDER_DURABLE = "fleet-commands"
+
+
+class ResultWaiters:
+    """Requests waiting for a command's final result, on this instance only."""
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._waiting: dict[uuid.UUID, asyncio.Future[CommandResult]] = {}
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        """Subscribe to every result (core NATS: no replay, nothing to acknowledge)."""
+        self._sub = await self._bus.nc.subscribe(RESULT_FILTER, cb=self._on_result)
+
+    async def _on_result(self, msg: Msg) -> None:
+        if not self._waiting:
+            return
+        try:
+            result = decode_result(msg.data)
+        except ContractError:
+            return
+        future = self._waiting.get(result.command_id)
+        if future is not None and not future.done() and result.is_final:
+            future.set_result(result)
+
+    @contextlib.contextmanager
+    def expect(self, command_id: uuid.UUID) -> Iterator[asyncio.Future[CommandResult]]:
+        """A future of the final result; enter it before publishing the command."""
+        future: asyncio.Future[CommandResult] = asyncio.get_running_loop().create_future()
+        self._waiting[command_id] = future
+        try:
+            yield future
+        finally:
+            self._waiting.pop(command_id, None)
+            future.cancel()
+
+    async def stop(self) -> None:
+        """Unsubscribe; waiting requests time out on their own."""
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+
+
+class CommandRecorder:
+    """Records issued commands and their results from the COMMANDS stream, micro-batched.
+
+    One durable consumer with a queue group: replicas share the work, and what arrives
+    while every replica is down is delivered at the next start.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        log_: CommandLog,
+        *,
+        batch: int = 500,
+        flush_seconds: float = 0.05,
+        durable: str = RECORDER_DURABLE,
+    ) -> None:
+        self._log = log_
+        self._batch = batch
+        self._flush_seconds = flush_seconds
+        self._pending: list[Msg] = []
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushes: set[asyncio.Task[None]] = set()
+        spec = ConsumerSpec(
+            stream=COMMANDS.name,
+            subject="command.>",
+            durable=durable,
+            queue=durable,
+            max_ack_pending=max(batch * 4, 1000),
+            deliver_policy=api.DeliverPolicy.ALL,
+        )
+        self._consumer = Consumer(bus, spec, self._on_message)
+
+    async def start(self) -> None:
+        """Bind the durable consumer and start recording."""
+        await self._consumer.start()
+
+    async def _on_message(self, msg: Msg) -> None:
+        self._pending.append(msg)
+        if len(self._pending) >= self._batch:
+            await self.flush()
+        elif self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self._flush_seconds, self._flush_later)
+
+    def _flush_later(self) -> None:
+        self._timer = None
+        task = asyncio.create_task(self.flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def flush(self) -> None:
+        """Store what is pending in one transaction, then acknowledge it."""
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
+            commands: list[CommandRecord] = []
+            results: list[CommandResult] = []
+            keep: list[Msg] = []
+            for msg in batch:
+                try:
+                    if msg.subject.startswith(RESULT_PREFIX):
+                        results.append(decode_result(msg.data))
+                    else:
+                        commands.append(CommandRecord.of(decode_command(msg.data)))
+                    keep.append(msg)
+                except ContractError as err:
+                    log.warning(
+                        "undecodable message terminated", subject=msg.subject, error=str(err)
+                    )
+                    await msg.term()
+            try:
+                await self._log.record(commands, results)
+            except Exception:
+                log.exception("recording command statuses failed; redelivering")
+                for msg in keep:
+                    await msg.nak(delay=2.0)
+                return
+            for msg in keep:
+                await msg.ack()
+
+    async def stop(self) -> None:
+        """Stop receiving and store what was received."""
+        await self._consumer.stop()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+        await self.flush()

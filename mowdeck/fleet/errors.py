@@ -1,0 +1,48 @@
+"""The Fleet package's errors, rooted in ``FleetError``."""
+
+from __future__ import annotations
+
+from mowdeck.errors import MowdeckError
+
+__all__ = [
+    "CommandNotFoundError",
+    "FleetError",
+    "ForbiddenError",
+    "InvalidRequestError",
+    "MowerExistsError",
+    "MowerNotFoundError",
+    "VersionConflictError",
+]
+
+
+class FleetError(MowdeckError):
+    """Root of the Fleet package's errors."""
+
+
+class InvalidRequestError(FleetError):
+    """A request breaks a rule; ``field`` names the offending field (dotted path)."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(detail)
+        self.field = field
+        self.detail = detail
+
+
+class MowerExistsError(FleetError):
+    """A mower with this id is already registered."""
+
+
+class MowerNotFoundError(FleetError):
+    """No mower with this id is registered."""
+
+
+class VersionConflictError(FleetError):
+    """The registration changed since it was read (optimistic concurrency)."""
+
+
+class ForbiddenError(FleetError):
+    """The caller may see the mower (or account) but not do this to it."""
+
+
+class CommandNotFoundError(FleetError):
+    """No command with this id was issued to this mower."""

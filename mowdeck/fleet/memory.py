@@ -1,0 +1,116 @@
+"""In-memory adapters of Fleet's ports, for unit tests; same contract as PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from contracts.v1 import CommandResult, MowerRegistration
+from mowdeck.fleet.errors import MowerExistsError, MowerNotFoundError, VersionConflictError
+from mowdeck.fleet.ports import (
+    CommandRecord,
+    MowerRecord,
+    OutboxClaim,
+    OutboxEvent,
+    OutboxStats,
+    StatusRecord,
+)
+
+__all__ = ["InMemoryCommandLog", "InMemoryMowerRepository"]
+
+
+class InMemoryMowerRepository:
+    """A ``MowerRepository`` in dicts; the outbox is a list in commit order."""
+
+    def __init__(self) -> None:
+        self.mowers: dict[uuid.UUID, MowerRecord] = {}
+        self.outbox: list[tuple[OutboxEvent, datetime | None]] = []
+        self._relay = asyncio.Lock()
+
+    async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
+        """Store a new mower and its event."""
+        mower_id = record.registration.mower_id
+        if mower_id in self.mowers:
+            raise MowerExistsError(f"mower {mower_id} is already registered")
+        self.mowers[mower_id] = record
+        self.outbox.append((event, None))
+
+    async def get(self, mower_id: uuid.UUID) -> MowerRecord | None:
+        """One mower, or None."""
+        return self.mowers.get(mower_id)
+
+    async def get_many(self, mower_ids: Sequence[uuid.UUID]) -> list[MowerRecord]:
+        """The registered mowers among ``mower_ids``, by name then id."""
+        found = [self.mowers[m] for m in set(mower_ids) if m in self.mowers]
+        return sorted(found, key=lambda r: (r.registration.name, r.registration.mower_id))
+
+    async def all_registrations(self) -> list[MowerRegistration]:
+        """Every registration."""
+        return [r.registration for r in self.mowers.values()]
+
+    def _current(self, mower_id: uuid.UUID, expected_version: int) -> MowerRecord:
+        current = self.mowers.get(mower_id)
+        if current is None:
+            raise MowerNotFoundError(f"mower {mower_id} is not registered")
+        if current.version != expected_version:
+            raise VersionConflictError(f"mower {mower_id} changed meanwhile")
+        return current
+
+    async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
+        """Replace a mower and store its event."""
+        self._current(record.registration.mower_id, expected_version)
+        self.mowers[record.registration.mower_id] = record
+        self.outbox.append((event, None))
+
+    async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
+        """Delete a mower and store its event."""
+        self._current(mower_id, expected_version)
+        del self.mowers[mower_id]
+        self.outbox.append((event, None))
+
+    @asynccontextmanager
+    async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxClaim | None]:
+        """Claim unpublished events in order; None while another relay holds the claim."""
+        if self._relay.locked():
+            yield None
+            return
+        async with self._relay:
+            claim = OutboxClaim([e for e, at in self.outbox if at is None][:limit])
+            yield claim
+            done = set(claim.published)
+            stamp = datetime.now(UTC)
+            self.outbox = [(e, stamp if e.event_id in done else at) for e, at in self.outbox]
+
+    async def outbox_stats(self) -> OutboxStats:
+        """Unpublished events and the oldest one's time."""
+        pending = [e for e, at in self.outbox if at is None]
+        return OutboxStats(len(pending), min((e.created_at for e in pending), default=None))
+
+
+class InMemoryCommandLog:
+    """A ``CommandLog`` in dicts."""
+
+    def __init__(self) -> None:
+        self.commands: dict[uuid.UUID, CommandRecord] = {}
+        self.statuses: dict[uuid.UUID, dict[str, StatusRecord]] = {}
+
+    async def record(
+        self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
+    ) -> None:
+        """Store commands and results; repeats change nothing."""
+        for command in commands:
+            self.commands.setdefault(command.command_id, command)
+        for result in results:
+            self.statuses.setdefault(result.command_id, {}).setdefault(
+                result.status, StatusRecord.of(result)
+            )
+
+    async def lookup(
+        self, command_id: uuid.UUID
+    ) -> tuple[CommandRecord | None, list[StatusRecord]]:
+        """A command and its statuses in time order."""
+        statuses = sorted(self.statuses.get(command_id, {}).values(), key=lambda s: s.at)
+        return self.commands.get(command_id), statuses

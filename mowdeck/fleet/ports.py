@@ -1,0 +1,155 @@
+"""Ports of Fleet: the mower repository (with its outbox) and the command log."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
+
+__all__ = [
+    "CommandLog",
+    "CommandRecord",
+    "MowerRecord",
+    "MowerRepository",
+    "OutboxClaim",
+    "OutboxEvent",
+    "OutboxStats",
+    "StatusRecord",
+]
+
+
+@dataclass(frozen=True)
+class MowerRecord:
+    """A stored registration with its bookkeeping."""
+
+    registration: MowerRegistration
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    """An encoded event owed to the bus; ``event_id`` is its ``Nats-Msg-Id``."""
+
+    event_id: uuid.UUID
+    subject: str
+    body: bytes
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    """How far the relay is behind."""
+
+    pending: int
+    oldest: datetime | None
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """A command as issued (from its envelope)."""
+
+    command_id: uuid.UUID
+    mower_id: uuid.UUID
+    account_id: uuid.UUID
+    kind: str
+    issued_by: str
+    issued_at: datetime
+    expires_at: datetime
+
+    @classmethod
+    def of(cls, envelope: CommandEnvelope) -> CommandRecord:
+        """The record of an envelope."""
+        return cls(
+            command_id=envelope.command_id,
+            mower_id=envelope.mower_id,
+            account_id=envelope.account_id,
+            kind=envelope.kind,
+            issued_by=envelope.issued_by,
+            issued_at=envelope.issued_at,
+            expires_at=envelope.expires_at,
+        )
+
+
+@dataclass(frozen=True)
+class StatusRecord:
+    """One status a command reached."""
+
+    status: str
+    at: datetime
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, result: CommandResult) -> StatusRecord:
+        """The record of a result."""
+        return cls(status=result.status, at=result.at, reason=result.reason)
+
+
+@dataclass
+class OutboxClaim:
+    """Unpublished events claimed by one relay; ``published`` collects what was sent."""
+
+    events: Sequence[OutboxEvent]
+    published: list[uuid.UUID] = field(default_factory=list)
+
+
+class MowerRepository(Protocol):
+    """The registry; every change is stored together with the event that announces it."""
+
+    async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
+        """Store a new mower and its event; ``MowerExistsError`` if the id is taken."""
+        ...
+
+    async def get(self, mower_id: uuid.UUID) -> MowerRecord | None:
+        """One mower, or None."""
+        ...
+
+    async def get_many(self, mower_ids: Sequence[uuid.UUID]) -> list[MowerRecord]:
+        """The registered mowers among ``mower_ids``, ordered by name then id."""
+        ...
+
+    async def all_registrations(self) -> list[MowerRegistration]:
+        """Every registration (the gateways' shard lists are cut from it)."""
+        ...
+
+    async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
+        """Replace a mower and store its event; ``VersionConflictError`` if it moved on."""
+        ...
+
+    async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
+        """Delete a mower and store its event; ``MowerNotFoundError``/``VersionConflictError``."""
+        ...
+
+    def claim_outbox(self, limit: int) -> AbstractAsyncContextManager[OutboxClaim | None]:
+        """Claim up to ``limit`` unpublished events in order; None while another relay works.
+
+        On a clean exit the ids in ``claim.published`` are marked published; on an
+        exception nothing is marked and the events stay owed.
+        """
+        ...
+
+    async def outbox_stats(self) -> OutboxStats:
+        """Unpublished events and the oldest one's time."""
+        ...
+
+
+class CommandLog(Protocol):
+    """Issued commands and the statuses reported for them."""
+
+    async def record(
+        self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
+    ) -> None:
+        """Store commands and results idempotently (redeliveries change nothing)."""
+        ...
+
+    async def lookup(
+        self, command_id: uuid.UUID
+    ) -> tuple[CommandRecord | None, list[StatusRecord]]:
+        """A command (None if not recorded yet) and its statuses in time order."""
+        ...

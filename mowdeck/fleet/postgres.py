@@ -1,0 +1,266 @@
+"""PostgreSQL adapters (asyncpg): registry row and outbox row in one transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from contracts.v1 import CommandResult, Connection, MowerRegistration
+from mowdeck.fleet.errors import (
+    FleetError,
+    MowerExistsError,
+    MowerNotFoundError,
+    VersionConflictError,
+)
+from mowdeck.fleet.ports import (
+    CommandRecord,
+    MowerRecord,
+    OutboxClaim,
+    OutboxEvent,
+    OutboxStats,
+    StatusRecord,
+)
+
+__all__ = ["PostgresCommandLog", "PostgresMowerRepository", "RepositoryUnavailableError"]
+
+# One relay at a time publishes, so events leave in commit order even with replicas.
+_RELAY_LOCK = 0x666C6F62  # "flob"
+_COLUMNS = (
+    "mower_id, account_id, name, connection_kind, connection_options, version,"
+    " created_at, updated_at"
+)
+_OUTBOX_INSERT = (
+    "INSERT INTO fleet_outbox (event_id, subject, body, created_at) VALUES ($1, $2, $3, $4)"
+)
+
+
+class RepositoryUnavailableError(FleetError):
+    """PostgreSQL could not be reached or failed the statement."""
+
+
+def _record(row: asyncpg.Record) -> MowerRecord:
+    return MowerRecord(
+        registration=MowerRegistration(
+            mower_id=row["mower_id"],
+            account_id=row["account_id"],
+            name=row["name"],
+            connection=Connection(
+                kind=row["connection_kind"], options=msgspec.json.decode(row["connection_options"])
+            ),
+        ),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        version=row["version"],
+    )
+
+
+def _outbox_args(event: OutboxEvent) -> tuple[Any, ...]:
+    return (event.event_id, event.subject, event.body, event.created_at)
+
+
+class PostgresMowerRepository:
+    """``MowerRepository`` on ``fleet_mowers`` and ``fleet_outbox``; the pool is the caller's."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
+        """Store a new mower and its event in one transaction."""
+        reg = record.registration
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(
+                    f"INSERT INTO fleet_mowers ({_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",  # noqa: S608 - constant columns
+                    reg.mower_id,
+                    reg.account_id,
+                    reg.name,
+                    reg.connection.kind,
+                    msgspec.json.encode(reg.connection.options).decode(),
+                    record.version,
+                    record.created_at,
+                    record.updated_at,
+                )
+                await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+        except asyncpg.UniqueViolationError as err:
+            raise MowerExistsError(f"mower {reg.mower_id} is already registered") from err
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"registry: {err}") from err
+
+    async def get(self, mower_id: uuid.UUID) -> MowerRecord | None:
+        """One mower, or None."""
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM fleet_mowers WHERE mower_id = $1",  # noqa: S608
+            mower_id,
+        )
+        return _record(rows[0]) if rows else None
+
+    async def get_many(self, mower_ids: Sequence[uuid.UUID]) -> list[MowerRecord]:
+        """The registered mowers among ``mower_ids``, by name then id."""
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM fleet_mowers WHERE mower_id = ANY($1::uuid[])"  # noqa: S608
+            " ORDER BY name, mower_id",
+            list(mower_ids),
+        )
+        return [_record(r) for r in rows]
+
+    async def all_registrations(self) -> list[MowerRegistration]:
+        """Every registration."""
+        rows = await self._fetch(f"SELECT {_COLUMNS} FROM fleet_mowers")  # noqa: S608
+        return [_record(r).registration for r in rows]
+
+    async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
+        """Replace a mower if still at ``expected_version``, with its event."""
+        reg = record.registration
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                # The row lock is taken before the outbox row gets its seq: events of one
+                # mower are numbered in the order their changes commit.
+                status = await conn.execute(
+                    "UPDATE fleet_mowers SET name = $2, connection_kind = $3,"
+                    " connection_options = $4, version = $5, updated_at = $6"
+                    " WHERE mower_id = $1 AND version = $7",
+                    reg.mower_id,
+                    reg.name,
+                    reg.connection.kind,
+                    msgspec.json.encode(reg.connection.options).decode(),
+                    record.version,
+                    record.updated_at,
+                    expected_version,
+                )
+                if status.endswith(" 0"):
+                    raise VersionConflictError(f"mower {reg.mower_id} changed meanwhile")
+                await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"registry: {err}") from err
+
+    async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
+        """Delete a mower if still at ``expected_version``, with its event."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                version = await conn.fetchval(
+                    "DELETE FROM fleet_mowers WHERE mower_id = $1 RETURNING version", mower_id
+                )
+                if version is None:
+                    raise MowerNotFoundError(f"mower {mower_id} is not registered")
+                if version != expected_version:
+                    raise VersionConflictError(f"mower {mower_id} changed meanwhile")
+                await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"registry: {err}") from err
+
+    @asynccontextmanager
+    async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxClaim | None]:
+        """Claim unpublished events in seq order under the relay lock (None when busy)."""
+        try:
+            conn = await self._pool.acquire()
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"outbox: {err}") from err
+        try:
+            async with conn.transaction():
+                if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _RELAY_LOCK):
+                    yield None
+                    return
+                rows = await conn.fetch(
+                    "SELECT event_id, subject, body, created_at FROM fleet_outbox"
+                    " WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+                    limit,
+                )
+                claim = OutboxClaim(
+                    [
+                        OutboxEvent(r["event_id"], r["subject"], bytes(r["body"]), r["created_at"])
+                        for r in rows
+                    ]
+                )
+                yield claim
+                if claim.published:
+                    await conn.execute(
+                        "UPDATE fleet_outbox SET published_at = now()"
+                        " WHERE event_id = ANY($1::uuid[])",
+                        claim.published,
+                    )
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"outbox: {err}") from err
+        finally:
+            await self._pool.release(conn)
+
+    async def outbox_stats(self) -> OutboxStats:
+        """Unpublished events and the oldest one's time."""
+        rows = await self._fetch(
+            "SELECT count(*) AS n, min(created_at) AS oldest FROM fleet_outbox"
+            " WHERE published_at IS NULL"
+        )
+        return OutboxStats(rows[0]["n"], rows[0]["oldest"])
+
+    async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        try:
+            rows: list[asyncpg.Record] = await self._pool.fetch(query, *args)
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"registry: {err}") from err
+        return rows
+
+
+class PostgresCommandLog:
+    """``CommandLog`` on ``fleet_commands`` and ``fleet_command_statuses``."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def record(
+        self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
+    ) -> None:
+        """Store a batch in one transaction; repeats change nothing."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                if commands:
+                    await conn.execute(
+                        "INSERT INTO fleet_commands (command_id, mower_id, account_id, kind,"
+                        " issued_by, issued_at, expires_at) SELECT * FROM unnest($1::uuid[],"
+                        " $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[],"
+                        " $7::timestamptz[]) ON CONFLICT DO NOTHING",
+                        [c.command_id for c in commands],
+                        [c.mower_id for c in commands],
+                        [c.account_id for c in commands],
+                        [c.kind for c in commands],
+                        [c.issued_by for c in commands],
+                        [c.issued_at for c in commands],
+                        [c.expires_at for c in commands],
+                    )
+                if results:
+                    await conn.execute(
+                        "INSERT INTO fleet_command_statuses (command_id, status, mower_id, at,"
+                        " reason) SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[],"
+                        " $4::timestamptz[], $5::text[]) ON CONFLICT DO NOTHING",
+                        [r.command_id for r in results],
+                        [r.status for r in results],
+                        [r.mower_id for r in results],
+                        [r.at for r in results],
+                        [r.reason for r in results],
+                    )
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"command log: {err}") from err
+
+    async def lookup(
+        self, command_id: uuid.UUID
+    ) -> tuple[CommandRecord | None, list[StatusRecord]]:
+        """A command and its statuses in time order."""
+        try:
+            async with self._pool.acquire() as conn:
+                row = await conn.fetchrow(
+                    "SELECT command_id, mower_id, account_id, kind, issued_by, issued_at,"
+                    " expires_at FROM fleet_commands WHERE command_id = $1",
+                    command_id,
+                )
+                rows = await conn.fetch(
+                    "SELECT status, at, reason FROM fleet_command_statuses"
+                    " WHERE command_id = $1 ORDER BY at, status",
+                    command_id,
+                )
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"command log: {err}") from err
+        command = CommandRecord(**dict(row)) if row is not None else None
+        return command, [StatusRecord(r["status"], r["at"], r["reason"]) for r in rows]

@@ -1,0 +1,216 @@
+"""Pure rules of the registry and of issuing commands: request bodies, checks, events."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Collection, Iterable
+from datetime import datetime, timedelta
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+
+from contracts.v1 import (
+    Command,
+    CommandEnvelope,
+    Connection,
+    ContractError,
+    EventEnvelope,
+    MowerListRequest,
+    MowerRegistration,
+    encode,
+)
+from contracts.v1.subjects import event_subject
+from mowdeck.fleet.errors import InvalidRequestError
+from mowdeck.fleet.ports import OutboxEvent
+
+__all__ = [
+    "PRODUCER",
+    "CommandRequest",
+    "PatchRequest",
+    "RegisterRequest",
+    "apply_patch",
+    "check_connection",
+    "command_ttl",
+    "decode_body",
+    "in_shard",
+    "issue_command",
+    "new_registration",
+    "outbox_event",
+    "parse_wait",
+]
+
+PRODUCER = "fleet"
+T = TypeVar("T")
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+
+
+class RegisterRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """Body of ``POST /v1/mowers``."""
+
+    name: Name
+    connection: Connection
+    mower_id: uuid.UUID | None = None
+
+
+class PatchRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Body of ``PATCH /v1/mowers/{id}``: the fields to change."""
+
+    name: Name | None = None
+    connection: Connection | None = None
+
+
+class CommandRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Body of ``POST /v1/mowers/{id}/commands``."""
+
+    command: Command
+    ttl_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    correlation_id: uuid.UUID | None = None
+
+
+_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
+    model: msgspec.json.Decoder(model) for model in (RegisterRequest, PatchRequest, CommandRequest)
+}
+_AT = re.compile(r"^(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_MISSING = re.compile(r"missing required field `(?P<field>[^`]+)`")
+
+
+def _field_of(message: str) -> tuple[str, str]:
+    match = _AT.match(message)
+    text, path = (match.group("text"), match.group("path") or "") if match else (message, "")
+    field = path.lstrip(".").replace("[", ".").replace("]", "")
+    missing = _MISSING.search(text)
+    if missing:
+        field = f"{field}.{missing.group('field')}" if field else missing.group("field")
+    return field or "body", text
+
+
+def decode_body(data: bytes, model: type[T]) -> T:
+    """Decode a request body as ``model``; raises ``InvalidRequestError`` naming the field."""
+    decoder: msgspec.json.Decoder[T] = _decoders[model]
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError as err:
+        field, text = _field_of(str(err))
+        raise InvalidRequestError(field, f"`{field}`: {text}") from err
+    except msgspec.DecodeError as err:
+        # Malformed JSON is not a field's fault; the caller answers 400 for field "body".
+        raise InvalidRequestError("", f"the body is not valid JSON: {err}") from err
+    except ContractError as err:
+        field, text = _field_of(str(err))
+        found = re.search(r"`([^`]+)`", text)
+        raise InvalidRequestError(found.group(1) if found else field, text) from err
+
+
+def check_connection(connection: Connection, installed: Collection[str]) -> None:
+    """Refuse a connection kind no installed adapter serves."""
+    if connection.kind not in installed:
+        kinds = ", ".join(sorted(installed)) or "none"
+        raise InvalidRequestError(
+            "connection.kind",
+            f"`connection.kind` {connection.kind!r} is not an installed adapter "
+            f"(installed: {kinds})",
+        )
+
+
+def new_registration(
+    request: RegisterRequest, account_id: uuid.UUID, installed: Collection[str]
+) -> MowerRegistration:
+    """The registration a register request makes in ``account_id``."""
+    check_connection(request.connection, installed)
+    return MowerRegistration(
+        mower_id=request.mower_id or uuid.uuid4(),
+        account_id=account_id,
+        name=request.name,
+        connection=request.connection,
+    )
+
+
+def apply_patch(
+    current: MowerRegistration, patch: PatchRequest, installed: Collection[str]
+) -> MowerRegistration:
+    """``current`` with the patch's fields; refuses an empty patch."""
+    if patch.name is None and patch.connection is None:
+        raise InvalidRequestError("body", "send `name`, `connection` or both")
+    if patch.connection is not None:
+        check_connection(patch.connection, installed)
+    return msgspec.structs.replace(
+        current,
+        name=patch.name if patch.name is not None else current.name,
+        connection=patch.connection if patch.connection is not None else current.connection,
+    )
+
+
+def outbox_event(
+    event_type: str,
+    registration: MowerRegistration,
+    *,
+    now: datetime,
+    correlation_id: uuid.UUID | None = None,
+) -> OutboxEvent:
+    """The outbox row of a registry event (``mower.registered/updated/removed``)."""
+    event = EventEnvelope.new(
+        event_type,
+        registration,
+        producer=PRODUCER,
+        now=now,
+        account_id=registration.account_id,
+        correlation_id=correlation_id,
+    )
+    return OutboxEvent(
+        event_id=event.id, subject=event_subject(event_type), body=encode(event), created_at=now
+    )
+
+
+def command_ttl(requested: float | None, *, default: float, maximum: float) -> timedelta:
+    """The lifetime of a command: the request's ``ttl_s`` within the maximum, else the default."""
+    if requested is None:
+        return timedelta(seconds=default)
+    if requested > maximum:
+        raise InvalidRequestError("ttl_s", f"`ttl_s` must be at most {maximum:g} seconds")
+    return timedelta(seconds=requested)
+
+
+def parse_wait(raw: str | None, *, maximum: float) -> float:
+    """Seconds to wait for a final result from the ``wait`` query parameter (0 = none)."""
+    if raw is None or raw == "":
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidRequestError("wait", "`wait` must be a number of seconds") from None
+    if not 0 <= value <= maximum:  # also refuses NaN and infinity
+        raise InvalidRequestError("wait", f"`wait` must be between 0 and {maximum:g} seconds")
+    return value
+
+
+def issue_command(
+    request: CommandRequest,
+    registration: MowerRegistration,
+    *,
+    issued_by: str,
+    now: datetime,
+    ttl: timedelta,
+) -> CommandEnvelope:
+    """The envelope of a command request for a registered mower."""
+    try:
+        return CommandEnvelope.issue(
+            mower_id=registration.mower_id,
+            account_id=registration.account_id,
+            command=request.command,
+            issued_by=issued_by,
+            now=now,
+            ttl=ttl,
+            correlation_id=request.correlation_id,
+        )
+    except (ContractError, msgspec.ValidationError) as err:
+        found = re.search(r"`([^`]+)`", str(err))
+        raise InvalidRequestError(found.group(1) if found else "command", str(err)) from err
+
+
+def in_shard(
+    registrations: Iterable[MowerRegistration], request: MowerListRequest
+) -> list[MowerRegistration]:
+    """The registrations of one gateway shard, by mower id."""
+    return sorted((r for r in registrations if request.owns(r.mower_id)), key=lambda r: r.mower_id)

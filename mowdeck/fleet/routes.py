@@ -1,0 +1,248 @@
+"""HTTP routes of Fleet: thin handlers over ``Fleet``, errors as problem+json."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from mowdeck.authn import principal
+from mowdeck.fleet import registry as rules
+from mowdeck.fleet.errors import (
+    CommandNotFoundError,
+    FleetError,
+    ForbiddenError,
+    InvalidRequestError,
+    MowerExistsError,
+    MowerNotFoundError,
+    VersionConflictError,
+)
+from mowdeck.fleet.ports import MowerRecord
+from mowdeck.fleet.registry import CommandRequest, PatchRequest, RegisterRequest
+from mowdeck.fleet.usecases import Fleet
+from mowdeck.kit.bus import BusError
+from mowdeck.kit.http import Problem, json_response, read_json
+
+__all__ = [
+    "FLEET",
+    "HttpMetrics",
+    "MowerView",
+    "fleet_errors",
+    "metrics_middleware",
+    "problem_of",
+    "routes",
+]
+
+FLEET = web.AppKey("fleet", Fleet)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class MowerView(msgspec.Struct, frozen=True, kw_only=True):
+    """A mower as the API shows it: the registration plus timestamps."""
+
+    mower_id: uuid.UUID
+    account_id: uuid.UUID
+    name: str
+    connection: Any
+    created_at: Any
+    updated_at: Any
+
+
+def _view(record: MowerRecord) -> MowerView:
+    reg = record.registration
+    return MowerView(
+        mower_id=reg.mower_id,
+        account_id=reg.account_id,
+        name=reg.name,
+        connection=reg.connection,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def problem_of(err: FleetError | BusError) -> Problem:  # noqa: PLR0911 - one per error kind
+    """The problem document of a Fleet error."""
+    match err:
+        case InvalidRequestError(field="") | InvalidRequestError(field="body"):
+            return Problem(400, "Bad Request", err.detail, type_="bad-request")
+        case InvalidRequestError(field=field):
+            return Problem(
+                422,
+                "Unprocessable Content",
+                err.detail,
+                type_="invalid-request",
+                extra={"field": field},
+            )
+        case MowerNotFoundError() | CommandNotFoundError():
+            return Problem(404, "Not Found", str(err), type_="not-found")
+        case ForbiddenError():
+            return Problem(403, "Forbidden", str(err), type_="forbidden")
+        case MowerExistsError() | VersionConflictError():
+            return Problem(409, "Conflict", str(err), type_="conflict")
+        case BusError():
+            return Problem(
+                503,
+                "Service Unavailable",
+                "the bus refused the command",
+                type_="unavailable",
+                headers={"Retry-After": "1"},
+            )
+    return Problem(
+        503,
+        "Service Unavailable",
+        "the registry is unavailable",
+        type_="unavailable",
+        headers={"Retry-After": "1"},
+    )
+
+
+def _mower_id(request: web.Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(request.match_info["mower_id"])
+    except ValueError:
+        raise MowerNotFoundError("no such mower") from None
+
+
+async def register(request: web.Request) -> web.Response:
+    """``POST /v1/mowers``."""
+    body = rules.decode_body(await read_json(request), RegisterRequest)
+    registration, created = await request.app[FLEET].register(principal(request), body)
+    return json_response(registration, status=201 if created else 200)
+
+
+async def list_mowers(request: web.Request) -> web.Response:
+    """``GET /v1/mowers``."""
+    records = await request.app[FLEET].visible(principal(request))
+    return json_response({"mowers": [_view(r) for r in records]})
+
+
+async def get_mower(request: web.Request) -> web.Response:
+    """``GET /v1/mowers/{id}``."""
+    record = await request.app[FLEET].get(principal(request), _mower_id(request))
+    return json_response(_view(record))
+
+
+async def patch_mower(request: web.Request) -> web.Response:
+    """``PATCH /v1/mowers/{id}``."""
+    mower_id = _mower_id(request)
+    body = rules.decode_body(await read_json(request), PatchRequest)
+    record = await request.app[FLEET].update(principal(request), mower_id, body)
+    return json_response(_view(record))
+
+
+async def delete_mower(request: web.Request) -> web.Response:
+    """``DELETE /v1/mowers/{id}``."""
+    await request.app[FLEET].remove(principal(request), _mower_id(request))
+    return web.Response(status=204)
+
+
+async def post_command(request: web.Request) -> web.Response:
+    """``POST /v1/mowers/{id}/commands[?wait=SECONDS]``."""
+    fleet = request.app[FLEET]
+    mower_id = _mower_id(request)
+    wait = rules.parse_wait(
+        request.query.get("wait"), maximum=fleet.settings.command_max_wait_seconds
+    )
+    body = rules.decode_body(await read_json(request), CommandRequest)
+    envelope, result = await fleet.issue(principal(request), mower_id, body, wait)
+    if result is not None:
+        return json_response(result, status=200)
+    doc: dict[str, Any] = {"command_id": envelope.command_id}
+    if wait > 0:
+        doc["status"] = "pending"
+    return json_response(doc, status=202)
+
+
+async def get_command(request: web.Request) -> web.Response:
+    """``GET /v1/mowers/{id}/commands/{command_id}``."""
+    mower_id = _mower_id(request)
+    try:
+        command_id = uuid.UUID(request.match_info["command_id"])
+    except ValueError:
+        raise CommandNotFoundError("no such command") from None
+    found = await request.app[FLEET].command_status(principal(request), mower_id, command_id)
+    final = any(
+        s["status"] in {"rejected", "executed", "expired", "failed"} for s in found.statuses
+    )
+    return json_response(
+        {
+            "command_id": found.command.command_id,
+            "mower_id": found.command.mower_id,
+            "kind": found.command.kind,
+            "issued_by": found.command.issued_by,
+            "issued_at": found.command.issued_at,
+            "expires_at": found.command.expires_at,
+            "statuses": found.statuses,
+            "final": final,
+        }
+    )
+
+
+def routes() -> list[web.RouteDef]:
+    """Fleet's API routes."""
+    return [
+        web.post("/v1/mowers", register),
+        web.get("/v1/mowers", list_mowers),
+        web.get("/v1/mowers/{mower_id}", get_mower),
+        web.patch("/v1/mowers/{mower_id}", patch_mower),
+        web.delete("/v1/mowers/{mower_id}", delete_mower),
+        web.post("/v1/mowers/{mower_id}/commands", post_command),
+        web.get("/v1/mowers/{mower_id}/commands/{command_id}", get_command),
+    ]
+
+
+class HttpMetrics:
+    """Requests by route, method and status, and their durations."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "mowdeck_fleet_http_requests_total",
+            "HTTP requests answered",
+            ["route", "method", "status"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "mowdeck_fleet_http_request_duration_seconds",
+            "Time to answer an HTTP request",
+            ["route"],
+            registry=registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
+        )
+
+
+def metrics_middleware(metrics: HttpMetrics) -> Middleware:
+    """Counts every answer (place it outermost, so problems are counted with their status)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            resource = request.match_info.route.resource
+            route = resource.canonical if resource is not None else "unmatched"
+            metrics.requests.labels(route, request.method, str(status)).inc()
+            metrics.duration.labels(route).observe(time.perf_counter() - started)
+
+    return middleware
+
+
+@web.middleware
+async def fleet_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Translate Fleet's errors into problems (inside ``problem_middleware``)."""
+    try:
+        return await handler(request)
+    except (FleetError, BusError) as err:
+        raise problem_of(err) from err

@@ -1,0 +1,41 @@
+"""Fleet's settings: the kit's basics plus command and outbox limits (``MOWDECK_*``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+import msgspec
+
+from mowdeck.kit.settings import BaseSettings, SettingsError, load_settings
+
+__all__ = ["FleetSettings", "load_fleet_settings"]
+
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+
+
+class FleetSettings(BaseSettings, frozen=True, kw_only=True):
+    """Fleet's settings; JWT (``AuthSettings``) and ``AuthzSettings`` are read beside them."""
+
+    command_default_ttl_seconds: Seconds = 30.0
+    command_max_ttl_seconds: Seconds = 300.0
+    command_max_wait_seconds: Seconds = 60.0
+    fleet_outbox_poll_seconds: Seconds = 1.0
+    fleet_outbox_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 500
+    # How long an authorization decision or a mower's owner is reused (0 = never).
+    fleet_cache_seconds: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    fleet_db_pool_size: Annotated[int, msgspec.Meta(ge=1, le=200)] = 10
+    fleet_recorder_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 500
+    fleet_recorder_flush_seconds: Seconds = 0.05
+
+    def __post_init__(self) -> None:
+        if self.command_default_ttl_seconds > self.command_max_ttl_seconds:
+            raise SettingsError(
+                "MOWDECK_COMMAND_DEFAULT_TTL_SECONDS must not exceed "
+                "MOWDECK_COMMAND_MAX_TTL_SECONDS"
+            )
+
+
+def load_fleet_settings(environ: Mapping[str, str] | None = None) -> FleetSettings:
+    """``FleetSettings`` from ``MOWDECK_*`` variables."""
+    return load_settings(FleetSettings, environ)

@@ -1,0 +1,223 @@
+"""What Fleet does for a caller: register, read, change, remove mowers; issue commands."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter
+
+from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
+from mowdeck.authn import Principal
+from mowdeck.authz import Tuple, account_object, mower_object, user_ref
+from mowdeck.fleet import registry as rules
+from mowdeck.fleet.caches import CachedAuthorizer, RecordCache
+from mowdeck.fleet.commands import ResultWaiters
+from mowdeck.fleet.errors import (
+    CommandNotFoundError,
+    ForbiddenError,
+    MowerExistsError,
+    MowerNotFoundError,
+    VersionConflictError,
+)
+from mowdeck.fleet.outbox import OutboxRelay
+from mowdeck.fleet.ports import CommandLog, CommandRecord, MowerRecord, MowerRepository
+from mowdeck.fleet.registry import CommandRequest, PatchRequest, RegisterRequest
+from mowdeck.fleet.settings import FleetSettings
+from mowdeck.kit.bus import Bus
+
+__all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
+
+log = structlog.get_logger("mowdeck.fleet")
+_RECENT = 10_000
+_RETRIES = 3
+
+
+class FleetMetrics:
+    """Counters of the registry and of issued commands."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.commands = Counter(
+            "mowdeck_fleet_commands_issued_total", "Commands published", ["kind"], registry=registry
+        )
+        self.changes = Counter(
+            "mowdeck_fleet_registry_changes_total", "Registry changes", ["event"], registry=registry
+        )
+
+
+@dataclass(frozen=True)
+class CommandStatus:
+    """A command and the statuses seen so far."""
+
+    command: CommandRecord
+    statuses: list[dict[str, object]] = field(default_factory=list)
+
+
+@dataclass
+class Fleet:
+    """The use cases behind the routes; every collaborator is passed in."""
+
+    settings: FleetSettings
+    repository: MowerRepository
+    command_log: CommandLog
+    authorizer: CachedAuthorizer
+    records: RecordCache
+    relay: OutboxRelay
+    bus: Bus
+    waiters: ResultWaiters
+    connection_kinds: Collection[str]
+    metrics: FleetMetrics
+    clock: Callable[[], datetime]
+    recent: OrderedDict[uuid.UUID, CommandRecord] = field(default_factory=OrderedDict)
+
+    # Registry
+
+    async def register(
+        self, who: Principal, request: RegisterRequest
+    ) -> tuple[MowerRegistration, bool]:
+        """Register a mower in the caller's account; returns it and whether it is new."""
+        account = account_object(who.account_id)
+        if not await self.authorizer.check(user_ref(who.user_id), "can_admin_mowers", account):
+            raise ForbiddenError("registering mowers needs the account's admin role")
+        registration = rules.new_registration(request, who.account_id, self.connection_kinds)
+        now = self.clock()
+        record = MowerRecord(registration, created_at=now, updated_at=now)
+        event = rules.outbox_event("mower.registered", registration, now=now)
+        created = True
+        try:
+            await self.repository.add(record, event)
+        except MowerExistsError:
+            existing = await self.repository.get(registration.mower_id)
+            # A repeated request is answered again (and repairs its tuple); anything else
+            # under a taken id is a conflict, whoever owns it.
+            if existing is None or existing.registration != registration:
+                raise
+            created = False
+        else:
+            self.relay.wake()
+            self.metrics.changes.labels("mower.registered").inc()
+        self.records.forget(registration.mower_id)
+        mower = mower_object(registration.mower_id)
+        if created:
+            await self.authorizer.delete_object(mower)  # stale grants of a reused id
+        await self.authorizer.write([Tuple(account, "account", mower)])
+        log.info("mower registered", mower_id=str(registration.mower_id), created=created)
+        return registration, created
+
+    async def _allowed(self, who: Principal, mower_id: uuid.UUID, relation: str) -> MowerRecord:
+        user, mower = user_ref(who.user_id), mower_object(mower_id)
+        if not await self.authorizer.check(user, relation, mower):
+            if relation == "can_view" or not await self.authorizer.check(user, "can_view", mower):
+                raise MowerNotFoundError(f"mower {mower_id} is not registered")
+            raise ForbiddenError(f"this needs {relation} on the mower")
+        record = await self.records.get(mower_id)
+        if record is None:
+            raise MowerNotFoundError(f"mower {mower_id} is not registered")
+        return record
+
+    async def get(self, who: Principal, mower_id: uuid.UUID) -> MowerRecord:
+        """One mower the caller may view."""
+        self.records.forget(mower_id)
+        return await self._allowed(who, mower_id, "can_view")
+
+    async def visible(self, who: Principal) -> list[MowerRecord]:
+        """Every mower the caller may view."""
+        objects = await self.authorizer.list_objects(user_ref(who.user_id), "can_view", "mower")
+        ids = [uuid.UUID(o.partition(":")[2]) for o in objects]
+        return await self.repository.get_many(ids)
+
+    async def update(self, who: Principal, mower_id: uuid.UUID, patch: PatchRequest) -> MowerRecord:
+        """Rename a mower or change its connection."""
+        for attempt in range(_RETRIES):
+            self.records.forget(mower_id)
+            current = await self._allowed(who, mower_id, "can_admin")
+            changed = rules.apply_patch(current.registration, patch, self.connection_kinds)
+            now = self.clock()
+            record = MowerRecord(changed, current.created_at, now, current.version + 1)
+            event = rules.outbox_event("mower.updated", changed, now=now)
+            try:
+                await self.repository.update(record, event, current.version)
+            except VersionConflictError:
+                if attempt == _RETRIES - 1:
+                    raise
+                continue
+            self.records.forget(mower_id)
+            self.relay.wake()
+            self.metrics.changes.labels("mower.updated").inc()
+            log.info("mower updated", mower_id=str(mower_id))
+            return record
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def remove(self, who: Principal, mower_id: uuid.UUID) -> None:
+        """Remove a mower, its event and its authorization tuples."""
+        for attempt in range(_RETRIES):
+            self.records.forget(mower_id)
+            current = await self._allowed(who, mower_id, "can_admin")
+            event = rules.outbox_event("mower.removed", current.registration, now=self.clock())
+            try:
+                await self.repository.remove(mower_id, event, current.version)
+            except VersionConflictError:
+                if attempt == _RETRIES - 1:
+                    raise
+                continue
+            break
+        self.records.forget(mower_id)
+        self.relay.wake()
+        self.metrics.changes.labels("mower.removed").inc()
+        await self.authorizer.delete_object(mower_object(mower_id))
+        log.info("mower removed", mower_id=str(mower_id))
+
+    # Commands
+
+    async def issue(
+        self, who: Principal, mower_id: uuid.UUID, request: CommandRequest, wait: float
+    ) -> tuple[CommandEnvelope, CommandResult | None]:
+        """Publish a command; with ``wait`` > 0 also wait that long for its final result."""
+        record = await self._allowed(who, mower_id, "can_operate")
+        ttl = rules.command_ttl(
+            request.ttl_s,
+            default=self.settings.command_default_ttl_seconds,
+            maximum=self.settings.command_max_ttl_seconds,
+        )
+        now = self.clock()
+        envelope = rules.issue_command(
+            request, record.registration, issued_by=user_ref(who.user_id), now=now, ttl=ttl
+        )
+        self._remember(CommandRecord.of(envelope))
+        if wait <= 0:
+            await self.bus.publish_command(envelope, now=now)
+            self.metrics.commands.labels(envelope.kind).inc()
+            return envelope, None
+        with self.waiters.expect(envelope.command_id) as future:
+            await self.bus.publish_command(envelope, now=now)
+            self.metrics.commands.labels(envelope.kind).inc()
+            try:
+                result = await asyncio.wait_for(asyncio.shield(future), timeout=wait)
+            except TimeoutError:
+                result = None
+        return envelope, result
+
+    def _remember(self, command: CommandRecord) -> None:
+        self.recent[command.command_id] = command
+        if len(self.recent) > _RECENT:
+            self.recent.popitem(last=False)
+
+    async def command_status(
+        self, who: Principal, mower_id: uuid.UUID, command_id: uuid.UUID
+    ) -> CommandStatus:
+        """A command of a mower the caller may view, with the statuses seen so far."""
+        await self._allowed(who, mower_id, "can_view")
+        command, statuses = await self.command_log.lookup(command_id)
+        # Just issued here and not recorded yet: the recorder lags by a batch interval.
+        command = command or self.recent.get(command_id)
+        if command is None or command.mower_id != mower_id:
+            raise CommandNotFoundError(f"no command {command_id} for mower {mower_id}")
+        return CommandStatus(
+            command,
+            [{"status": s.status, "at": s.at, "reason": s.reason} for s in statuses],
+        )

@@ -1,0 +1,195 @@
+"""Issuing commands: envelopes on the bus, 422 before publishing, waiting, status lookup."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import aiohttp
+import asyncpg
+
+from contracts.v1 import CommandEnvelope, CommandResult, decode_command
+from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER
+from mowdeck.authz import Authorizer
+from mowdeck.fleet import FleetService
+from mowdeck.kit.bus import Bus
+from tests.integration.fleet.conftest import Api, start_fleet
+from tests.integration.fleet.test_rest import owner
+
+
+async def registered(api: Api) -> str:
+    """Register a mower and return its id."""
+    status, body = await api.call(
+        "POST", "/v1/mowers", {"name": "M", "connection": {"kind": "simulator"}}
+    )
+    assert status == 201
+    return str(body["mower_id"])
+
+
+async def commands_on_bus(bus: Bus, mower_id: str) -> list[tuple[dict[str, str], CommandEnvelope]]:
+    """Every command published for a mower so far."""
+    info = await bus.js.stream_info("COMMANDS")
+    found = []
+    if info.state.messages == 0:
+        return found
+    sub = await bus.js.subscribe(f"command.mower.{mower_id}", ordered_consumer=True)
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=0.3)
+            except TimeoutError:
+                break
+            found.append((dict(msg.headers or {}), decode_command(msg.data)))
+    finally:
+        await sub.unsubscribe()
+    return found
+
+
+async def test_a_command_is_published_with_its_headers_and_answered_202(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    before = datetime.now(UTC)
+    status, body = await api.call(
+        "POST",
+        f"/v1/mowers/{mower_id}/commands",
+        {"command": {"kind": "set_blade_height", "height_mm": 40}},
+    )
+    assert status == 202
+    status, stop = await api.call(
+        "POST",
+        f"/v1/mowers/{mower_id}/commands",
+        {"command": {"kind": "emergency_stop", "reason": "child on lawn"}, "ttl_s": 5},
+    )
+    assert status == 202
+    published = await commands_on_bus(bus, mower_id)
+    assert [e.command_id for _, e in published] == [
+        uuid.UUID(body["command_id"]),
+        uuid.UUID(stop["command_id"]),
+    ]
+    (headers, first), (stop_headers, second) = published
+    assert headers[MSG_ID_HEADER] == body["command_id"]
+    assert (headers[PRIORITY_HEADER], stop_headers[PRIORITY_HEADER]) == ("normal", "emergency")
+    assert first.issued_by == f"user:{api.user}"
+    assert first.account_id == api.account
+    assert first.issued_at >= before - timedelta(seconds=1)
+    assert first.expires_at - first.issued_at == timedelta(seconds=30)
+    assert second.expires_at - second.issued_at == timedelta(seconds=5)
+    assert first.command.height_mm == 40  # type: ignore[union-attr]
+
+
+async def test_a_request_the_contracts_reject_is_422_naming_the_field_and_not_published(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    path = f"/v1/mowers/{mower_id}/commands"
+    cases = [
+        ({"command": {"kind": "set_blade_height", "height_mm": 5}}, "command.height_mm"),
+        ({"command": {"kind": "set_blade_height"}}, "command.height_mm"),
+        ({"command": {"kind": "fly_away"}}, "command.kind"),
+        ({"command": {"height_mm": 40}}, "command.kind"),
+        (
+            {"command": {"kind": "manual_drive", "linear_mps": 3, "angular_rps": 0}},
+            "command.linear_mps",
+        ),
+        ({}, "command"),
+        ({"command": {"kind": "pause_mow"}, "ttl_s": 0}, "ttl_s"),
+        ({"command": {"kind": "pause_mow"}, "ttl_s": 100000}, "ttl_s"),
+    ]
+    for body, field in cases:
+        status, problem = await api.call("POST", path, body)
+        assert (status, problem.get("field")) == (422, field), (body, problem)
+    status, problem = await api.call(
+        "POST", path + "?wait=forever", {"command": {"kind": "pause_mow"}}
+    )
+    assert (status, problem["field"]) == (422, "wait")
+    status, _ = await api.call("POST", path, raw=b"{", headers={"Content-Type": "application/json"})
+    assert status == 400
+    status, _ = await api.call("POST", path, raw=b"x", headers={"Content-Type": "text/plain"})
+    assert status == 415
+    assert await commands_on_bus(bus, mower_id) == []
+
+
+async def gateway(bus: Bus, statuses: list[str]) -> asyncio.Task[None]:
+    """A stand-in gateway answering every command with ``statuses`` on the results subject."""
+    sub = await bus.nc.subscribe("command.mower.*")
+
+    async def run() -> None:
+        try:
+            async for msg in sub.messages:
+                envelope = decode_command(msg.data)
+                for status in statuses:
+                    await bus.publish_result(
+                        CommandResult(
+                            command_id=envelope.command_id,
+                            mower_id=envelope.mower_id,
+                            status=status,  # type: ignore[arg-type]
+                            at=datetime.now(UTC),
+                            reason="blade jammed" if status == "failed" else None,
+                        )
+                    )
+        finally:
+            await sub.unsubscribe()
+
+    return asyncio.create_task(run())
+
+
+async def test_wait_returns_the_final_result_and_any_replica_reports_the_statuses(
+    fleet: FleetService,
+    bus: Bus,
+    pool: asyncpg.Pool,
+    authorizer: Authorizer,
+    http: aiohttp.ClientSession,
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    task = await gateway(bus, ["accepted", "failed"])
+    replica = await start_fleet(bus, pool, authorizer)
+    try:
+        status, result = await api.call(
+            "POST", f"/v1/mowers/{mower_id}/commands?wait=5", {"command": {"kind": "start_mow"}}
+        )
+        assert (status, result["status"], result["reason"]) == (200, "failed", "blade jammed")
+        command_id = result["command_id"]
+        other = Api(http, replica.url, api.user, api.account)
+        for _ in range(50):
+            status, found = await other.call("GET", f"/v1/mowers/{mower_id}/commands/{command_id}")
+            if status == 200 and len(found["statuses"]) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert [s["status"] for s in found["statuses"]] == ["accepted", "failed"]
+        assert (found["kind"], found["final"], found["issued_by"]) == (
+            "start_mow",
+            True,
+            f"user:{api.user}",
+        )
+        assert (await other.call("GET", f"/v1/mowers/{mower_id}/commands/{uuid.uuid4()}"))[0] == 404
+        # The command belongs to another mower: not found under this one.
+        second = await registered(api)
+        assert (await other.call("GET", f"/v1/mowers/{second}/commands/{command_id}"))[0] == 404
+    finally:
+        task.cancel()
+        await replica.stop()
+
+
+async def test_wait_without_a_final_result_answers_202_pending(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    task = await gateway(bus, ["accepted"])
+    try:
+        status, body = await api.call(
+            "POST", f"/v1/mowers/{mower_id}/commands?wait=0.3", {"command": {"kind": "pause_mow"}}
+        )
+        assert (status, body["status"]) == (202, "pending")
+        # Just issued: the issuing instance knows it even before the recorder stored it.
+        status, found = await api.call(
+            "GET", f"/v1/mowers/{mower_id}/commands/{body['command_id']}"
+        )
+        assert (status, found["final"]) == (200, False)
+    finally:
+        task.cancel()

@@ -1,0 +1,133 @@
+"""One contract for every ``MowerRepository``/``CommandLog``; adapters' test modules import it.
+
+A test module provides ``repo`` and ``command_log`` fixtures and star-imports the tests.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.v1 import CommandResult, Connection, MowerRegistration
+from mowdeck.fleet.errors import MowerExistsError, MowerNotFoundError, VersionConflictError
+from mowdeck.fleet.ports import CommandRecord, MowerRecord
+from mowdeck.fleet.registry import outbox_event
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _reg(name: str = "M", **options: Any) -> MowerRegistration:
+    return MowerRegistration(
+        mower_id=uuid.uuid4(),
+        account_id=uuid.uuid4(),
+        name=name,
+        connection=Connection(kind="simulator", options=options),
+    )
+
+
+async def _add(repo: Any, reg: MowerRegistration) -> MowerRecord:
+    record = MowerRecord(reg, NOW, NOW)
+    await repo.add(record, outbox_event("mower.registered", reg, now=NOW))
+    return record
+
+
+async def test_contract_add_get_and_taken_ids(repo: Any) -> None:
+    reg = _reg(port=7001, nested={"a": [1, 2]})
+    await _add(repo, reg)
+    got = await repo.get(reg.mower_id)
+    assert got is not None
+    assert (got.registration, got.version, got.created_at) == (reg, 1, NOW)
+    assert await repo.get(uuid.uuid4()) is None
+    with pytest.raises(MowerExistsError):
+        await _add(repo, reg)
+    assert (await repo.outbox_stats()).pending == 1
+
+
+async def test_contract_get_many_sorts_by_name(repo: Any) -> None:
+    b, a = _reg("b"), _reg("a")
+    await _add(repo, b)
+    await _add(repo, a)
+    found = await repo.get_many([b.mower_id, a.mower_id, uuid.uuid4()])
+    assert [r.registration.name for r in found] == ["a", "b"]
+    assert {r.mower_id for r in await repo.all_registrations()} >= {a.mower_id, b.mower_id}
+
+
+async def test_contract_update_and_remove_check_the_version(repo: Any) -> None:
+    reg = _reg()
+    await _add(repo, reg)
+    renamed = MowerRecord(
+        MowerRegistration(
+            mower_id=reg.mower_id, account_id=reg.account_id, name="R", connection=reg.connection
+        ),
+        NOW,
+        NOW + timedelta(seconds=1),
+        2,
+    )
+    event = outbox_event("mower.updated", renamed.registration, now=NOW)
+    await repo.update(renamed, event, expected_version=1)
+    with pytest.raises(VersionConflictError):
+        await repo.update(renamed, outbox_event("mower.updated", reg, now=NOW), expected_version=1)
+    got = await repo.get(reg.mower_id)
+    assert (got.registration.name, got.version) == ("R", 2)
+    removed = outbox_event("mower.removed", renamed.registration, now=NOW)
+    with pytest.raises(VersionConflictError):
+        await repo.remove(reg.mower_id, removed, expected_version=1)
+    await repo.remove(reg.mower_id, removed, expected_version=2)
+    assert await repo.get(reg.mower_id) is None
+    with pytest.raises(MowerNotFoundError):
+        await repo.remove(reg.mower_id, removed, expected_version=2)
+    assert (await repo.outbox_stats()).pending == 3  # failed changes left no event
+
+
+async def test_contract_outbox_claims_in_order_and_marks_only_what_was_published(
+    repo: Any,
+) -> None:
+    regs = [_reg(f"m{i}") for i in range(5)]
+    for reg in regs:
+        await _add(repo, reg)
+    async with repo.claim_outbox(3) as claim:
+        assert claim is not None
+        assert len(claim.events) == 3
+        # A second relay meanwhile gets nothing.
+        async with repo.claim_outbox(3) as other:
+            assert other is None
+        claim.published.extend(e.event_id for e in claim.events[:2])
+    assert (await repo.outbox_stats()).pending == 3
+
+    async def crash() -> None:
+        async with repo.claim_outbox(10) as claim:
+            claim.published.extend(e.event_id for e in claim.events)
+            raise RuntimeError("crash before marking")
+
+    with pytest.raises(RuntimeError):
+        await crash()
+    stats = await repo.outbox_stats()
+    assert stats.pending == 3
+    async with repo.claim_outbox(10) as claim:
+        names = [e.body.split(b'"name":"')[1].split(b'"')[0] for e in claim.events]
+        assert names == [b"m2", b"m3", b"m4"]
+        claim.published.extend(e.event_id for e in claim.events)
+    assert (await repo.outbox_stats()).pending == 0
+
+
+async def test_contract_command_log_is_idempotent_and_ordered(command_log: Any) -> None:
+    mower, command_id = uuid.uuid4(), uuid.uuid4()
+    record = CommandRecord(command_id, mower, uuid.uuid4(), "pause_mow", "user:a", NOW, NOW)
+    results = [
+        CommandResult(
+            command_id=command_id, mower_id=mower, status="executed", at=NOW + timedelta(seconds=2)
+        ),
+        CommandResult(
+            command_id=command_id, mower_id=mower, status="accepted", at=NOW + timedelta(seconds=1)
+        ),
+    ]
+    assert await command_log.lookup(command_id) == (None, [])
+    await command_log.record([], results)  # results may come before the command
+    await command_log.record([record], results)
+    await command_log.record([record], [])
+    found, statuses = await command_log.lookup(command_id)
+    assert found == record
+    assert [s.status for s in statuses] == ["accepted", "executed"]

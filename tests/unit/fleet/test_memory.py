@@ -1,0 +1,18 @@
+"""The in-memory adapters against the repository contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from mowdeck.fleet.memory import InMemoryCommandLog, InMemoryMowerRepository
+from tests.unit.fleet.repository_contract import *  # noqa: F403 - the shared contract tests
+
+
+@pytest.fixture
+def repo() -> InMemoryMowerRepository:
+    return InMemoryMowerRepository()
+
+
+@pytest.fixture
+def command_log() -> InMemoryCommandLog:
+    return InMemoryCommandLog()

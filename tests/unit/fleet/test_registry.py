@@ -1,0 +1,180 @@
+"""Pure rules: request bodies name the failing field; connections, ttl, wait, shards."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from contracts.v1 import Connection, MowerListRequest, MowerRegistration, decode_event
+from mowdeck.fleet.errors import InvalidRequestError
+from mowdeck.fleet.registry import (
+    CommandRequest,
+    PatchRequest,
+    RegisterRequest,
+    apply_patch,
+    command_ttl,
+    decode_body,
+    in_shard,
+    issue_command,
+    new_registration,
+    outbox_event,
+    parse_wait,
+)
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+KINDS = {"simulator"}
+REG = MowerRegistration(
+    mower_id=uuid.uuid4(),
+    account_id=uuid.uuid4(),
+    name="M",
+    connection=Connection(kind="simulator"),
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "model", "field"),
+    [
+        (b'{"connection": {"kind": "simulator"}}', RegisterRequest, "name"),
+        (b'{"name": "", "connection": {"kind": "simulator"}}', RegisterRequest, "name"),
+        (b'{"name": "M", "connection": {}}', RegisterRequest, "connection.kind"),
+        (
+            b'{"name": "M", "connection": {"kind": "simulator", "options": 3}}',
+            RegisterRequest,
+            "connection.options",
+        ),
+        (b'{"name": "M", "connection": {"kind": "x"}, "mower_id": 1}', RegisterRequest, "mower_id"),
+        (b'{"name": 1}', PatchRequest, "name"),
+        (
+            b'{"command": {"kind": "set_speed", "speed_mps": 9}}',
+            CommandRequest,
+            "command.speed_mps",
+        ),
+        (b'{"command": {"kind": "warp"}}', CommandRequest, "command.kind"),
+        (b'{"command": {}}', CommandRequest, "command.kind"),
+        (b'{"command": {"kind": "pause_mow"}, "ttl_s": -1}', CommandRequest, "ttl_s"),
+        (b"[]", CommandRequest, "body"),
+        (b"{oops", CommandRequest, ""),
+    ],
+    ids=[
+        "missing-name",
+        "empty-name",
+        "missing-kind",
+        "options-not-object",
+        "bad-mower-id",
+        "patch-name-type",
+        "speed-range",
+        "unknown-kind",
+        "command-without-kind",
+        "negative-ttl",
+        "not-an-object",
+        "malformed-json",
+    ],
+)
+def test_decode_body_names_the_field(body: bytes, model: type, field: str) -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        decode_body(body, model)
+    assert err.value.field == field
+
+
+def test_decode_body_accepts_good_bodies_and_ignores_unknown_fields() -> None:
+    req = decode_body(
+        b'{"command": {"kind": "manual_drive", "linear_mps": 0.5, "angular_rps": 0}, "x": 1}',
+        CommandRequest,
+    )
+    assert req.command.ttl_ms == 1000  # type: ignore[union-attr]
+
+
+def test_registration_needs_an_installed_kind_and_keeps_a_given_id() -> None:
+    given = uuid.uuid4()
+    req = RegisterRequest(name="M", connection=Connection(kind="simulator"), mower_id=given)
+    assert new_registration(req, REG.account_id, KINDS).mower_id == given
+    with pytest.raises(InvalidRequestError) as err:
+        new_registration(req, REG.account_id, {"mqtt"})
+    assert (err.value.field, "mqtt" in err.value.detail) == ("connection.kind", True)
+
+
+@pytest.mark.parametrize(
+    ("patch", "name", "kind"),
+    [
+        (PatchRequest(name="New"), "New", "simulator"),
+        (PatchRequest(connection=Connection(kind="simulator", options={"p": 1})), "M", "simulator"),
+    ],
+    ids=["rename", "reconnect"],
+)
+def test_apply_patch_changes_only_what_is_sent(patch: PatchRequest, name: str, kind: str) -> None:
+    changed = apply_patch(REG, patch, KINDS)
+    assert (changed.name, changed.connection.kind, changed.mower_id) == (name, kind, REG.mower_id)
+
+
+def test_an_empty_patch_is_refused() -> None:
+    with pytest.raises(InvalidRequestError):
+        apply_patch(REG, PatchRequest(), KINDS)
+
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [(None, 30.0), (5.0, 5.0), (300.0, 300.0)],
+    ids=["default", "given", "at-maximum"],
+)
+def test_command_ttl(requested: float | None, expected: float) -> None:
+    assert command_ttl(requested, default=30, maximum=300) == timedelta(seconds=expected)
+
+
+def test_command_ttl_over_the_maximum_is_refused() -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        command_ttl(301, default=30, maximum=300)
+    assert err.value.field == "ttl_s"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, 0.0), ("", 0.0), ("2.5", 2.5), ("60", 60.0)],
+    ids=["absent", "empty", "fraction", "maximum"],
+)
+def test_parse_wait(raw: str | None, expected: float) -> None:
+    assert parse_wait(raw, maximum=60) == expected
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1", "61", "nan", "inf"])
+def test_parse_wait_refuses(raw: str) -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        parse_wait(raw, maximum=60)
+    assert err.value.field == "wait"
+
+
+def test_issue_command_derives_priority_and_expiry() -> None:
+    req = decode_body(b'{"command": {"kind": "emergency_stop"}}', CommandRequest)
+    envelope = issue_command(req, REG, issued_by="user:a", now=NOW, ttl=timedelta(seconds=30))
+    assert (envelope.priority, envelope.expires_at, envelope.account_id) == (
+        "emergency",
+        NOW + timedelta(seconds=30),
+        REG.account_id,
+    )
+
+
+def test_outbox_event_is_a_v1_event_with_its_id_and_subject() -> None:
+    row = outbox_event("mower.updated", REG, now=NOW)
+    event = decode_event(row.body)
+    assert (row.subject, event.id, event.payload, event.account_id) == (
+        "event.mower.updated",
+        row.event_id,
+        REG,
+        REG.account_id,
+    )
+
+
+def test_in_shard_partitions() -> None:
+    regs = [
+        MowerRegistration(
+            mower_id=uuid.UUID(int=i),
+            account_id=REG.account_id,
+            name="M",
+            connection=REG.connection,
+        )
+        for i in range(10)
+    ]
+    shards = [in_shard(regs, MowerListRequest(shard_index=i, shard_count=3)) for i in range(3)]
+    assert [[r.mower_id.int for r in s] for s in shards] == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    assert len(in_shard(regs, MowerListRequest())) == 10
