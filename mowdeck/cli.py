@@ -44,7 +44,7 @@ def _optional_commands() -> None:
 def _exists(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
+    except ImportError:
         return False
 
 

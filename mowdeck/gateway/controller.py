@@ -1,0 +1,275 @@
+"""The mower controller's decisions: a pure state machine that returns effects, no I/O.
+
+One controller per mower. Ordinary commands run one at a time in arrival order; an
+emergency stop goes to the device at once, even while an ordinary command is in flight,
+and answers every ordinary command it overtook as ``rejected``. Stream sequences decide
+what was "before" the stop: an ordinary command published before it that reaches the
+controller after it (a redelivery, a slow admission) is rejected too, so a queued start
+never runs after a stop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+
+from contracts.v1 import (
+    CommandEnvelope,
+    CommandResult,
+    CommandStatus,
+    ManualDrive,
+    MowerRegistration,
+    MowerState,
+)
+
+__all__ = [
+    "PREEMPTED",
+    "Controller",
+    "Effect",
+    "EndDrive",
+    "PublishLink",
+    "PublishResult",
+    "PublishState",
+    "ScheduleDriveCheck",
+    "SendToDevice",
+]
+
+PREEMPTED = "preempted by emergency_stop"
+SEEN_LIMIT = 1024  # command ids remembered per mower; redeliveries come within ack_wait
+
+
+@dataclass(frozen=True, slots=True)
+class SendToDevice:
+    """Send a command to the mower and report its outcome back."""
+
+    envelope: CommandEnvelope
+
+
+@dataclass(frozen=True, slots=True)
+class EndDrive:
+    """Stop a manual drive session on the device (the gateway's own dead-man)."""
+
+    mower_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """Publish a command status transition."""
+
+    result: CommandResult
+
+
+@dataclass(frozen=True, slots=True)
+class PublishState:
+    """Publish a state on ``telemetry.mower.<id>``."""
+
+    state: MowerState
+    heartbeat: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PublishLink:
+    """Publish ``mower.connected`` or ``mower.disconnected``."""
+
+    registration: MowerRegistration
+    up: bool
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDriveCheck:
+    """Ask to be told ``drive_check(token)`` after ``delay_s`` seconds."""
+
+    delay_s: float
+    token: int
+
+
+Effect = SendToDevice | EndDrive | PublishResult | PublishState | PublishLink | ScheduleDriveCheck
+
+
+@dataclass(slots=True)
+class _Queued:
+    envelope: CommandEnvelope
+    sequence: int
+
+
+class Controller:
+    """What one mower's controller knows and decides."""
+
+    def __init__(self, registration: MowerRegistration) -> None:
+        self.registration = registration
+        self.connected = False
+        self._queue: deque[_Queued] = deque()
+        self._in_flight: CommandEnvelope | None = None
+        self._emergency_in_flight: set[uuid.UUID] = set()
+        self._seen: OrderedDict[uuid.UUID, None] = OrderedDict()
+        self._estop_sequence = 0
+        self._drive_token = 0
+        self._driving = False
+        self._latest: MowerState | None = None
+        self._published: tuple[object, ...] | None = None
+
+    # Commands.
+
+    def submit(self, envelope: CommandEnvelope, sequence: int, now: datetime) -> list[Effect]:
+        """An admitted ordinary command."""
+        if self._remember(envelope.command_id):
+            return []
+        effects: list[Effect] = [self._result(envelope, "accepted", now)]
+        if sequence < self._estop_sequence:
+            effects.append(self._result(envelope, "rejected", now, PREEMPTED))
+            return effects
+        self._queue.append(_Queued(envelope, sequence))
+        if self._in_flight is None:
+            effects += self._next(now)
+        return effects
+
+    def emergency(self, envelope: CommandEnvelope, sequence: int, now: datetime) -> list[Effect]:
+        """An admitted emergency stop: to the device now; overtaken commands are rejected."""
+        if self._remember(envelope.command_id):
+            return []
+        effects: list[Effect] = [self._result(envelope, "accepted", now)]
+        self._estop_sequence = max(self._estop_sequence, sequence)
+        if envelope.is_expired(now):
+            effects.append(self._result(envelope, "expired", now))
+        else:
+            self._emergency_in_flight.add(envelope.command_id)
+            effects.insert(0, SendToDevice(envelope))
+        # The device stops on its own; the gateway's drive session ends with it.
+        self._driving = False
+        self._drive_token += 1
+        keep: deque[_Queued] = deque()
+        for queued in self._queue:
+            if queued.sequence < self._estop_sequence:
+                effects.append(self._result(queued.envelope, "rejected", now, PREEMPTED))
+            else:
+                keep.append(queued)
+        self._queue = keep
+        return effects
+
+    def outcome(
+        self,
+        envelope: CommandEnvelope,
+        status: CommandStatus,
+        reason: str | None,
+        now: datetime,
+    ) -> list[Effect]:
+        """The device (or the link) answered a command sent earlier."""
+        effects: list[Effect] = [self._result(envelope, status, now, reason)]
+        cid = envelope.command_id
+        if cid in self._emergency_in_flight:
+            self._emergency_in_flight.discard(cid)
+            return effects
+        if self._in_flight is not None and self._in_flight.command_id == cid:
+            self._in_flight = None
+            effects += self._next(now)
+        return effects
+
+    def _next(self, now: datetime) -> list[Effect]:
+        effects: list[Effect] = []
+        while self._queue and self._in_flight is None:
+            queued = self._queue.popleft()
+            env = queued.envelope
+            if queued.sequence < self._estop_sequence:
+                effects.append(self._result(env, "rejected", now, PREEMPTED))
+            elif env.is_expired(now):
+                effects.append(self._result(env, "expired", now))
+            else:
+                self._in_flight = env
+                effects.append(SendToDevice(env))
+                if isinstance(env.command, ManualDrive):
+                    effects.append(self._arm_drive(env.command.ttl_ms))
+        return effects
+
+    def _arm_drive(self, ttl_ms: int) -> ScheduleDriveCheck:
+        self._driving = True
+        self._drive_token += 1
+        return ScheduleDriveCheck(ttl_ms / 1000.0, self._drive_token)
+
+    def drive_check(self, token: int) -> list[Effect]:
+        """The dead-man timer of a manual drive fired."""
+        if not self._driving or token != self._drive_token:
+            return []  # a newer drive command re-armed it, or the session already ended
+        self._driving = False
+        return [EndDrive(self.registration.mower_id)]
+
+    @property
+    def busy(self) -> bool:
+        """True while a command is queued or in flight."""
+        return bool(self._queue or self._in_flight or self._emergency_in_flight)
+
+    # States and links.
+
+    def state(self, state: MowerState) -> list[Effect]:
+        """A state from the device: publish it when anything significant changed."""
+        if state.account_id != self.registration.account_id:
+            # The registration, not the device, says which account owns the mower.
+            state = msgspec.structs.replace(state, account_id=self.registration.account_id)
+        self._latest = state
+        significant = state.significant()
+        if significant == self._published:
+            return []
+        self._published = significant
+        return [PublishState(state, heartbeat=False)]
+
+    def heartbeat(self) -> list[Effect]:
+        """Republish the latest state."""
+        if self._latest is None:
+            return []
+        return [PublishState(self._latest, heartbeat=True)]
+
+    def link(self, up: bool, reason: str | None) -> list[Effect]:
+        """The link came up or went down."""
+        if up == self.connected:
+            return []
+        self.connected = up
+        if not up:
+            self._published = None  # republish the first state after a reconnect
+        return [PublishLink(self.registration, up, reason)]
+
+    def rename(self, registration: MowerRegistration) -> None:
+        """Fleet renamed the mower (same connection)."""
+        self.registration = registration
+
+    def close(self, now: datetime, reason: str) -> list[Effect]:
+        """The controller is closing: end a drive, answer what is queued, report the link."""
+        effects: list[Effect] = []
+        if self._driving:
+            self._driving = False
+            effects.append(EndDrive(self.registration.mower_id))
+        for queued in self._queue:
+            effects.append(self._result(queued.envelope, "rejected", now, reason))
+        self._queue.clear()
+        if self.connected:
+            self.connected = False
+            effects.append(PublishLink(self.registration, False, reason))
+        return effects
+
+    # Helpers.
+
+    def _remember(self, command_id: uuid.UUID) -> bool:
+        """True when the id was seen before (a redelivery); remembers it otherwise."""
+        if command_id in self._seen:
+            return True
+        self._seen[command_id] = None
+        if len(self._seen) > SEEN_LIMIT:
+            self._seen.popitem(last=False)
+        return False
+
+    @staticmethod
+    def _result(
+        envelope: CommandEnvelope, status: CommandStatus, now: datetime, reason: str | None = None
+    ) -> PublishResult:
+        return PublishResult(
+            CommandResult(
+                command_id=envelope.command_id,
+                mower_id=envelope.mower_id,
+                status=status,
+                at=now,
+                reason=reason,
+            )
+        )

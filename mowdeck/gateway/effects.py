@@ -1,0 +1,292 @@
+"""The loop side of the controllers: publishes, device sends and timers, never blocking."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from contracts.v1 import (
+    CommandEnvelope,
+    CommandResult,
+    EventEnvelope,
+    ManualDrive,
+    MowerLink,
+    MowerState,
+    encode,
+)
+from contracts.v1.subjects import event_subject, result_subject, telemetry_subject
+from mowdeck.gateway.actor import DriveCheck, Outcome
+from mowdeck.gateway.connections import CommandTimeoutError, LinkDownError, MowerConnection
+from mowdeck.gateway.controller import (
+    Effect,
+    EndDrive,
+    PublishLink,
+    PublishResult,
+    PublishState,
+    ScheduleDriveCheck,
+    SendToDevice,
+)
+from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.kit.bus import Bus
+
+__all__ = ["EffectRunner", "PendingCommands"]
+
+ACK_TIMEOUT = 5.0
+
+log = structlog.get_logger("mowdeck.gateway.effects")
+
+Tell = Callable[[uuid.UUID, object], None]
+
+
+class PendingCommands:
+    """Admitted commands whose final result is not published yet; shutdown waits on it."""
+
+    def __init__(self) -> None:
+        self._started: dict[uuid.UUID, float] = {}
+        self._empty = asyncio.Event()
+        self._empty.set()
+
+    def add(self, command_id: uuid.UUID) -> None:
+        """A command was accepted by its controller."""
+        self._started.setdefault(command_id, time.perf_counter())
+        self._empty.clear()
+
+    def finish(self, command_id: uuid.UUID) -> float | None:
+        """Its final result is published; returns the seconds since acceptance."""
+        started = self._started.pop(command_id, None)
+        if not self._started:
+            self._empty.set()
+        return None if started is None else time.perf_counter() - started
+
+    def __len__(self) -> int:
+        return len(self._started)
+
+    async def wait_empty(self, timeout: float) -> bool:
+        """Wait until nothing is pending; False on timeout."""
+        try:
+            await asyncio.wait_for(self._empty.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+class EffectRunner:
+    """Performs controller effects on the event loop."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        metrics: GatewayMetrics,
+        *,
+        connections: Mapping[uuid.UUID, MowerConnection],
+        tell: Tell,
+        device_timeout: float,
+        producer: str,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._bus = bus
+        self._metrics = metrics
+        self._connections = connections
+        self._tell = tell
+        self._device_timeout = device_timeout
+        self._producer = producer
+        self._clock = clock
+        self.pending = PendingCommands()
+        self.delivered_at: dict[uuid.UUID, float] = {}  # emergency stops: delivery time
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._results: asyncio.Queue[CommandResult] = asyncio.Queue()
+        self._publisher: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the ordered result publisher."""
+        self._publisher = asyncio.create_task(self._publish_results(), name="result-publisher")
+
+    def __call__(self, mower_id: uuid.UUID, effects: Sequence[Effect]) -> None:
+        """Perform the effects of one controller decision (called on the loop)."""
+        for effect in effects:
+            match effect:
+                case PublishResult(result):
+                    if result.status == "accepted":
+                        self.pending.add(result.command_id)
+                    self._results.put_nowait(result)
+                case SendToDevice(envelope):
+                    self._spawn(self._send(envelope))
+                case PublishState(state, heartbeat):
+                    self._spawn(self._publish_state(state, heartbeat))
+                case EndDrive(mower):
+                    self._spawn(self._end_drive(mower))
+                case ScheduleDriveCheck(delay_s, token):
+                    asyncio.get_running_loop().call_later(
+                        delay_s, self._tell, mower_id, DriveCheck(token)
+                    )
+                case PublishLink(registration, up, reason):
+                    self._metrics.connected.inc() if up else self._metrics.connected.dec()
+                    event = EventEnvelope.new(
+                        "mower.connected" if up else "mower.disconnected",
+                        MowerLink(mower_id=registration.mower_id, reason=reason),
+                        producer=self._producer,
+                        now=self._clock(),
+                        account_id=registration.account_id,
+                    )
+                    self._spawn(self._publish_event(event))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, envelope: CommandEnvelope) -> None:
+        if envelope.is_emergency:
+            delivered = self.delivered_at.pop(envelope.command_id, None)
+            if delivered is not None:
+                self._metrics.estop_seconds.observe(time.perf_counter() - delivered)
+        log_ = log.bind(mower_id=str(envelope.mower_id), command_id=str(envelope.command_id))
+        # Checked again right before sending: the command may have waited in the queue.
+        if envelope.is_expired(self._clock()):
+            self._tell(envelope.mower_id, Outcome(envelope, "expired", None))
+            return
+        conn = self._connections.get(envelope.mower_id)
+        if conn is None:
+            self._tell(envelope.mower_id, Outcome(envelope, "failed", "mower not connected"))
+            return
+        log_.debug("command sent to mower", kind=envelope.kind)
+        try:
+            outcome = await conn.send(envelope, timeout=self._device_timeout)
+        except LinkDownError as err:
+            self._tell(envelope.mower_id, Outcome(envelope, "failed", f"link down: {err}"))
+        except CommandTimeoutError:
+            reason = f"no answer from the mower within {self._device_timeout:g} s"
+            self._tell(envelope.mower_id, Outcome(envelope, "failed", reason))
+        except Exception as err:
+            log_.exception("device send failed")
+            self._tell(envelope.mower_id, Outcome(envelope, "failed", f"gateway error: {err}"))
+        else:
+            log_.debug("mower answered", status=outcome.status, reason=outcome.reason)
+            self._tell(envelope.mower_id, Outcome(envelope, outcome.status, outcome.reason))
+
+    async def _end_drive(self, mower_id: uuid.UUID) -> None:
+        conn = self._connections.get(mower_id)
+        if conn is None or not conn.connected:
+            return
+        now = self._clock()
+        stop = CommandEnvelope.issue(
+            mower_id=mower_id,
+            account_id=uuid.UUID(int=0),
+            command=ManualDrive(linear_mps=0.0, angular_rps=0.0, ttl_ms=100),
+            issued_by=f"service:{self._producer}",
+            now=now,
+        )
+        try:
+            await conn.send(stop, timeout=self._device_timeout)
+            log.info("manual drive ended by the gateway", mower_id=str(mower_id))
+        except Exception as err:
+            log.warning("could not end manual drive", mower_id=str(mower_id), error=str(err))
+
+    async def _publish_results(self) -> None:
+        # One task writes results in the order decided; acks come back pipelined. A result
+        # whose ack fails or does not come within ACK_TIMEOUT is published again: the msg
+        # id `<command_id>:<status>` makes the repeat harmless.
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        while True:
+            result = await self._results.get()
+            while True:
+                try:
+                    ack = await self._bus.publish_nowait(
+                        result_subject(result.mower_id), encode(result), msg_id=result.msg_id
+                    )
+                    break
+                except Exception as err:
+                    self._metrics.publish_failures.labels("result").inc()
+                    log.warning(
+                        "result publish failed; retrying",
+                        error=str(err),
+                        command_id=str(result.command_id),
+                        retry_in_s=delay,
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+            delay = 0.05
+            timer = loop.call_later(ACK_TIMEOUT, _cancel_if_pending, ack)
+            ack.add_done_callback(functools.partial(self._result_acked, result, timer))
+
+    def _result_acked(
+        self, result: CommandResult, timer: asyncio.TimerHandle, ack: asyncio.Future[Any]
+    ) -> None:
+        timer.cancel()
+        if ack.cancelled() or ack.exception() is not None:
+            self._metrics.publish_failures.labels("result").inc()
+            log.warning(
+                "result not acknowledged; publishing again",
+                command_id=str(result.command_id),
+                status=result.status,
+            )
+            asyncio.get_running_loop().call_later(0.2, self._results.put_nowait, result)
+            return
+        self._metrics.results.labels(result.status).inc()
+        if result.is_final:
+            seconds = self.pending.finish(result.command_id)
+            if seconds is not None:
+                self._metrics.command_seconds.observe(seconds)
+        log.debug(
+            "command result",
+            mower_id=str(result.mower_id),
+            command_id=str(result.command_id),
+            status=result.status,
+            reason=result.reason,
+        )
+
+    async def _publish_state(self, state: MowerState, heartbeat: bool) -> None:
+        msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
+        try:
+            await self._bus.publish_nowait(
+                telemetry_subject(state.mower_id), encode(state), msg_id=msg_id
+            )
+        except Exception as err:
+            self._metrics.publish_failures.labels("telemetry").inc()
+            log.debug("state publish failed", mower_id=str(state.mower_id), error=str(err))
+            return
+        (self._metrics.heartbeats if heartbeat else self._metrics.telemetry).inc()
+
+    async def _publish_event(self, event: EventEnvelope[Any]) -> None:
+        delay = 0.05
+        for _ in range(8):
+            try:
+                await self._bus.publish(
+                    event_subject(event.type), encode(event), msg_id=str(event.id)
+                )
+                return
+            except Exception as err:
+                self._metrics.publish_failures.labels("event").inc()
+                log.warning("event publish failed", type=event.type, error=str(err))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def settle(self, timeout: float) -> None:
+        """Wait for the effect tasks started so far (device sends, publishes)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while not self._results.empty() and time.monotonic() < deadline:  # noqa: ASYNC110 - a queue has no "empty" event
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """Cancel what is left."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._publisher is not None:
+            self._publisher.cancel()
+            await asyncio.gather(self._publisher, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _cancel_if_pending(ack: asyncio.Future[Any]) -> None:
+    if not ack.done():
+        ack.cancel()

@@ -1,0 +1,84 @@
+"""The gateway's Prometheus metrics, registered on a registry passed in."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["GatewayMetrics"]
+
+_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class GatewayMetrics:
+    """Counters, gauges and histograms of one gateway instance."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.admitted = Counter(
+            "mowdeck_gateway_commands_admitted_total",
+            "Commands admitted.",
+            ["kind"],
+            registry=registry,
+        )
+        self.refused = Counter(
+            "mowdeck_gateway_commands_refused_total",
+            "Commands not admitted, by reason (invalid, unknown_mower, account_mismatch, expired).",
+            ["reason"],
+            registry=registry,
+        )
+        self.foreign = Counter(
+            "mowdeck_gateway_commands_foreign_total",
+            "Commands of other shards acknowledged.",
+            registry=registry,
+        )
+        self.results = Counter(
+            "mowdeck_gateway_results_total",
+            "Command results published.",
+            ["status"],
+            registry=registry,
+        )
+        self.command_seconds = Histogram(
+            "mowdeck_gateway_command_seconds",
+            "Admission to final result.",
+            buckets=_LATENCY,
+            registry=registry,
+        )
+        self.estop_seconds = Histogram(
+            "mowdeck_gateway_emergency_stop_seconds",
+            "Delivery of an emergency stop to its send to the device.",
+            buckets=_LATENCY,
+            registry=registry,
+        )
+        self.connected = Gauge(
+            "mowdeck_gateway_mowers_connected", "Mowers with a live link.", registry=registry
+        )
+        self.registry_size = Gauge(
+            "mowdeck_gateway_registry_mowers",
+            "Mowers of this shard in the registry.",
+            registry=registry,
+        )
+        self.telemetry = Counter(
+            "mowdeck_gateway_telemetry_published_total",
+            "States published on a change.",
+            registry=registry,
+        )
+        self.heartbeats = Counter(
+            "mowdeck_gateway_heartbeats_published_total",
+            "States republished as heartbeat.",
+            registry=registry,
+        )
+        self.fleet_retries = Counter(
+            "mowdeck_gateway_fleet_list_retries_total",
+            "Unanswered fleet.mowers.list requests.",
+            registry=registry,
+        )
+        self.redeliveries = Counter(
+            "mowdeck_gateway_redeliveries_total",
+            "Commands delivered more than once.",
+            registry=registry,
+        )
+        self.publish_failures = Counter(
+            "mowdeck_gateway_publish_failures_total",
+            "Publishes that failed and were retried.",
+            ["what"],
+            registry=registry,
+        )

@@ -1,0 +1,423 @@
+"""The Device-Gateway's composition root: one shard of ADR 0013."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import deque
+from datetime import UTC, datetime
+from typing import Any
+
+import pykka
+import structlog
+from aiohttp import web
+from nats.aio.msg import Msg
+from prometheus_client import CollectorRegistry
+
+from actors import (
+    ActorMetrics,
+    Dispatcher,
+    InMemorySnapshotStore,
+    LoopBridge,
+    ShardSupervisor,
+    Snapshot,
+)
+from contracts.v1 import (
+    CommandEnvelope,
+    CommandResult,
+    CommandStatus,
+    MowerRegistration,
+    MowerState,
+)
+from contracts.v1.subjects import COMMAND_FILTER, COMMANDS, PRIORITY_HEADER
+from mowdeck.gateway.actor import (
+    Close,
+    ControllerActor,
+    EffectOutbox,
+    EmergencySubmit,
+    Heartbeat,
+    LinkChanged,
+    Rename,
+    StateReported,
+    Submit,
+)
+from mowdeck.gateway.admission import Admitted, Expired, Foreign, Invalid, Rejected, admit
+from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
+from mowdeck.gateway.controller import PublishResult
+from mowdeck.gateway.effects import EffectRunner
+from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.registry import Change, FleetFeed, Registry
+from mowdeck.gateway.settings import GatewaySettings
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.consumer import Consumer, ConsumerSpec, delivery_count
+from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, with_ops_routes
+
+__all__ = ["GatewayService"]
+
+log = structlog.get_logger("mowdeck.gateway")
+
+
+class _Link:
+    """A connection's events, told to the mower's controller."""
+
+    __slots__ = ("_service", "mower_id")
+
+    def __init__(self, service: GatewayService, mower_id: uuid.UUID) -> None:
+        self._service = service
+        self.mower_id = mower_id
+
+    def on_state(self, state: MowerState) -> None:
+        if state.mower_id != self.mower_id:
+            log.warning(
+                "state for another mower dropped",
+                mower_id=str(self.mower_id),
+                reported=str(state.mower_id),
+            )
+            return
+        self._service.tell(self.mower_id, StateReported(state))
+
+    def on_link(self, up: bool, reason: str | None) -> None:
+        self._service.tell(self.mower_id, LinkChanged(up, reason))
+
+
+class GatewayService:
+    """One gateway shard: registry, controllers, device links, command consumer."""
+
+    name = "gateway"
+
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        *,
+        bus: Bus | None = None,
+        registry: CollectorRegistry | None = None,
+        connections: ConnectionRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self._own_bus = bus is None
+        self.bus: Bus | None = bus
+        self.metrics_registry = registry or CollectorRegistry()
+        self.metrics = GatewayMetrics(self.metrics_registry)
+        self.adapters = connections or ConnectionRegistry.from_entry_points()
+        self.registry = Registry(settings.shard_index, settings.shard_count)
+        self.readiness = Readiness()
+        self.connections: dict[uuid.UUID, MowerConnection] = {}
+        self._actor_metrics = ActorMetrics(self.metrics_registry)
+        self.dispatcher = Dispatcher(
+            workers=settings.dispatcher_workers, metrics=self._actor_metrics
+        )
+        self._supervisor: ShardSupervisor | None = None
+        self._bridge: LoopBridge | None = None
+        self.effects: EffectRunner | None = None
+        self._outbox: EffectOutbox | None = None
+        self._consumer: Consumer | None = None
+        self._feed: FleetFeed | None = None
+        self._normal: deque[Msg] = deque()
+        self._normal_ready = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self._http: HttpServer | None = None
+        self.durable = f"device-gateway-{settings.shard_index}"
+        self._producer = f"gateway-{settings.shard_index}"
+
+    # Lifecycle.
+
+    async def start(self) -> None:
+        """Connect, seed the registry, start consuming commands, serve health."""
+        s = self.settings
+        if self.bus is None:
+            self.bus = await Bus.connect(s.nats_url, name=self._producer)
+        await self.bus.ensure_streams()
+        loop = asyncio.get_running_loop()
+        self._bridge = LoopBridge(loop)
+        self.dispatcher.start()
+        self._supervisor = ShardSupervisor(
+            self.dispatcher,
+            self._make_controller,
+            InMemorySnapshotStore(),
+            metrics=self._actor_metrics,
+        )
+        self.effects = EffectRunner(
+            self.bus,
+            self.metrics,
+            connections=self.connections,
+            tell=self.tell,
+            device_timeout=s.device_command_timeout_seconds,
+            producer=self._producer,
+        )
+        self.effects.start()
+        self._outbox = EffectOutbox(loop, self.effects)
+        for registration in s.bootstrap_mowers:
+            await self.apply(registration)
+        self._feed = FleetFeed(
+            self.bus,
+            shard_index=s.shard_index,
+            shard_count=s.shard_count,
+            on_apply=self.apply,
+            on_remove=self.remove,
+            on_retry=self.metrics.fleet_retries.inc,
+            request_timeout=s.fleet_list_timeout_seconds,
+            retry_initial=s.fleet_retry_initial_seconds,
+            retry_max=s.fleet_retry_max_seconds,
+        )
+        await self._feed.start()
+        self._tasks.append(asyncio.create_task(self._admit_normal(), name="admit-normal"))
+        self._tasks.append(asyncio.create_task(self._heartbeats(), name="heartbeats"))
+        self._consumer = Consumer(
+            self.bus,
+            ConsumerSpec(
+                stream=COMMANDS.name,
+                subject=COMMAND_FILTER,
+                durable=self.durable,
+                ack_wait=s.command_ack_wait_seconds,
+            ),
+            self._on_command,
+        )
+        await self._consumer.start()
+        app = web.Application(middlewares=[problem_middleware])
+        with_ops_routes(app, self.readiness, self.metrics_registry)
+        self._http = HttpServer(app, s.http_host, s.http_port)
+        await self._http.start()
+        self.readiness.set_ready()
+        log.info(
+            "gateway started",
+            shard=s.shard_index,
+            shards=s.shard_count,
+            mowers=len(self.registry),
+            http=self._http.url,
+        )
+
+    @property
+    def url(self) -> str:
+        """Base URL of the health and metrics endpoints."""
+        assert self._http is not None
+        return self._http.url
+
+    async def stop(self) -> None:
+        """Graceful shutdown in ADR 0013's order."""
+        timeout = self.settings.shutdown_timeout_seconds
+        self.readiness.set_not_ready("shutting down")
+        self._closing = True
+        if self._consumer is not None:
+            await self._consumer.stop()
+        while self._normal:
+            msg = self._normal.popleft()
+            await msg.nak()  # not admitted yet: the next owner of this shard runs it
+        await self._barrier()
+        assert self.effects is not None
+        if not await self.effects.pending.wait_empty(timeout):
+            log.error("shutdown timed out waiting for results", pending=len(self.effects.pending))
+        await self._close_controllers("gateway shutting down")
+        await self.effects.settle(timeout=5.0)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._feed is not None:
+            await self._feed.stop()
+        for conn in list(self.connections.values()):
+            await conn.close()
+        self.connections.clear()
+        if self._supervisor is not None:
+            await self._supervisor.stop_all()
+        await self.effects.stop()
+        self.dispatcher.stop()
+        if self._http is not None:
+            await self._http.stop()
+        if self._own_bus and self.bus is not None:
+            await self.bus.drain()
+        log.info("gateway stopped", shard=self.settings.shard_index)
+
+    # Controllers.
+
+    def _make_controller(self, key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        # The gateway keeps nothing durable: a controller always starts fresh.
+        del snapshot
+        registration = self.registry[uuid.UUID(key)]
+        assert self._outbox is not None
+        return ControllerActor.start(
+            dispatcher=self.dispatcher, registration=registration, outbox=self._outbox
+        )
+
+    def tell(self, mower_id: uuid.UUID, message: object) -> None:
+        """Send a message to a mower's controller, if it has one."""
+        assert self._supervisor is not None
+        ref = self._supervisor.get(str(mower_id))
+        if ref is not None:
+            ref.tell(message)
+
+    async def apply(self, registration: MowerRegistration) -> None:
+        """Add or update a mower of this shard."""
+        change = self.registry.apply(registration)
+        mower_id = registration.mower_id
+        if change in (Change.FOREIGN, Change.UNCHANGED):
+            return
+        assert self._supervisor is not None
+        if change is Change.RENAMED:
+            self.tell(mower_id, Rename(registration))
+            return
+        if change is Change.RECONNECT:
+            old = self.connections.pop(mower_id, None)
+            if old is not None:
+                await old.close()
+            self.tell(mower_id, Rename(registration))
+            self.tell(mower_id, LinkChanged(False, "connection changed"))
+        else:
+            await self._supervisor.get_or_start(str(mower_id))
+        self.metrics.registry_size.set(len(self.registry))
+        try:
+            factory = self.adapters.factory(registration.connection.kind)
+        except Exception as err:
+            log.error("cannot connect mower", mower_id=str(mower_id), error=str(err))
+            return
+        conn = factory(registration, _Link(self, mower_id))
+        self.connections[mower_id] = conn
+        await conn.open()
+        log.info(
+            "mower registered",
+            mower_id=str(mower_id),
+            change=change.value,
+            kind=registration.connection.kind,
+        )
+
+    async def remove(self, mower_id: uuid.UUID) -> None:
+        """Forget a mower: close its link and controller, report it disconnected."""
+        if self.registry.remove(mower_id) is None:
+            return
+        self.metrics.registry_size.set(len(self.registry))
+        conn = self.connections.pop(mower_id, None)
+        if conn is not None:
+            await conn.close()
+        await self._close_one(mower_id, "mower removed")
+        assert self._supervisor is not None
+        await self._supervisor.stop(str(mower_id))
+        log.info("mower removed", mower_id=str(mower_id))
+
+    async def _close_one(self, mower_id: uuid.UUID, reason: str) -> None:
+        assert self._supervisor is not None
+        assert self._bridge is not None
+        ref = self._supervisor.get(str(mower_id))
+        if ref is None:
+            return
+        try:
+            await self._bridge.ask(ref, Close(reason), timeout=5.0)
+        except Exception as err:
+            log.warning("controller did not close", mower_id=str(mower_id), error=str(err))
+
+    async def _close_controllers(self, reason: str) -> None:
+        await asyncio.gather(*(self._close_one(m, reason) for m in list(self.registry)))
+
+    async def _barrier(self) -> None:
+        # Every Submit told before this point is decided once each controller answers.
+        assert self._supervisor is not None
+        assert self._bridge is not None
+        refs = [self._supervisor.get(str(m)) for m in self.registry]
+        await asyncio.gather(
+            *(self._bridge.ask(r, Heartbeat(), timeout=5.0) for r in refs if r is not None),
+            return_exceptions=True,
+        )
+
+    async def _heartbeats(self) -> None:
+        interval = self.settings.telemetry_heartbeat_seconds
+        while True:
+            await asyncio.sleep(interval)
+            beat = Heartbeat()
+            for mower_id in list(self.registry):
+                self.tell(mower_id, beat)
+
+    # Commands.
+
+    async def _on_command(self, msg: Msg) -> None:
+        # The emergency lane is chosen from the header before anything is decoded, and
+        # an emergency stop is admitted right here; ordinary commands wait their turn in
+        # a queue so a backlog of them cannot hold an emergency stop back.
+        if self._closing:
+            await msg.nak()
+            return
+        headers = msg.headers
+        if headers is not None and headers.get(PRIORITY_HEADER) == "emergency":
+            await self._admit(msg)
+            return
+        self._normal.append(msg)
+        self._normal_ready.set()
+
+    async def _admit_normal(self) -> None:
+        while True:
+            await self._normal_ready.wait()
+            self._normal_ready.clear()
+            handled = 0
+            while self._normal:
+                await self._admit(self._normal.popleft())
+                handled += 1
+                if handled % 64 == 0:
+                    await asyncio.sleep(0)  # let the emergency lane and the links in
+
+    async def _admit(self, msg: Msg) -> None:
+        delivered = time.perf_counter()
+        if delivery_count(msg) > 1:
+            self.metrics.redeliveries.inc()
+        now = datetime.now(UTC)
+        s = self.settings
+        decision = admit(
+            msg.subject,
+            msg.data,
+            shard_index=s.shard_index,
+            shard_count=s.shard_count,
+            registry=self.registry,
+            now=now,
+        )
+        assert self.effects is not None
+        match decision:
+            case Invalid(reason):
+                self.metrics.refused.labels("invalid").inc()
+                await msg.term()
+                log.warning("command terminated", subject=msg.subject, reason=reason)
+            case Foreign():
+                self.metrics.foreign.inc()
+                await msg.ack()
+            case Rejected(envelope, reason):
+                label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
+                self.metrics.refused.labels(label).inc()
+                self.effects(envelope.mower_id, [_refusal(envelope, "rejected", now, reason)])
+                await msg.ack()
+                log.info(
+                    "command rejected",
+                    mower_id=str(envelope.mower_id),
+                    command_id=str(envelope.command_id),
+                    reason=reason,
+                )
+            case Expired(envelope):
+                self.metrics.refused.labels("expired").inc()
+                self.effects(envelope.mower_id, [_refusal(envelope, "expired", now)])
+                await msg.ack()
+            case Admitted(envelope, _):
+                sequence = msg.metadata.sequence.stream
+                self.metrics.admitted.labels(envelope.kind).inc()
+                if envelope.is_emergency:
+                    # A stop whose header was missing still wins once decoded.
+                    self.effects.delivered_at[envelope.command_id] = delivered
+                    self.tell(envelope.mower_id, EmergencySubmit(envelope, sequence))
+                else:
+                    self.tell(envelope.mower_id, Submit(envelope, sequence))
+                await msg.ack()
+                log.debug(
+                    "command admitted",
+                    mower_id=str(envelope.mower_id),
+                    command_id=str(envelope.command_id),
+                    kind=envelope.kind,
+                )
+
+
+def _refusal(
+    envelope: CommandEnvelope, status: CommandStatus, now: datetime, reason: str | None = None
+) -> PublishResult:
+    """A final result for a command that never reaches its controller."""
+    return PublishResult(
+        CommandResult(
+            command_id=envelope.command_id,
+            mower_id=envelope.mower_id,
+            status=status,
+            at=now,
+            reason=reason,
+        )
+    )

@@ -1,0 +1,37 @@
+"""Gateway settings: ``MOWDECK_*`` variables (ADR 0013)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from contracts.v1 import MowerRegistration
+from mowdeck.kit.settings import BaseSettings
+
+__all__ = ["GatewaySettings"]
+
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
+    """Everything ``mowdeck gateway`` reads."""
+
+    shard_index: Annotated[int, msgspec.Meta(ge=0)] = 0
+    shard_count: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
+    # Development only: seeds the registry until Fleet answers (ADR 0013).
+    bootstrap_mowers: list[MowerRegistration] = msgspec.field(default_factory=list)
+    telemetry_heartbeat_seconds: Positive = 10.0
+    device_command_timeout_seconds: Positive = 10.0
+    dispatcher_workers: Annotated[int, msgspec.Meta(ge=1, le=64)] = 2
+    fleet_list_timeout_seconds: Positive = 2.0
+    fleet_retry_initial_seconds: Positive = 1.0
+    fleet_retry_max_seconds: Positive = 30.0
+    command_ack_wait_seconds: Positive = 30.0
+
+    def __post_init__(self) -> None:
+        if self.shard_index >= self.shard_count:
+            raise ValueError(
+                "MOWDECK_SHARD_INDEX must be less than MOWDECK_SHARD_COUNT "
+                f"(got {self.shard_index} of {self.shard_count})"
+            )

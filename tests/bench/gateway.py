@@ -1,0 +1,387 @@
+"""One gateway shard and the simulator: command throughput, e-stop latency, 10k-mower footprint.
+
+Run: python -m tests.bench.gateway [--smoke]
+
+Processes: a nats-server, ``mowdeck sim`` and ``mowdeck gateway`` as subprocesses; this
+process publishes commands and reads results. Latencies are wall-clock on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from contracts.v1 import (
+    CommandEnvelope,
+    EmergencyStop,
+    MowerRegistration,
+    SetBladeHeight,
+    StartMow,
+    decode_result,
+    encode,
+)
+from contracts.v1.subjects import PRIORITY_HEADER, command_subject
+from mowdeck.kit.bus import Bus
+from tests.support.natsserver import NatsServer, free_port
+
+ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000bec1")
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) of ``values``."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A subprocess stopped with SIGTERM at the end."""
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=sink, stderr=sink)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def wait_for(check: Any, timeout: float, what: str) -> None:
+    """Poll an async ``check`` until it is true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+async def gauge(http: aiohttp.ClientSession, url: str, name: str) -> float:
+    """A metric value from a Prometheus exposition."""
+    async with http.get(url + "/metrics") as r:
+        for line in (await r.text()).splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+class Fleet:
+    """A simulator and a gateway for ``n`` mowers."""
+
+    def __init__(self, nats: NatsServer, n: int, workdir: Path, heartbeat: float = 10.0) -> None:
+        self.nats = nats
+        self.n = n
+        self.workdir = workdir
+        self.heartbeat = heartbeat
+        self.sim_port = free_port()
+        self.gw_port = free_port()
+        self.mowers: list[MowerRegistration] = []
+
+    @property
+    def sim_url(self) -> str:
+        return f"http://127.0.0.1:{self.sim_port}"
+
+    @property
+    def gw_url(self) -> str:
+        return f"http://127.0.0.1:{self.gw_port}"
+
+    @contextmanager
+    def run(self) -> Iterator[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
+        boot = self.workdir / f"mowers-{self.n}.json"
+        sim_args = [
+            sys.executable,
+            "-m",
+            "mowdeck.cli",
+            "sim",
+            "--mowers",
+            str(self.n),
+            "--listen",
+            f"127.0.0.1:{self.sim_port}",
+            "--account",
+            str(ACCOUNT),
+            "--seed",
+            "1",
+            "--bootstrap-file",
+            str(boot),
+            "--log-level",
+            "warning",
+        ]
+        with process(sim_args, {}, self.workdir / "sim.log") as sim:
+            deadline = time.monotonic() + 120
+            while not boot.exists() or not boot.stat().st_size:
+                if time.monotonic() > deadline or sim.poll() is not None:
+                    raise RuntimeError("simulator did not start; see sim.log")
+                time.sleep(0.1)
+            time.sleep(0.2)
+            self.mowers = msgspec.json.decode(boot.read_bytes(), type=list[MowerRegistration])
+            env = {
+                "MOWDECK_NATS_URL": self.nats.url,
+                "MOWDECK_HTTP_PORT": str(self.gw_port),
+                "MOWDECK_BOOTSTRAP_MOWERS": boot.read_text(),
+                "MOWDECK_LOG_LEVEL": "warning",
+                "MOWDECK_LOG_FORMAT": "json",
+                "MOWDECK_TELEMETRY_HEARTBEAT_SECONDS": str(self.heartbeat),
+                "MOWDECK_FLEET_RETRY_MAX_SECONDS": "30",
+            }
+            with process(
+                [sys.executable, "-m", "mowdeck.cli", "gateway"], env, self.workdir / "gateway.log"
+            ) as gw:
+                yield sim, gw
+
+    async def wait_connected(self, http: aiohttp.ClientSession, timeout: float = 300) -> None:
+        async def ready() -> bool:
+            try:
+                return await gauge(http, self.gw_url, "mowdeck_gateway_mowers_connected") >= self.n
+            except aiohttp.ClientError:
+                return False
+
+        await wait_for(ready, timeout, f"{self.n} mowers connected")
+
+
+def envelope(mower: MowerRegistration, body: Any) -> CommandEnvelope:
+    return CommandEnvelope.issue(
+        mower_id=mower.mower_id,
+        account_id=mower.account_id,
+        command=body,
+        issued_by="user:bench",
+        now=datetime.now(UTC),
+        ttl=timedelta(seconds=120),
+    )
+
+
+class Results:
+    """Final results as they are published (a core subscription sees JetStream publishes)."""
+
+    def __init__(self) -> None:
+        self.final_at: dict[uuid.UUID, float] = {}
+        self.statuses: dict[str, int] = {}
+
+    async def on(self, msg: Any) -> None:
+        result = decode_result(msg.data)
+        if result.is_final:
+            self.final_at.setdefault(result.command_id, time.perf_counter())
+            self.statuses[result.status] = self.statuses.get(result.status, 0) + 1
+
+
+async def publish(bus: Bus, env: CommandEnvelope) -> Any:
+    """Pipelined publish with the command's headers."""
+    return await bus.publish_nowait(
+        command_subject(env.mower_id),
+        encode(env),
+        msg_id=str(env.command_id),
+        headers={PRIORITY_HEADER: env.priority or "normal"},
+    )
+
+
+async def throughput(bus: Bus, fleet: Fleet, total: int) -> dict[str, float]:
+    """Commands per second over every mower and publish-to-result latency."""
+    results = Results()
+    sub = await bus.nc.subscribe("command.result.mower.*", cb=results.on)
+    sent: dict[uuid.UUID, float] = {}
+    envs = [
+        envelope(fleet.mowers[i % len(fleet.mowers)], SetBladeHeight(height_mm=20 + i % 80))
+        for i in range(total)
+    ]
+    start = time.perf_counter()
+    acks = []
+    for env in envs:
+        sent[env.command_id] = time.perf_counter()
+        acks.append(await publish(bus, env))
+    await asyncio.gather(*acks)
+    deadline = time.monotonic() + 120
+    while len(results.final_at) < total and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    end = max(results.final_at.values())
+    await sub.unsubscribe()
+    lat = [(results.final_at[c] - t) * 1000 for c, t in sent.items() if c in results.final_at]
+    return {
+        "commands_per_s": len(results.final_at) / (end - start),
+        "command_p50_ms": pct(lat, 50),
+        "command_p99_ms": pct(lat, 99),
+        "completed": len(results.final_at),
+        "executed": results.statuses.get("executed", 0),
+    }
+
+
+async def received_at(
+    http: aiohttp.ClientSession, fleet: Fleet, mower_id: uuid.UUID, command_id: uuid.UUID
+) -> float | None:
+    """When the simulated mower received a command (wall clock, epoch seconds)."""
+    async with http.get(f"{fleet.sim_url}/sim/mowers/{mower_id}") as r:
+        doc = await r.json()
+    for rec in doc.get("commands", []):
+        if rec["command_id"] == str(command_id):
+            return datetime.fromisoformat(rec["received_at"].replace("Z", "+00:00")).timestamp()
+    return None
+
+
+async def estop_latency(
+    bus: Bus,
+    http: aiohttp.ClientSession,
+    fleet: Fleet,
+    targets: list[MowerRegistration],
+    *,
+    loaded: bool,
+) -> list[float]:
+    """Publish-to-mower latency of an emergency stop per target, in ms."""
+    stop_load = asyncio.Event()
+    others = [m for m in fleet.mowers if m not in targets]
+
+    async def saturate() -> None:
+        i = 0
+        while not stop_load.is_set():
+            burst = [
+                await publish(
+                    bus,
+                    envelope(others[(i + k) % len(others)], SetBladeHeight(height_mm=20 + k % 80)),
+                )
+                for k in range(200)
+            ]
+            i += 200
+            await asyncio.gather(*burst, return_exceptions=True)
+            await asyncio.sleep(0)
+
+    loader = asyncio.create_task(saturate()) if loaded else None
+    latencies: list[float] = []
+    try:
+        if loaded:
+            await asyncio.sleep(1.0)
+        for target in targets:
+            if loaded:
+                async with http.post(
+                    f"{fleet.sim_url}/sim/mowers/{target.mower_id}/faults",
+                    json={"kind": "latency", "ms": 2000},
+                ) as r:
+                    r.raise_for_status()
+                await (await publish(bus, envelope(target, StartMow())))
+                await asyncio.sleep(0.3)  # the 2 s start is now in flight at the mower
+            stop = envelope(target, EmergencyStop(reason="bench"))
+            t0 = time.time()
+            await (await publish(bus, stop))
+            await asyncio.sleep(0.15)
+            for _ in range(50):
+                got = await received_at(http, fleet, target.mower_id, stop.command_id)
+                if got is not None:
+                    latencies.append((got - t0) * 1000)
+                    break
+                await asyncio.sleep(0.1)
+            if loaded:
+                async with http.delete(f"{fleet.sim_url}/sim/mowers/{target.mower_id}/faults"):
+                    pass
+    finally:
+        stop_load.set()
+        if loader is not None:
+            await loader
+    return latencies
+
+
+async def footprint(nats: NatsServer, workdir: Path, n: int, seconds: float) -> dict[str, float]:
+    """Gateway RSS and CPU with ``n`` connected mowers at the default heartbeat."""
+    fleet = Fleet(nats, n, workdir)
+    with fleet.run() as (_, gw):
+        async with aiohttp.ClientSession() as http:
+            await fleet.wait_connected(http, timeout=600)
+        await asyncio.sleep(min(5.0, seconds))
+        c0 = cpu_seconds(gw.pid)
+        t0 = time.monotonic()
+        await asyncio.sleep(seconds)
+        cpu = (cpu_seconds(gw.pid) - c0) / (time.monotonic() - t0) * 100
+        return {"rss_mb": rss_mb(gw.pid), "cpu_pct": cpu}
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    """Run every measurement and print the RESULT line."""
+    nats = NatsServer()
+    nats.start()
+    workdir = Path(tempfile.mkdtemp(prefix="mowdeck-bench-gw-"))
+    try:
+        bus = await Bus.connect(nats.url, name="bench")
+        await bus.ensure_streams()
+        fleet = Fleet(nats, args.mowers, workdir)
+        with fleet.run():
+            async with aiohttp.ClientSession() as http:
+                await fleet.wait_connected(http)
+                await throughput(bus, fleet, min(500, args.commands))  # warm up
+                tput = await throughput(bus, fleet, args.commands)
+                targets = fleet.mowers[: args.estops]
+                idle = await estop_latency(bus, http, fleet, targets, loaded=False)
+                targets = fleet.mowers[args.estops : 2 * args.estops]
+                loaded = await estop_latency(bus, http, fleet, targets, loaded=True)
+        await bus.drain()
+        big = await footprint(nats, workdir, args.big, args.footprint_seconds)
+    finally:
+        nats.close()
+    idle_p99, loaded_p99 = pct(idle, 99), pct(loaded, 99)
+    print(
+        json.dumps(
+            {
+                "throughput": tput,
+                "estop_idle_ms": {"p50": pct(idle, 50), "p99": idle_p99, "n": len(idle)},
+                "estop_loaded_ms": {"p50": pct(loaded, 50), "p99": loaded_p99, "n": len(loaded)},
+                "loaded_over_idle_p99": loaded_p99 / idle_p99 if idle_p99 else None,
+                f"gateway_{args.big}": big,
+            },
+            indent=2,
+        )
+    )
+    print(f"logs in {workdir}")
+    size = "10k" if args.big == 10_000 else str(args.big)
+    print(
+        f"RESULT commands_per_s={tput['commands_per_s']:.0f} "
+        f"command_p99_ms={tput['command_p99_ms']:.1f} estop_idle_p99_ms={idle_p99:.1f} "
+        f"estop_loaded_p99_ms={loaded_p99:.1f} rss_{size}_mowers_mb={big['rss_mb']:.0f}"
+    )
+
+
+def main() -> None:
+    """Parse arguments and run."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes for CI")
+    parser.add_argument("--mowers", type=int, default=1000)
+    parser.add_argument("--commands", type=int, default=20_000)
+    parser.add_argument("--estops", type=int, default=30)
+    parser.add_argument("--big", type=int, default=10_000)
+    parser.add_argument("--footprint-seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    if args.smoke:
+        args.mowers, args.commands, args.estops, args.big = 10, 200, 2, 50
+        args.footprint_seconds = 1.0
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()

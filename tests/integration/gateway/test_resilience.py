@@ -1,0 +1,151 @@
+"""NATS restarts and SIGTERM under load: no admitted command lost or executed twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from contracts.v1 import CommandEnvelope, SetBladeHeight, SetSpeed
+from mowdeck.kit.bus import Bus
+from simulator import LatencyFault, SimulatorServer
+from tests.integration.gateway.conftest import (
+    ResultLog,
+    command,
+    eventually,
+    running_gateway,
+    settings_for,
+    wait_connected,
+)
+from tests.support.natsserver import NatsServer, free_port
+
+
+async def publish_reliably(bus: Bus, env: CommandEnvelope) -> None:
+    """Publish until JetStream acknowledges; the msg id makes repeats harmless."""
+    for _ in range(200):
+        try:
+            await bus.publish_command(env, now=datetime.now(UTC))
+            return
+        except Exception:
+            await asyncio.sleep(0.05)
+    raise AssertionError("could not publish")
+
+
+def executions(sim: SimulatorServer, mowers: list[uuid.UUID]) -> Counter[uuid.UUID]:
+    return Counter(
+        r.command_id
+        for m in mowers
+        for r in sim.fleet.mower(m).commands or []
+        if r.status == "executed"
+    )
+
+
+@pytest.mark.slow
+async def test_nats_restart_under_load(own_nats_server: NatsServer, sim: SimulatorServer) -> None:
+    mowers = sim.registrations()
+    bus = await Bus.connect(own_nats_server.url, name="test")
+    await bus.ensure_streams()
+    log = ResultLog(bus)
+    await log.start()
+    try:
+        async with running_gateway(settings_for(own_nats_server.url, mowers)) as gw:
+            await wait_connected(gw, len(mowers))
+            envs = [
+                command(mowers[i % len(mowers)], SetBladeHeight(height_mm=20 + i % 80), ttl_s=120)
+                for i in range(300)
+            ]
+
+            async def load() -> None:
+                for env in envs:
+                    await publish_reliably(bus, env)
+                    await asyncio.sleep(0.004)
+
+            loader = asyncio.create_task(load())
+            await asyncio.sleep(0.4)
+            await asyncio.to_thread(own_nats_server.restart, 0.5)
+            await loader
+            for env in envs:
+                final = await log.wait_final(env.command_id, timeout=30)
+                assert final.status == "executed", final
+            counts = executions(sim, [m.mower_id for m in mowers])
+            assert all(counts[e.command_id] == 1 for e in envs)
+            per_status = Counter((r.command_id, r.status) for r in log.results)
+            assert max(per_status.values()) == 1
+    finally:
+        await log.stop()
+        await bus.drain()
+
+
+def _spawn_gateway(url: str, mowers_json: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "MOWDECK_NATS_URL": url,
+        "MOWDECK_BOOTSTRAP_MOWERS": mowers_json,
+        "MOWDECK_HTTP_PORT": str(port),
+        "MOWDECK_LOG_FORMAT": "json",
+        "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
+        "MOWDECK_SHUTDOWN_TIMEOUT_SECONDS": "30",
+    }
+    with log.open("ab") as sink:  # a file, not a pipe: a full pipe would block the gateway
+        return subprocess.Popen(
+            [sys.executable, "-m", "mowdeck.cli", "gateway"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+
+
+@pytest.mark.slow
+async def test_sigterm_under_load(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    log = tmp_path / "gateway.log"
+    mowers = sim.registrations()
+    for m in mowers:
+        await sim.inject(m.mower_id, LatencyFault(ms=100))
+    mowers_json = msgspec.json.encode(mowers).decode()
+    proc = _spawn_gateway(nats_server.url, mowers_json, free_port(), log)
+    try:
+        first = [command(mowers[i % 4], SetSpeed(speed_mps=0.5), ttl_s=120) for i in range(40)]
+        for env in first:
+            await bus.publish_command(env, now=datetime.now(UTC))
+        # Wait until the gateway works through the queue, then stop it mid-way.
+        await eventually(
+            lambda: len([e for e in first if results.final(e.command_id)]) >= 4, timeout=20
+        )
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.05)
+        late = [command(mowers[i % 4], SetSpeed(speed_mps=0.7), ttl_s=120) for i in range(20)]
+        for env in late:
+            await bus.publish_command(env, now=datetime.now(UTC))
+        code = await asyncio.to_thread(proc.wait, 60)
+        assert code == 0, log.read_text()[-2000:]
+        # Every command the gateway accepted got its final result before it exited.
+        accepted = {r.command_id for r in results.results if r.status == "accepted"}
+        assert accepted
+        assert all(results.final(c) is not None for c in accepted)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # What it did not accept runs after the restart; nothing runs twice.
+    proc = _spawn_gateway(nats_server.url, mowers_json, free_port(), log)
+    try:
+        for env in first + late:
+            assert (await results.wait_final(env.command_id, timeout=40)).status == "executed"
+        counts = executions(sim, [m.mower_id for m in mowers])
+        assert all(counts[e.command_id] == 1 for e in first + late)
+        per_status = Counter((r.command_id, r.status) for r in results.results)
+        assert max(per_status.values()) == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 60)

@@ -1,0 +1,188 @@
+"""The controller's decisions with fixed times: order, e-stop overtaking, dedupe, expiry."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from contracts.v1 import (
+    CommandEnvelope,
+    Connection,
+    EmergencyStop,
+    ManualDrive,
+    MowerRegistration,
+    MowerState,
+    PauseMow,
+    StartMow,
+)
+from mowdeck.gateway.controller import (
+    PREEMPTED,
+    Controller,
+    Effect,
+    EndDrive,
+    PublishLink,
+    PublishResult,
+    PublishState,
+    ScheduleDriveCheck,
+    SendToDevice,
+)
+
+T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+MOWER = uuid.UUID("00000000-0000-4000-8000-000000000001")
+ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
+REG = MowerRegistration(
+    mower_id=MOWER, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator")
+)
+
+
+def cmd(command: object = None, *, at: datetime = T0, ttl_s: float = 30) -> CommandEnvelope:
+    return CommandEnvelope.issue(
+        mower_id=MOWER,
+        account_id=ACCOUNT,
+        command=command or StartMow(),  # type: ignore[arg-type]
+        issued_by="user:a",
+        now=at,
+        ttl=timedelta(seconds=ttl_s),
+    )
+
+
+def results(effects: list[Effect]) -> list[tuple[uuid.UUID, str, str | None]]:
+    return [
+        (e.result.command_id, e.result.status, e.result.reason)
+        for e in effects
+        if isinstance(e, PublishResult)
+    ]
+
+
+def sent(effects: list[Effect]) -> list[uuid.UUID]:
+    return [e.envelope.command_id for e in effects if isinstance(e, SendToDevice)]
+
+
+def test_ordinary_commands_run_one_at_a_time_in_arrival_order() -> None:
+    c = Controller(REG)
+    a, b, d = cmd(), cmd(PauseMow()), cmd()
+    e1 = c.submit(a, 1, T0)
+    e2 = c.submit(b, 2, T0)
+    e3 = c.submit(d, 3, T0)
+    assert sent(e1) == [a.command_id]
+    assert sent(e2) == sent(e3) == []
+    assert [s for _, s, _ in results(e1 + e2 + e3)] == ["accepted"] * 3
+    e4 = c.outcome(a, "executed", None, T0)
+    assert results(e4) == [(a.command_id, "executed", None)]
+    assert sent(e4) == [b.command_id]
+    e5 = c.outcome(b, "failed", "blade jammed", T0)
+    assert results(e5) == [(b.command_id, "failed", "blade jammed")]
+    assert sent(e5) == [d.command_id]
+    assert c.busy
+
+
+def test_emergency_stop_overtakes_in_flight_and_queued_commands() -> None:
+    c = Controller(REG)
+    slow = cmd()
+    queued = [cmd(PauseMow()) for _ in range(100)]
+    c.submit(slow, 1, T0)
+    for i, q in enumerate(queued, start=2):
+        c.submit(q, i, T0)
+    stop = cmd(EmergencyStop(reason="child"))
+    effects = c.emergency(stop, 200, T0)
+    # The stop goes out first, while `slow` is still in flight.
+    assert isinstance(effects[0], SendToDevice)
+    assert effects[0].envelope is stop
+    rejected = [r for r in results(effects) if r[1] == "rejected"]
+    assert rejected == [(q.command_id, "rejected", PREEMPTED) for q in queued]
+    # When the slow command finishes nothing queued is left to run.
+    after = c.outcome(slow, "executed", None, T0)
+    assert sent(after) == []
+    assert results(c.outcome(stop, "executed", None, T0)) == [(stop.command_id, "executed", None)]
+    assert not c.busy
+
+
+def test_a_command_published_before_the_stop_but_arriving_after_is_rejected() -> None:
+    c = Controller(REG)
+    stop = cmd(EmergencyStop())
+    c.emergency(stop, 10, T0)
+    late = cmd(StartMow())
+    effects = c.submit(late, 9, T0)
+    assert results(effects) == [
+        (late.command_id, "accepted", None),
+        (late.command_id, "rejected", PREEMPTED),
+    ]
+    assert sent(effects) == []
+    fresh = cmd(StartMow())
+    assert sent(c.submit(fresh, 11, T0)) == [fresh.command_id]
+
+
+@pytest.mark.parametrize("emergency", [False, True], ids=["ordinary", "emergency"])
+def test_a_redelivered_command_executes_once_and_answers_once(emergency: bool) -> None:
+    c = Controller(REG)
+    env = cmd(EmergencyStop() if emergency else StartMow())
+    submit = c.emergency if emergency else c.submit
+    first = submit(env, 1, T0)
+    again = submit(env, 1, T0)
+    assert sent(first) == [env.command_id]
+    assert again == []
+
+
+def test_expiry_is_checked_when_the_command_leaves_the_queue() -> None:
+    c = Controller(REG)
+    busy = cmd()
+    short = cmd(PauseMow(), ttl_s=5)
+    c.submit(busy, 1, T0)
+    c.submit(short, 2, T0)
+    effects = c.outcome(busy, "executed", None, T0 + timedelta(seconds=6))
+    assert results(effects)[-1] == (short.command_id, "expired", None)
+    assert sent(effects) == []
+
+
+def test_manual_drive_arms_the_dead_man_and_a_newer_drive_rearms_it() -> None:
+    c = Controller(REG)
+    d1 = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
+    e1 = c.submit(d1, 1, T0)
+    check1 = next(e for e in e1 if isinstance(e, ScheduleDriveCheck))
+    assert check1.delay_s == pytest.approx(0.4)
+    c.outcome(d1, "executed", None, T0)
+    d2 = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
+    e2 = c.submit(d2, 2, T0)
+    check2 = next(e for e in e2 if isinstance(e, ScheduleDriveCheck))
+    assert c.drive_check(check1.token) == []  # superseded
+    assert c.drive_check(check2.token) == [EndDrive(MOWER)]
+    assert c.drive_check(check2.token) == []  # once
+
+
+def state(at: datetime, **kw: object) -> MowerState:
+    base: dict[str, object] = {"activity": "mowing", "battery": 80, "account_id": ACCOUNT}
+    base.update(kw)
+    return MowerState(mower_id=MOWER, observed_at=at, **base)  # type: ignore[arg-type]
+
+
+def test_states_are_published_on_change_ignoring_time_and_raw() -> None:
+    c = Controller(REG)
+    assert len(c.state(state(T0))) == 1
+    assert c.state(state(T0 + timedelta(seconds=1), raw={"x": 1})) == []
+    changed = c.state(state(T0 + timedelta(seconds=2), battery=79))
+    assert [type(e) for e in changed] == [PublishState]
+    beat = c.heartbeat()
+    assert beat == [PublishState(state(T0 + timedelta(seconds=2), battery=79), heartbeat=True)]
+
+
+def test_the_registered_account_wins_over_the_devices() -> None:
+    c = Controller(REG)
+    (effect,) = c.state(state(T0, account_id=uuid.uuid4()))
+    assert isinstance(effect, PublishState)
+    assert effect.state.account_id == ACCOUNT
+
+
+def test_links_and_close() -> None:
+    c = Controller(REG)
+    assert c.link(True, None) == [PublishLink(REG, True, None)]
+    assert c.link(True, None) == []
+    drive = cmd(ManualDrive(linear_mps=0.2, angular_rps=0))
+    c.submit(drive, 1, T0)
+    queued = cmd(PauseMow())
+    c.submit(queued, 2, T0)
+    effects = c.close(T0, "gateway shutting down")
+    assert EndDrive(MOWER) in effects
+    assert (queued.command_id, "rejected", "gateway shutting down") in results(effects)
+    assert PublishLink(REG, False, "gateway shutting down") in effects
