@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import msgspec
@@ -10,6 +11,7 @@ import msgspec
 from contracts.v1._base import ContractError, Struct
 
 __all__ = [
+    "LIST_PAGE_SIZE",
     "Connection",
     "MowerLink",
     "MowerListReply",
@@ -39,11 +41,22 @@ class MowerRegistration(Struct, frozen=True):
     connection: Connection
 
 
+LIST_PAGE_SIZE = 1000
+"""Mowers per ``MowerListReply`` page when the request names no ``limit`` (stays far
+below NATS's default 1 MB payload limit)."""
+
+
 class MowerListRequest(Struct, frozen=True):
-    """Ask Fleet for the mowers of one gateway shard; ``shard_count=1`` means all."""
+    """Ask Fleet for the mowers of one gateway shard; ``shard_count=1`` means all.
+
+    Pages: mowers come ordered by id; ``after`` continues behind the last id of the
+    previous page, and a reply whose ``next_after`` is set has more.
+    """
 
     shard_index: Annotated[int, msgspec.Meta(ge=0)] = 0
     shard_count: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
+    after: uuid.UUID | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
 
     def __post_init__(self) -> None:
         if self.shard_index >= self.shard_count:
@@ -53,11 +66,33 @@ class MowerListRequest(Struct, frozen=True):
         """True when ``mower_id`` belongs to this shard."""
         return shard_of(mower_id, self.shard_count) == self.shard_index
 
+    def answer(self, registrations: Iterable[MowerRegistration]) -> MowerListReply:
+        """The reply page for this request out of every registration."""
+        mine = sorted(
+            (
+                r
+                for r in registrations
+                if self.owns(r.mower_id) and (self.after is None or r.mower_id > self.after)
+            ),
+            key=lambda r: r.mower_id,
+        )
+        size = self.limit or LIST_PAGE_SIZE
+        page = mine[:size]
+        more = len(mine) > size
+        return MowerListReply(mowers=page, next_after=page[-1].mower_id if more else None)
+
+    def next_page(self, reply: MowerListReply) -> MowerListRequest | None:
+        """The request for the page after ``reply``, or None when it was the last."""
+        if reply.next_after is None:
+            return None
+        return msgspec.structs.replace(self, after=reply.next_after)
+
 
 class MowerListReply(Struct, frozen=True):
-    """Fleet's answer to a ``MowerListRequest``."""
+    """Fleet's answer to a ``MowerListRequest``; ``next_after`` set means more pages."""
 
     mowers: list[MowerRegistration] = msgspec.field(default_factory=list)
+    next_after: uuid.UUID | None = None
 
 
 class MowerLink(Struct, frozen=True):

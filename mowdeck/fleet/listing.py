@@ -10,10 +10,9 @@ import structlog
 from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry, Counter
 
-from contracts.v1 import ContractError, MowerListReply, MowerListRequest, decode, encode
+from contracts.v1 import ContractError, MowerListRequest, decode, encode
 from contracts.v1.subjects import FLEET_MOWERS_LIST
 from mowdeck.fleet.ports import MowerRepository
-from mowdeck.fleet.registry import in_shard
 from mowdeck.kit.bus import Bus
 
 __all__ = ["QUEUE", "MowerListResponder", "error_reply"]
@@ -63,7 +62,7 @@ class MowerListResponder:
             await self._bus.nc.publish(msg.reply, body, headers=headers)
             return
         try:
-            mowers = in_shard(await self._repository.all_registrations(), request)
+            reply = request.answer(await self._repository.all_registrations())
         except Exception as err:
             log.exception("listing mowers failed")
             body, headers = error_reply(503, f"registry unavailable: {type(err).__name__}")
@@ -71,12 +70,13 @@ class MowerListResponder:
             await self._bus.nc.publish(msg.reply, body, headers=headers)
             return
         self._answered.labels("ok").inc()
-        await self._bus.nc.publish(msg.reply, encode(MowerListReply(mowers=mowers)))
+        await self._bus.nc.publish(msg.reply, encode(reply))
         log.debug(
             "mower list answered",
             shard_index=request.shard_index,
             shard_count=request.shard_count,
-            mowers=len(mowers),
+            mowers=len(reply.mowers),
+            more=reply.next_after is not None,
         )
 
     async def stop(self) -> None:

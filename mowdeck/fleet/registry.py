@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
@@ -16,7 +16,6 @@ from contracts.v1 import (
     Connection,
     ContractError,
     EventEnvelope,
-    MowerListRequest,
     MowerRegistration,
     encode,
 )
@@ -33,7 +32,6 @@ __all__ = [
     "check_connection",
     "command_ttl",
     "decode_body",
-    "in_shard",
     "issue_command",
     "new_registration",
     "outbox_event",
@@ -207,10 +205,3 @@ def issue_command(
     except (ContractError, msgspec.ValidationError) as err:
         found = re.search(r"`([^`]+)`", str(err))
         raise InvalidRequestError(found.group(1) if found else "command", str(err)) from err
-
-
-def in_shard(
-    registrations: Iterable[MowerRegistration], request: MowerListRequest
-) -> list[MowerRegistration]:
-    """The registrations of one gateway shard, by mower id."""
-    return sorted((r for r in registrations if request.owns(r.mower_id)), key=lambda r: r.mower_id)

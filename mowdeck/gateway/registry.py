@@ -152,10 +152,7 @@ class FleetFeed:
         while True:
             attempt += 1
             try:
-                data = await self._bus.request(
-                    FLEET_MOWERS_LIST, self._request, timeout=self._timeout
-                )
-                reply = decode(data, MowerListReply)
+                registrations = await self._list_all()
             except (BusError, ContractError) as err:
                 self._on_retry()
                 log.warning(
@@ -168,7 +165,7 @@ class FleetFeed:
                 delay = min(delay * 2, self._retry_max)
                 continue
             applied = 0
-            for registration in reply.mowers:
+            for registration in registrations:
                 if registration.mower_id in self._removed_during_seed:
                     continue
                 await self._on_apply(registration)
@@ -177,6 +174,17 @@ class FleetFeed:
             self._removed_during_seed.clear()
             self.seeded.set()
             return
+
+    async def _list_all(self) -> list[MowerRegistration]:
+        """Every page of this shard's list; a failure on any page fails the whole list."""
+        registrations: list[MowerRegistration] = []
+        request: MowerListRequest | None = self._request
+        while request is not None:
+            data = await self._bus.request(FLEET_MOWERS_LIST, request, timeout=self._timeout)
+            reply = decode(data, MowerListReply)
+            registrations += reply.mowers
+            request = request.next_page(reply)
+        return registrations
 
     async def stop(self) -> None:
         """Stop following and seeding."""

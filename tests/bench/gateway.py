@@ -29,13 +29,15 @@ import msgspec
 from contracts.v1 import (
     CommandEnvelope,
     EmergencyStop,
+    MowerListRequest,
     MowerRegistration,
     SetBladeHeight,
     StartMow,
+    decode,
     decode_result,
     encode,
 )
-from contracts.v1.subjects import PRIORITY_HEADER, command_subject
+from contracts.v1.subjects import FLEET_MOWERS_LIST, PRIORITY_HEADER, command_subject
 from mowdeck.kit.bus import Bus
 from tests.support.natsserver import NatsServer, free_port
 
@@ -148,19 +150,29 @@ class Fleet:
                 time.sleep(0.1)
             time.sleep(0.2)
             self.mowers = msgspec.json.decode(boot.read_bytes(), type=list[MowerRegistration])
+            # The registry comes from `fleet.mowers.list`, answered by `serve_fleet_list`
+            # (10,000 registrations do not fit into one environment variable).
             env = {
                 "MOWDECK_NATS_URL": self.nats.url,
                 "MOWDECK_HTTP_PORT": str(self.gw_port),
-                "MOWDECK_BOOTSTRAP_MOWERS": boot.read_text(),
                 "MOWDECK_LOG_LEVEL": "warning",
                 "MOWDECK_LOG_FORMAT": "json",
                 "MOWDECK_TELEMETRY_HEARTBEAT_SECONDS": str(self.heartbeat),
-                "MOWDECK_FLEET_RETRY_MAX_SECONDS": "30",
+                "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
             }
             with process(
                 [sys.executable, "-m", "mowdeck.cli", "gateway"], env, self.workdir / "gateway.log"
             ) as gw:
                 yield sim, gw
+
+    async def serve_fleet_list(self, bus: Bus) -> Any:
+        """Answer ``fleet.mowers.list`` like Fleet does, in pages."""
+
+        async def answer(msg: Any) -> None:
+            request = decode(msg.data, MowerListRequest)
+            await msg.respond(encode(request.answer(self.mowers)))
+
+        return await bus.nc.subscribe(FLEET_MOWERS_LIST, cb=answer)
 
     async def wait_connected(self, http: aiohttp.ClientSession, timeout: float = 300) -> None:
         async def ready() -> bool:
@@ -309,10 +321,13 @@ async def estop_latency(
     return latencies
 
 
-async def footprint(nats: NatsServer, workdir: Path, n: int, seconds: float) -> dict[str, float]:
+async def footprint(
+    bus: Bus, nats: NatsServer, workdir: Path, n: int, seconds: float
+) -> dict[str, float]:
     """Gateway RSS and CPU with ``n`` connected mowers at the default heartbeat."""
     fleet = Fleet(nats, n, workdir)
     with fleet.run() as (_, gw):
+        listing = await fleet.serve_fleet_list(bus)
         async with aiohttp.ClientSession() as http:
             await fleet.wait_connected(http, timeout=600)
         await asyncio.sleep(min(5.0, seconds))
@@ -320,6 +335,7 @@ async def footprint(nats: NatsServer, workdir: Path, n: int, seconds: float) -> 
         t0 = time.monotonic()
         await asyncio.sleep(seconds)
         cpu = (cpu_seconds(gw.pid) - c0) / (time.monotonic() - t0) * 100
+        await listing.unsubscribe()
         return {"rss_mb": rss_mb(gw.pid), "cpu_pct": cpu}
 
 
@@ -333,6 +349,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await bus.ensure_streams()
         fleet = Fleet(nats, args.mowers, workdir)
         with fleet.run():
+            listing = await fleet.serve_fleet_list(bus)
             async with aiohttp.ClientSession() as http:
                 await fleet.wait_connected(http)
                 await throughput(bus, fleet, min(500, args.commands))  # warm up
@@ -341,8 +358,9 @@ async def main_async(args: argparse.Namespace) -> None:
                 idle = await estop_latency(bus, http, fleet, targets, loaded=False)
                 targets = fleet.mowers[args.estops : 2 * args.estops]
                 loaded = await estop_latency(bus, http, fleet, targets, loaded=True)
+            await listing.unsubscribe()
+        big = await footprint(bus, nats, workdir, args.big, args.footprint_seconds)
         await bus.drain()
-        big = await footprint(nats, workdir, args.big, args.footprint_seconds)
     finally:
         nats.close()
     idle_p99, loaded_p99 = pct(idle, 99), pct(loaded, 99)

@@ -111,3 +111,25 @@ def test_sharding_is_static_modulo() -> None:
     assert [m.int for m in ids if request.owns(m)] == [1, 4, 7, 10]
     with pytest.raises(ContractError, match="shard_index"):
         MowerListRequest(shard_index=3, shard_count=3)
+
+
+def test_mower_list_pages_cover_the_shard_exactly_once() -> None:
+    regs = [
+        MowerRegistration(
+            mower_id=uuid.UUID(int=i),
+            account_id=ACCOUNT,
+            name=f"m{i}",
+            connection=Connection(kind="simulator"),
+        )
+        for i in reversed(range(25))
+    ]
+    request: MowerListRequest | None = MowerListRequest(shard_index=1, shard_count=2, limit=5)
+    seen: list[int] = []
+    pages = 0
+    while request is not None:
+        reply = request.answer(regs)
+        seen += [m.mower_id.int for m in reply.mowers]
+        pages += 1
+        request = request.next_page(reply)
+    assert seen == list(range(1, 25, 2))
+    assert pages == 3

@@ -16,7 +16,6 @@ from mowdeck.fleet.registry import (
     apply_patch,
     command_ttl,
     decode_body,
-    in_shard,
     issue_command,
     new_registration,
     outbox_event,
@@ -165,7 +164,7 @@ def test_outbox_event_is_a_v1_event_with_its_id_and_subject() -> None:
     )
 
 
-def test_in_shard_partitions() -> None:
+def test_list_answers_partition_by_shard() -> None:
     regs = [
         MowerRegistration(
             mower_id=uuid.UUID(int=i),
@@ -175,6 +174,10 @@ def test_in_shard_partitions() -> None:
         )
         for i in range(10)
     ]
-    shards = [in_shard(regs, MowerListRequest(shard_index=i, shard_count=3)) for i in range(3)]
-    assert [[r.mower_id.int for r in s] for s in shards] == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
-    assert len(in_shard(regs, MowerListRequest())) == 10
+    shards = [MowerListRequest(shard_index=i, shard_count=3).answer(regs) for i in range(3)]
+    assert [[r.mower_id.int for r in s.mowers] for s in shards] == [
+        [0, 3, 6, 9],
+        [1, 4, 7],
+        [2, 5, 8],
+    ]
+    assert len(MowerListRequest().answer(regs).mowers) == 10
