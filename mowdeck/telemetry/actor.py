@@ -1,0 +1,166 @@
+"""The fingerprint actor: one per mower, holding its memory and deciding what each state writes.
+
+It does no I/O. The batcher sends it a mower's states of one batch (``Decide``); it
+answers through a ``DecisionSink`` that wakes the loop once when every mower of the
+batch has answered. After the commit the batcher may correct its memory (``Adopt``),
+and after a failed commit the actor is stopped so it restarts from the stored row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import pykka
+
+from actors import ActorFactory, Dispatcher, DispatcherActor, LoopBridge, Snapshot
+from contracts.v1 import MowerState
+from mowdeck.telemetry.fingerprint import Decision, Rules, decide_all
+from mowdeck.telemetry.model import Memory
+from mowdeck.telemetry.ports import TelemetryStore
+
+__all__ = [
+    "Adopt",
+    "Decide",
+    "DecisionSink",
+    "FingerprintActor",
+    "LatestRowSnapshots",
+    "Outcome",
+    "actor_factory",
+]
+
+_memory_codec = msgspec.json.Encoder()
+_memory_decoder = msgspec.json.Decoder(Memory)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A mower's answer: the memory it decided against, the decisions, the memory after."""
+
+    base: Memory | None
+    decisions: list[Decision]
+    memory: Memory | None
+
+
+class DecisionSink:
+    """Collects the outcomes of one batch from many actors; resolves ``done`` on the loop."""
+
+    def __init__(self, bridge: LoopBridge, expected: int) -> None:
+        self._bridge = bridge
+        self._lock = threading.Lock()
+        self._remaining = expected
+        self.outcomes: dict[uuid.UUID, Outcome | None] = {}
+        self.done: asyncio.Future[None] = bridge.loop.create_future()
+        if expected == 0:
+            self.done.set_result(None)
+
+    def deliver(self, mower_id: uuid.UUID, outcome: Outcome | None) -> None:
+        """Record a mower's outcome (None: the actor failed); thread-safe."""
+        with self._lock:
+            self.outcomes[mower_id] = outcome
+            self._remaining -= 1
+            finished = self._remaining == 0
+        if finished:
+            self._bridge.call_soon(_resolve, self.done)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Decide:
+    """Decide the writes of a mower's states, in order."""
+
+    states: Sequence[MowerState]
+    sink: DecisionSink
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """Replace the memory with what was committed."""
+
+    memory: Memory | None
+
+
+class FingerprintActor(DispatcherActor):
+    """Holds one mower's latest-row memory and applies the storage rules to its states."""
+
+    def __init__(
+        self, *, dispatcher: Dispatcher, mower_id: uuid.UUID, memory: Memory | None, rules: Rules
+    ) -> None:
+        super().__init__(dispatcher=dispatcher)
+        self.mower_id = mower_id
+        self.memory = memory
+        self.rules = rules
+
+    def on_receive(self, message: Any) -> Any:
+        """Handle ``Decide`` and ``Adopt``."""
+        if isinstance(message, Decide):
+            base = self.memory
+            try:
+                decisions, memory = decide_all(base, message.states, self.rules)
+            except Exception:
+                message.sink.deliver(self.mower_id, None)
+                raise
+            self.memory = memory
+            message.sink.deliver(self.mower_id, Outcome(base, decisions, memory))
+            return None
+        if isinstance(message, Adopt):
+            self.memory = message.memory
+            return None
+        return super().on_receive(message)
+
+
+class LatestRowSnapshots:
+    """Snapshots read from ``mower_latest``: the row is written with each batch, never here.
+
+    ``prefetch`` loads the memories of many mowers in one query before their actors
+    start, so starting a thousand actors costs one round trip, not a thousand.
+    """
+
+    def __init__(self, store: TelemetryStore) -> None:
+        self._store = store
+        self._prefetched: dict[str, Snapshot | None] = {}
+
+    async def prefetch(self, mower_ids: Sequence[uuid.UUID]) -> None:
+        """Load the snapshots of ``mower_ids`` for the next ``load`` of each."""
+        memories = await self._store.memories(mower_ids)
+        for mower_id in mower_ids:
+            memory = memories.get(mower_id)
+            self._prefetched[str(mower_id)] = (
+                None if memory is None else _snapshot(str(mower_id), memory)
+            )
+
+    async def load(self, key: str) -> Snapshot | None:
+        """The mower's memory as a snapshot, or None before its first state."""
+        if key in self._prefetched:
+            return self._prefetched.pop(key)
+        memories = await self._store.memories([uuid.UUID(key)])
+        memory = memories.get(uuid.UUID(key))
+        return None if memory is None else _snapshot(key, memory)
+
+    async def save(self, snapshot: Snapshot) -> None:
+        """Nothing to do: the memory is saved with its batch, in the same transaction."""
+
+
+def _snapshot(key: str, memory: Memory) -> Snapshot:
+    return Snapshot(key=key, state=_memory_codec.encode(memory), sequence=0)
+
+
+def actor_factory(dispatcher: Dispatcher, rules: Rules) -> ActorFactory:
+    """The supervisor's factory: a ``FingerprintActor`` from the mower's snapshot."""
+
+    def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        memory = None if snapshot is None else _memory_decoder.decode(snapshot.state)
+        return FingerprintActor.start(
+            dispatcher=dispatcher, mower_id=uuid.UUID(key), memory=memory, rules=rules
+        )
+
+    return factory

@@ -1,0 +1,88 @@
+"""The mower directory: seeded from Fleet at start, kept by Fleet's events (events win)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
+import structlog
+from nats.aio.msg import Msg
+
+from contracts.v1 import ContractError, MowerListReply, MowerListRequest, decode, decode_event
+from contracts.v1.subjects import FLEET_MOWERS_LIST
+from mowdeck.kit.bus import Bus, BusError
+from mowdeck.kit.consumer import DropMessage
+from mowdeck.telemetry.errors import StoreError
+from mowdeck.telemetry.metrics import TelemetryMetrics
+from mowdeck.telemetry.ports import TelemetryStore
+
+__all__ = ["DirectoryEvents", "seed_directory"]
+
+log = structlog.get_logger("mowdeck.telemetry.directory")
+
+Sleep = Callable[[float], Awaitable[object]]
+
+
+async def seed_directory(
+    bus: Bus,
+    store: TelemetryStore,
+    *,
+    timeout: float,
+    retry_initial: float = 1.0,
+    retry_max: float = 30.0,
+    sleep: Sleep = asyncio.sleep,
+) -> int:
+    """Ask Fleet for every mower (shard_count 1) until it answers; returns mowers seeded."""
+    delay = retry_initial
+    while True:
+        try:
+            pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
+            request: MowerListRequest | None = MowerListRequest(shard_index=0, shard_count=1)
+            while request is not None:  # Fleet answers in pages
+                data = await bus.request(FLEET_MOWERS_LIST, request, timeout=timeout)
+                reply = decode(data, MowerListReply)
+                pairs += [(m.mower_id, m.account_id) for m in reply.mowers]
+                request = request.next_page(reply)
+            seeded = await store.seed_directory(pairs)
+        except (BusError, ContractError, StoreError, OSError) as err:
+            log.warning("directory seed failed, retrying", error=str(err), retry_in=delay)
+            await sleep(delay)
+            delay = min(delay * 2, retry_max)
+            continue
+        log.info("directory seeded", mowers=len(pairs), applied=seeded)
+        return seeded
+
+
+class DirectoryEvents:
+    """Applies ``mower.registered|updated|removed``; a removal purges the mower's data."""
+
+    def __init__(
+        self,
+        store: TelemetryStore,
+        metrics: TelemetryMetrics,
+        on_removed: Callable[[uuid.UUID], Awaitable[object]] | None = None,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._on_removed = on_removed
+
+    async def handle(self, msg: Msg) -> None:
+        """Handle one event message (raise ``DropMessage`` for a malformed one)."""
+        try:
+            event = decode_event(msg.data)
+        except ContractError as err:
+            self._metrics.dropped.labels(reason="malformed").inc()
+            raise DropMessage(f"malformed event: {err}") from err
+        if event.type in ("mower.registered", "mower.updated"):
+            payload = event.payload
+            await self._store.register_mower(
+                payload.mower_id, payload.account_id, event.occurred_at
+            )
+            log.info("directory updated", mower_id=str(payload.mower_id), type=event.type)
+        elif event.type == "mower.removed":
+            mower_id = event.payload.mower_id
+            deleted = await self._store.remove_mower(mower_id, event.occurred_at)
+            if self._on_removed is not None:
+                await self._on_removed(mower_id)
+            log.info("mower purged", mower_id=str(mower_id), rows=deleted)

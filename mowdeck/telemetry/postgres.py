@@ -1,0 +1,267 @@
+"""The PostgreSQL store: batched ``unnest`` writes, guarded latest rows, date_bin history."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from contracts.v1 import MowerState
+from mowdeck.telemetry import sql
+from mowdeck.telemetry.errors import StoreError
+from mowdeck.telemetry.model import (
+    HistoryBin,
+    HistoryRow,
+    Memory,
+    PositionRow,
+    TimelineRow,
+    TrackPoint,
+)
+from mowdeck.telemetry.ports import Cutoffs, WriteBatch, WriteCounts
+
+__all__ = ["PostgresTelemetryStore"]
+
+_RETENTION_LOCK = 0x74656C65  # "tele"
+_raw = msgspec.json.Encoder()
+_decode_raw = msgspec.json.Decoder(dict[str, Any])
+
+
+def _count(status: str) -> int:
+    # asyncpg returns the command tag, e.g. "INSERT 0 17" or "DELETE 5000".
+    return int(status.rsplit(" ", 1)[-1])
+
+
+def _memory(row: asyncpg.Record) -> Memory:
+    track = None
+    if row["track_lat"] is not None:
+        track = TrackPoint(row["track_lat"], row["track_lon"], row["track_fix"])
+    return Memory(
+        account_id=row["account_id"],
+        observed_at=row["observed_at"],
+        history_at=row["history_at"],
+        state_fp=row["state_fp"],
+        track=track,
+    )
+
+
+def _state(row: asyncpg.Record) -> MowerState:
+    position = None
+    if row["lat"] is not None:
+        position = {"lat": row["lat"], "lon": row["lon"], "heading_deg": row["heading_deg"]}
+    fields = {k: row[k] for k in sql.STATE_COLUMNS}
+    fields["raw"] = _decode_raw.decode(row["raw"])
+    return msgspec.convert({**fields, "position": position}, MowerState)
+
+
+class PostgresTelemetryStore:
+    """Telemetry tables in PostgreSQL through an asyncpg pool.
+
+    Retention opens a dedicated autocommit connection to ``dsn`` per round, so the
+    session-level advisory lock never leaks into a pooled connection.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
+        self._pool = pool
+        self._dsn = dsn
+
+    # -- ingest --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def state_writer(self) -> AsyncIterator[_Writer]:
+        """One transaction for an ingest batch."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield _Writer(conn)
+        except asyncpg.PostgresError as err:
+            raise StoreError(f"ingest batch failed: {err}") from err
+
+    async def memories(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+        """The stored memories of ``mower_ids``."""
+        rows = await self._pool.fetch(sql.MEMORIES, list(mower_ids))
+        return {row["mower_id"]: _memory(row) for row in rows}
+
+    # -- directory -----------------------------------------------------------------
+
+    async def directory_account(self, mower_id: uuid.UUID) -> uuid.UUID | None:
+        """The account of a known, not removed mower."""
+        account: uuid.UUID | None = await self._pool.fetchval(sql.DIRECTORY_ONE, mower_id)
+        return account
+
+    async def seed_directory(self, entries: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> int:
+        """Add pairs no event has spoken about (events win)."""
+        if not entries:
+            return 0
+        status = await self._pool.execute(
+            sql.SEED, [m for m, _ in entries], [a for _, a in entries]
+        )
+        return _count(status)
+
+    async def register_mower(
+        self, mower_id: uuid.UUID, account_id: uuid.UUID, occurred_at: datetime
+    ) -> bool:
+        """Apply a registration unless a newer event was applied."""
+        status = await self._pool.execute(sql.REGISTER, mower_id, account_id, occurred_at)
+        return _count(status) == 1
+
+    async def remove_mower(self, mower_id: uuid.UUID, occurred_at: datetime) -> int:
+        """Purge the mower in one transaction and tombstone it."""
+        deleted = 0
+        async with self._pool.acquire() as conn, conn.transaction():
+            for statement in sql.PURGE:
+                deleted += _count(await conn.execute(statement, mower_id))
+            await conn.execute(sql.TOMBSTONE, mower_id, occurred_at)
+        return deleted
+
+    async def add_timeline(self, row: TimelineRow) -> bool:
+        """Store a status transition once."""
+        status = await self._pool.execute(
+            sql.TIMELINE_INSERT,
+            row.command_id,
+            row.status,
+            row.mower_id,
+            row.account_id,
+            row.at,
+            row.reason,
+        )
+        return _count(status) == 1
+
+    # -- queries -------------------------------------------------------------------
+
+    async def latest(self, account_id: uuid.UUID, mower_id: uuid.UUID) -> MowerState | None:
+        """The latest state of one of the account's mowers."""
+        row = await self._pool.fetchrow(sql.LATEST_ONE, account_id, mower_id)
+        return None if row is None else _state(row)
+
+    async def latest_of_account(
+        self, account_id: uuid.UUID, mower_ids: Collection[uuid.UUID] | None
+    ) -> list[MowerState]:
+        """The account's latest states, optionally of ``mower_ids`` only."""
+        if mower_ids is None:
+            rows = await self._pool.fetch(sql.LATEST_ACCOUNT, account_id)
+        else:
+            rows = await self._pool.fetch(sql.LATEST_SOME, account_id, list(mower_ids))
+        return [_state(row) for row in rows]
+
+    async def history(
+        self,
+        account_id: uuid.UUID,
+        mower_id: uuid.UUID,
+        start: datetime,
+        end: datetime,
+        limit: int,
+    ) -> list[HistoryRow]:
+        """History rows in ``[start, end)``."""
+        rows = await self._pool.fetch(sql.HISTORY, account_id, mower_id, start, end, limit)
+        return [HistoryRow(**dict(row)) for row in rows]
+
+    async def history_bins(
+        self,
+        account_id: uuid.UUID,
+        mower_id: uuid.UUID,
+        start: datetime,
+        end: datetime,
+        step: timedelta,
+    ) -> list[HistoryBin]:
+        """History downsampled with ``date_bin`` in the database."""
+        rows = await self._pool.fetch(sql.HISTORY_BINS, account_id, mower_id, start, end, step)
+        return [
+            msgspec.convert(
+                {
+                    **{k: row[k] for k in sql.BIN_COLUMNS},
+                    "position": None
+                    if row["lat"] is None
+                    else {"lat": row["lat"], "lon": row["lon"], "heading_deg": row["heading_deg"]},
+                },
+                HistoryBin,
+            )
+            for row in rows
+        ]
+
+    async def track(
+        self,
+        account_id: uuid.UUID,
+        mower_id: uuid.UUID,
+        start: datetime,
+        end: datetime,
+        limit: int,
+    ) -> list[PositionRow]:
+        """Track points in ``[start, end)``."""
+        rows = await self._pool.fetch(sql.TRACK, account_id, mower_id, start, end, limit)
+        return [PositionRow(**dict(row)) for row in rows]
+
+    async def timeline(
+        self,
+        account_id: uuid.UUID,
+        mower_id: uuid.UUID,
+        start: datetime,
+        end: datetime,
+        limit: int,
+    ) -> list[TimelineRow]:
+        """Status transitions in ``[start, end)``."""
+        rows = await self._pool.fetch(sql.TIMELINE, account_id, mower_id, start, end, limit)
+        return [TimelineRow(**dict(row)) for row in rows]
+
+    # -- retention -----------------------------------------------------------------
+
+    async def retention_round(self, cutoffs: Cutoffs, batch_rows: int) -> dict[str, int] | None:
+        """Delete old rows in batches under an advisory lock; None if another replica has it."""
+        conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
+        try:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _RETENTION_LOCK):
+                return None
+            try:
+                deleted: dict[str, int] = {}
+                for table, column, cutoff in (
+                    ("mower_history", "observed_at", cutoffs.history),
+                    ("mower_positions", "observed_at", cutoffs.positions),
+                    ("command_timeline", "at", cutoffs.timeline),
+                ):
+                    deleted[table] = 0
+                    statement = sql.retention_delete(table, column)
+                    while True:
+                        count = _count(await conn.execute(statement, cutoff, batch_rows))
+                        deleted[table] += count
+                        if count < batch_rows:
+                            break
+                return deleted
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", _RETENTION_LOCK)
+        finally:
+            await conn.close()
+
+
+class _Writer:
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def lock(
+        self, mower_ids: Sequence[uuid.UUID]
+    ) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, uuid.UUID]]:
+        ids = sorted(mower_ids)  # one lock order for every replica: no deadlocks
+        rows = await self._conn.fetch(sql.LOCK_LATEST, ids)
+        directory = await self._conn.fetch(sql.DIRECTORY_MANY, ids)
+        return (
+            {row["mower_id"]: _memory(row) for row in rows},
+            {row["mower_id"]: row["account_id"] for row in directory},
+        )
+
+    async def write(self, batch: WriteBatch) -> WriteCounts:
+        conn = self._conn
+        latest = history = positions = 0
+        if batch.latest:
+            rows = sorted(batch.latest, key=lambda item: item[0].mower_id)
+            latest = _count(await conn.execute(sql.UPSERT_LATEST, *sql.latest_columns(rows)))
+        if batch.history:
+            history = _count(
+                await conn.execute(sql.INSERT_HISTORY, *sql.history_columns(batch.history))
+            )
+        if batch.positions:
+            positions = _count(
+                await conn.execute(sql.INSERT_POSITIONS, *sql.position_columns(batch.positions))
+            )
+        return WriteCounts(latest, history, positions)

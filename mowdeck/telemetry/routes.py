@@ -1,0 +1,221 @@
+"""The query API: latest state, history, track, command timeline and the account's states.
+
+Reads are scoped three times (ADR 0017): ``can_view`` on the mower (404 when not), the
+token's account in every query, and ``/v1/states`` intersects ``list_objects`` with the
+account's rows unless the caller may view every mower of the account.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from mowdeck.authn import Principal, TokenVerifier, auth_middleware, principal
+from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, mower_object, user_ref
+from mowdeck.kit.http import Problem, Readiness, json_response, problem_middleware, with_ops_routes
+from mowdeck.telemetry.bins import check_range, parse_step
+from mowdeck.telemetry.errors import QueryLimitError
+from mowdeck.telemetry.metrics import TelemetryMetrics
+from mowdeck.telemetry.ports import TelemetryStore
+from mowdeck.telemetry.settings import TelemetrySettings
+
+__all__ = ["QueryDeps", "create_app"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_DEFAULT_WINDOW = timedelta(hours=24)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class QueryDeps:
+    """What the query handlers need."""
+
+    store: TelemetryStore
+    authorizer: Authorizer
+    settings: TelemetrySettings
+    metrics: TelemetryMetrics
+    clock: Callable[[], datetime] = _utcnow
+
+
+DEPS = web.AppKey("telemetry_deps", QueryDeps)
+
+
+def _not_found(mower_id: str) -> Problem:
+    return Problem(404, "Not Found", f"no mower {mower_id} is visible to you", type_="not-found")
+
+
+async def _visible_mower(request: web.Request) -> tuple[QueryDeps, Principal, uuid.UUID]:
+    deps = request.app[DEPS]
+    caller = principal(request)
+    text = request.match_info["mower_id"]
+    try:
+        mower_id = uuid.UUID(text)
+    except ValueError:
+        raise _not_found(text) from None
+    try:
+        allowed = await deps.authorizer.check(
+            user_ref(caller.user_id), "can_view", mower_object(mower_id)
+        )
+    except AuthzUnavailableError as err:
+        raise Problem(503, "Service Unavailable", "authorization is unavailable") from err
+    if not allowed:
+        raise _not_found(text)
+    return deps, caller, mower_id
+
+
+def _time(request: web.Request, name: str, default: datetime) -> datetime:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise Problem(
+            400, "Bad Request", f"`{name}` is not an ISO 8601 time", type_="bad-query"
+        ) from None
+    if value.tzinfo is None:
+        raise Problem(400, "Bad Request", f"`{name}` must carry a time zone", type_="bad-query")
+    return value.astimezone(UTC)
+
+
+def _range(
+    request: web.Request, deps: QueryDeps, step: timedelta | None
+) -> tuple[datetime, datetime]:
+    end = _time(request, "to", deps.clock())
+    start = _time(request, "from", end - _DEFAULT_WINDOW)
+    s = deps.settings
+    try:
+        check_range(
+            start,
+            end,
+            step,
+            max_days=s.telemetry_query_max_range_days,
+            max_rows=s.telemetry_query_max_rows,
+        )
+    except QueryLimitError as err:
+        raise Problem(422, "Unprocessable Content", str(err), type_="query-limit") from err
+    return start, end
+
+
+def _page(items: list[Any], limit: int, **extra: Any) -> web.Response:
+    return json_response({**extra, "items": items[:limit], "truncated": len(items) > limit})
+
+
+def _state_body(state: Any, deps: QueryDeps) -> dict[str, Any]:
+    body: dict[str, Any] = msgspec.to_builtins(state)
+    body["stale"] = deps.clock() - state.observed_at > deps.settings.stale_after
+    return body
+
+
+async def get_state(request: web.Request) -> web.Response:
+    """``GET /v1/mowers/{id}/state``."""
+    deps, caller, mower_id = await _visible_mower(request)
+    state = await deps.store.latest(caller.account_id, mower_id)
+    if state is None:
+        raise Problem(
+            404,
+            "No telemetry yet",
+            f"mower {mower_id} has not reported a state yet",
+            type_="no-telemetry-yet",
+        )
+    return json_response(_state_body(state, deps))
+
+
+async def get_history(request: web.Request) -> web.Response:
+    """``GET /v1/mowers/{id}/history?from&to&step``."""
+    deps, caller, mower_id = await _visible_mower(request)
+    step_text = request.query.get("step")
+    try:
+        step = None if step_text is None else parse_step(step_text)
+    except QueryLimitError as err:
+        raise Problem(422, "Unprocessable Content", str(err), type_="query-limit") from err
+    start, end = _range(request, deps, step)
+    limit = deps.settings.telemetry_query_max_rows
+    if step is not None:
+        bins = await deps.store.history_bins(caller.account_id, mower_id, start, end, step)
+        return _page(bins, limit, step=step_text)
+    rows = await deps.store.history(caller.account_id, mower_id, start, end, limit + 1)
+    return _page(rows, limit, step=None)
+
+
+async def get_track(request: web.Request) -> web.Response:
+    """``GET /v1/mowers/{id}/track?from&to``."""
+    deps, caller, mower_id = await _visible_mower(request)
+    start, end = _range(request, deps, None)
+    limit = deps.settings.telemetry_query_max_rows
+    return _page(await deps.store.track(caller.account_id, mower_id, start, end, limit + 1), limit)
+
+
+async def get_commands(request: web.Request) -> web.Response:
+    """``GET /v1/mowers/{id}/commands?from&to``: the command timeline."""
+    deps, caller, mower_id = await _visible_mower(request)
+    start, end = _range(request, deps, None)
+    limit = deps.settings.telemetry_query_max_rows
+    rows = await deps.store.timeline(caller.account_id, mower_id, start, end, limit + 1)
+    return _page(rows, limit)
+
+
+async def list_states(request: web.Request) -> web.Response:
+    """``GET /v1/states``: the latest states of the account's mowers the caller may see."""
+    deps = request.app[DEPS]
+    caller = principal(request)
+    user = user_ref(caller.user_id)
+    try:
+        if await deps.authorizer.check(user, "can_view_mowers", account_object(caller.account_id)):
+            visible = None
+        else:
+            objects = await deps.authorizer.list_objects(user, "can_view", "mower")
+            visible = {uuid.UUID(o.partition(":")[2]) for o in objects}
+    except AuthzUnavailableError as err:
+        raise Problem(503, "Service Unavailable", "authorization is unavailable") from err
+    states = (
+        [] if visible == set() else await deps.store.latest_of_account(caller.account_id, visible)
+    )
+    return json_response({"items": [_state_body(s, deps) for s in states]})
+
+
+def _timed(route: str, handler: Handler, metrics: TelemetryMetrics) -> Handler:
+    histogram = metrics.query_seconds.labels(route=route)
+
+    async def timed(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            return await handler(request)
+        finally:
+            histogram.observe(time.perf_counter() - started)
+
+    return timed
+
+
+def create_app(
+    deps: QueryDeps,
+    verifier: TokenVerifier,
+    readiness: Readiness,
+    registry: CollectorRegistry,
+) -> web.Application:
+    """The Telemetry HTTP application with ops routes."""
+    app = web.Application(middlewares=[problem_middleware, auth_middleware(verifier)])
+    app[DEPS] = deps
+    with_ops_routes(app, readiness, registry)
+    m = deps.metrics
+    app.add_routes(
+        [
+            web.get("/v1/mowers/{mower_id}/state", _timed("state", get_state, m)),
+            web.get("/v1/mowers/{mower_id}/history", _timed("history", get_history, m)),
+            web.get("/v1/mowers/{mower_id}/track", _timed("track", get_track, m)),
+            web.get("/v1/mowers/{mower_id}/commands", _timed("commands", get_commands, m)),
+            web.get("/v1/states", _timed("states", list_states, m)),
+        ]
+    )
+    return app

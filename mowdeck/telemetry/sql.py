@@ -1,0 +1,259 @@
+"""The PostgreSQL store's statements and the column arrays its ``unnest`` writes take."""
+
+# Statements are assembled from module constants only, never from input:
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from contracts.v1 import MowerState
+from mowdeck.telemetry.model import Memory
+
+__all__ = [
+    "BIN_COLUMNS",
+    "STATE_COLUMNS",
+    "history_columns",
+    "latest_columns",
+    "position_columns",
+    "retention_delete",
+]
+
+_raw = msgspec.json.Encoder()
+
+STATE_COLUMNS = (
+    "mower_id",
+    "account_id",
+    "observed_at",
+    "activity",
+    "battery",
+    "charging",
+    "rtk_fix",
+    "rtk_source",
+    "connection",
+    "blade_height_mm",
+    "speed_mps",
+    "error_code",
+)
+BIN_COLUMNS = (
+    "bin",
+    "activity",
+    "rtk_fix",
+    "error_code",
+    "battery",
+    "battery_min",
+    "battery_max",
+    "charging",
+    "samples",
+)
+_MEMORY = "mower_id, account_id, observed_at, history_at, state_fp, track_lat, track_lon, track_fix"
+
+MEMORIES = f"SELECT {_MEMORY} FROM mower_latest WHERE mower_id = ANY($1::uuid[])"
+# The rows of a batch are read FOR UPDATE first (in mower_id order), so a racing replica
+# waits for this commit and then sees the newer rows; the upsert's WHERE is the guard.
+LOCK_LATEST = (
+    f"SELECT {_MEMORY} FROM mower_latest WHERE mower_id = ANY($1::uuid[])"
+    " ORDER BY mower_id FOR UPDATE"
+)
+UPSERT_LATEST = """
+INSERT INTO mower_latest (mower_id, account_id, observed_at, activity, battery, charging,
+    rtk_fix, rtk_source, connection, blade_height_mm, speed_mps, error_code, lat, lon,
+    heading_deg, raw, history_at, state_fp, track_lat, track_lon, track_fix)
+SELECT m, a, o, act, b, c, f, src, conn, bh, sp, e, la, lo, hd, r::jsonb, ha, fp, tla, tlo, tf
+FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::int2[], $6::bool[],
+    $7::text[], $8::text[], $9::text[], $10::int2[], $11::float8[], $12::text[],
+    $13::float8[], $14::float8[], $15::float8[], $16::text[], $17::timestamptz[],
+    $18::int8[], $19::float8[], $20::float8[], $21::text[])
+    AS u(m, a, o, act, b, c, f, src, conn, bh, sp, e, la, lo, hd, r, ha, fp, tla, tlo, tf)
+ON CONFLICT (mower_id) DO UPDATE SET
+    observed_at = excluded.observed_at, activity = excluded.activity,
+    battery = excluded.battery, charging = excluded.charging, rtk_fix = excluded.rtk_fix,
+    rtk_source = excluded.rtk_source, connection = excluded.connection,
+    blade_height_mm = excluded.blade_height_mm, speed_mps = excluded.speed_mps,
+    error_code = excluded.error_code, lat = excluded.lat, lon = excluded.lon,
+    heading_deg = excluded.heading_deg, raw = excluded.raw, history_at = excluded.history_at,
+    state_fp = excluded.state_fp, track_lat = excluded.track_lat,
+    track_lon = excluded.track_lon, track_fix = excluded.track_fix, updated_at = now()
+WHERE mower_latest.observed_at <= excluded.observed_at
+  AND mower_latest.account_id = excluded.account_id
+"""
+INSERT_HISTORY = """
+INSERT INTO mower_history (mower_id, observed_at, account_id, activity, battery, charging,
+    rtk_fix, rtk_source, connection, blade_height_mm, speed_mps, error_code)
+SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::text[], $5::int2[],
+    $6::bool[], $7::text[], $8::text[], $9::text[], $10::int2[], $11::float8[], $12::text[])
+ON CONFLICT DO NOTHING
+"""
+INSERT_POSITIONS = """
+INSERT INTO mower_positions (mower_id, observed_at, account_id, lat, lon, heading_deg, rtk_fix)
+SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::float8[], $5::float8[],
+    $6::float8[], $7::text[])
+ON CONFLICT DO NOTHING
+"""
+DIRECTORY_ONE = "SELECT account_id FROM mower_directory WHERE mower_id = $1 AND removed_at IS NULL"
+DIRECTORY_MANY = (
+    "SELECT mower_id, account_id FROM mower_directory"
+    " WHERE mower_id = ANY($1::uuid[]) AND removed_at IS NULL"
+)
+# The seed only fills what no event has spoken about: events win.
+SEED = """
+INSERT INTO mower_directory (mower_id, account_id)
+SELECT * FROM unnest($1::uuid[], $2::uuid[])
+ON CONFLICT (mower_id) DO UPDATE SET account_id = excluded.account_id, updated_at = now()
+WHERE mower_directory.event_at IS NULL
+"""
+REGISTER = """
+INSERT INTO mower_directory (mower_id, account_id, event_at) VALUES ($1, $2, $3)
+ON CONFLICT (mower_id) DO UPDATE SET account_id = excluded.account_id,
+    event_at = excluded.event_at, removed_at = NULL, updated_at = now()
+WHERE mower_directory.event_at IS NULL OR mower_directory.event_at <= excluded.event_at
+"""
+TOMBSTONE = """
+INSERT INTO mower_directory (mower_id, account_id, event_at, removed_at)
+VALUES ($1, '00000000-0000-0000-0000-000000000000', $2, $2)
+ON CONFLICT (mower_id) DO UPDATE SET event_at = excluded.event_at,
+    removed_at = excluded.removed_at, updated_at = now()
+WHERE mower_directory.event_at IS NULL OR mower_directory.event_at <= excluded.event_at
+"""
+PURGE = (
+    "DELETE FROM mower_latest WHERE mower_id = $1",
+    "DELETE FROM mower_history WHERE mower_id = $1",
+    "DELETE FROM mower_positions WHERE mower_id = $1",
+    "DELETE FROM command_timeline WHERE mower_id = $1",
+)
+TIMELINE_INSERT = """
+INSERT INTO command_timeline (command_id, status, mower_id, account_id, at, reason)
+VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING
+"""
+_STATE = ", ".join(STATE_COLUMNS) + ", lat, lon, heading_deg, raw::text AS raw"
+LATEST_ONE = f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id = $2"
+LATEST_ACCOUNT = f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 ORDER BY mower_id"
+LATEST_SOME = (
+    f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id = ANY($2::uuid[])"
+    " ORDER BY mower_id"
+)
+_RANGE = "account_id = $1 AND mower_id = $2 AND observed_at >= $3 AND observed_at < $4"
+HISTORY = f"""
+SELECT observed_at, activity, battery, charging, rtk_fix, rtk_source, connection,
+    blade_height_mm, speed_mps, error_code
+FROM mower_history WHERE {_RANGE} ORDER BY observed_at LIMIT $5
+"""
+TRACK = f"""
+SELECT observed_at, lat, lon, heading_deg, rtk_fix
+FROM mower_positions WHERE {_RANGE} ORDER BY observed_at LIMIT $5
+"""
+TIMELINE = """
+SELECT command_id, status, mower_id, account_id, at, reason FROM command_timeline
+WHERE account_id = $1 AND mower_id = $2 AND at >= $3 AND at < $4
+ORDER BY at, command_id, status LIMIT $5
+"""
+_ORIGIN = "TIMESTAMPTZ '2000-01-01 00:00:00+00'"
+# Mirrored by bins.downsample: per bin the last activity, fix and error code, the rounded
+# mean and the extremes of the battery, charging if any sample charged, the sample count,
+# and the last track point of the same bin. Order-free aggregates let PostgreSQL hash the
+# bins; the last row and the last point are then one index lookup per bin.
+HISTORY_BINS = f"""
+WITH agg AS (
+    SELECT bin, max(observed_at) AS last_at, round(avg(battery))::int AS battery,
+        min(battery)::int AS battery_min, max(battery)::int AS battery_max,
+        bool_or(charging) AS charging, count(*)::int AS samples
+    FROM (
+        -- OFFSET 0 keeps the subquery, so the planner estimates few bins and hashes them
+        -- instead of sorting every row.
+        SELECT date_bin($5::interval, observed_at, {_ORIGIN}) AS bin, observed_at, battery,
+            charging
+        FROM mower_history WHERE {_RANGE} OFFSET 0
+    ) rows
+    GROUP BY bin
+)
+SELECT agg.bin, h.activity, h.rtk_fix, h.error_code, agg.battery, agg.battery_min,
+    agg.battery_max, agg.charging, agg.samples, p.lat, p.lon, p.heading_deg
+FROM agg
+CROSS JOIN LATERAL (
+    SELECT activity, rtk_fix, error_code FROM mower_history
+    WHERE mower_id = $2 AND observed_at = agg.last_at LIMIT 1
+) h
+LEFT JOIN LATERAL (
+    SELECT lat, lon, heading_deg FROM mower_positions
+    WHERE account_id = $1 AND mower_id = $2
+      AND observed_at >= greatest(agg.bin, $3) AND observed_at < least(agg.bin + $5::interval, $4)
+    ORDER BY observed_at DESC LIMIT 1
+) p ON true
+ORDER BY agg.bin
+"""
+
+
+def retention_delete(table: str, column: str) -> str:
+    """A batched delete of rows older than ``$1``, at most ``$2`` per statement."""
+    return (
+        f"DELETE FROM {table} WHERE ctid IN (SELECT ctid FROM {table} WHERE {column} < $1 LIMIT $2)"
+    )
+
+
+def latest_columns(rows: Sequence[tuple[MowerState, Memory]]) -> list[list[Any]]:
+    """The 21 arrays of ``UPSERT_LATEST``."""
+    cols: list[list[Any]] = [[] for _ in range(21)]
+    for state, memory in rows:
+        pos = state.position
+        track = memory.track
+        values = (
+            state.mower_id,
+            state.account_id,
+            state.observed_at,
+            state.activity,
+            state.battery,
+            state.charging,
+            state.rtk_fix,
+            state.rtk_source,
+            state.connection,
+            state.blade_height_mm,
+            state.speed_mps,
+            state.error_code,
+            None if pos is None else pos.lat,
+            None if pos is None else pos.lon,
+            None if pos is None else pos.heading_deg,
+            _raw.encode(state.raw).decode(),
+            memory.history_at,
+            memory.state_fp,
+            None if track is None else track.lat,
+            None if track is None else track.lon,
+            None if track is None else track.rtk_fix,
+        )
+        for col, value in zip(cols, values, strict=True):
+            col.append(value)
+    return cols
+
+
+def history_columns(states: Sequence[MowerState]) -> list[list[Any]]:
+    """The 12 arrays of ``INSERT_HISTORY``."""
+    return [
+        [s.mower_id for s in states],
+        [s.observed_at for s in states],
+        [s.account_id for s in states],
+        [s.activity for s in states],
+        [s.battery for s in states],
+        [s.charging for s in states],
+        [s.rtk_fix for s in states],
+        [s.rtk_source for s in states],
+        [s.connection for s in states],
+        [s.blade_height_mm for s in states],
+        [s.speed_mps for s in states],
+        [s.error_code for s in states],
+    ]
+
+
+def position_columns(states: Sequence[MowerState]) -> list[list[Any]]:
+    """The 7 arrays of ``INSERT_POSITIONS`` (states with a position only)."""
+    with_position = [(s, s.position) for s in states if s.position is not None]
+    return [
+        [s.mower_id for s, _ in with_position],
+        [s.observed_at for s, _ in with_position],
+        [s.account_id for s, _ in with_position],
+        [p.lat for _, p in with_position],
+        [p.lon for _, p in with_position],
+        [p.heading_deg for _, p in with_position],
+        [s.rtk_fix for s, _ in with_position],
+    ]

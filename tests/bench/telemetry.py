@@ -1,0 +1,318 @@
+"""Telemetry ingest and query benchmark: fingerprinted micro-batches against a naive store.
+
+Run: python -m tests.bench.telemetry [--smoke]
+
+- Ingest: 1,000 mowers publish a realistic mix (most mowers idle, sending unchanged
+  heartbeats every 10 s; a fifth mowing, moving every message and losing battery now and
+  then). The backlog is published to JetStream first; the figure is states per second
+  from the service's start to every message committed and acknowledged.
+- Naive baseline, same run, same kind of messages: every state stored, one transaction
+  per message (read FOR UPDATE, upsert latest, insert history and position), then ack.
+- History rows per idle mower and day: idle mowers' heartbeats over a simulated day.
+- History query: p99 of ``GET /history`` over 31 days at a 1 h step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import aiohttp
+import asyncpg
+
+from contracts.v1 import MowerState, Position, encode
+from contracts.v1.subjects import MSG_ID_HEADER, TELEMETRY, telemetry_subject
+from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
+from mowdeck.authz import (
+    InMemoryTupleStore,
+    LocalAuthorizer,
+    Tuple,
+    account_object,
+    grant_tuples,
+    mower_object,
+)
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.consumer import Consumer, ConsumerSpec
+from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.telemetry.service import STATES_DURABLE, TelemetryService
+from mowdeck.telemetry.settings import TelemetrySettings
+from tests.support.natsserver import NatsServer
+from tests.support.postgres import create_database, drop_database
+
+START = datetime(2026, 5, 1, tzinfo=UTC)
+ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000be")
+AUTH = AuthSettings(jwt_secret="telemetry-benchmark-secret-0123456789abcdef")
+TABLES = "mower_latest, mower_history, mower_positions, command_timeline, mower_directory"
+
+
+def states(mowers: int, rounds: int, *, mowing_share: float = 0.2) -> list[MowerState]:
+    """``rounds`` states of each mower, 10 s apart, round by round."""
+    ids = [uuid.UUID(int=i + 1) for i in range(mowers)]
+    mowing = int(mowers * mowing_share)
+    out = []
+    for r in range(rounds):
+        at = START + timedelta(seconds=10 * r)
+        for i, mower_id in enumerate(ids):
+            if i < mowing:
+                out.append(
+                    MowerState(
+                        mower_id=mower_id,
+                        account_id=ACCOUNT,
+                        observed_at=at,
+                        activity="mowing",
+                        battery=max(0, 100 - r // 30),
+                        rtk_fix="fixed",
+                        connection="wifi",
+                        speed_mps=0.5,
+                        position=Position(lat=52.5 + r * 4e-5, lon=13.4 + i * 1e-4),
+                    )
+                )
+            else:
+                out.append(
+                    MowerState(
+                        mower_id=mower_id,
+                        account_id=ACCOUNT,
+                        observed_at=at,
+                        activity="docked",
+                        battery=100,
+                        charging=False,
+                        rtk_fix="fixed",
+                        connection="wifi",
+                        position=Position(lat=52.4, lon=13.4 + i * 1e-4),
+                    )
+                )
+    return out
+
+
+async def publish(bus: Bus, batch: list[MowerState]) -> None:
+    """Publish pipelined and wait for every stream ack."""
+    js = bus.js
+    for n, state in enumerate(batch):
+        await js.publish_async(
+            telemetry_subject(state.mower_id),
+            encode(state),
+            headers={MSG_ID_HEADER: f"{state.mower_id}:{n}"},
+        )
+    await js.publish_async_completed()
+
+
+async def drained(bus: Bus, durable: str) -> None:
+    """Wait until the durable consumer has nothing pending and nothing unacknowledged."""
+    while True:
+        info = await bus.js.consumer_info(TELEMETRY.name, durable)
+        if info.num_pending == 0 and info.num_ack_pending == 0:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def fresh_stream(bus: Bus) -> None:
+    """Empty TELEMETRY and its consumers."""
+    with contextlib.suppress(Exception):  # absent on the first call
+        await bus.js.delete_stream(TELEMETRY.name)
+    await bus.ensure_streams()
+
+
+async def naive(bus: Bus, pool: asyncpg.Pool, batch: list[MowerState]) -> float:
+    """States per second when every state is stored, one transaction per message."""
+    await fresh_stream(bus)
+    await publish(bus, batch)
+
+    async def store(msg: object) -> None:
+        from contracts.v1 import decode_state  # noqa: PLC0415
+
+        s = decode_state(msg.data)  # type: ignore[attr-defined]
+        pos = s.position
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.fetchrow(
+                "SELECT observed_at FROM mower_latest WHERE mower_id = $1 FOR UPDATE", s.mower_id
+            )
+            await conn.execute(
+                "INSERT INTO mower_latest (mower_id, account_id, observed_at, activity, battery,"
+                " charging, rtk_fix, lat, lon, state_fp) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,0)"
+                " ON CONFLICT (mower_id) DO UPDATE SET observed_at = excluded.observed_at,"
+                " battery = excluded.battery, lat = excluded.lat, lon = excluded.lon"
+                " WHERE mower_latest.observed_at <= excluded.observed_at",
+                s.mower_id,
+                s.account_id,
+                s.observed_at,
+                s.activity,
+                s.battery,
+                s.charging,
+                s.rtk_fix,
+                pos.lat if pos else None,
+                pos.lon if pos else None,
+            )
+            await conn.execute(
+                "INSERT INTO mower_history (mower_id, observed_at, account_id, activity, battery,"
+                " charging, rtk_fix) VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT DO NOTHING",
+                s.mower_id,
+                s.observed_at,
+                s.account_id,
+                s.activity,
+                s.battery,
+                s.charging,
+                s.rtk_fix,
+            )
+            if pos is not None:
+                await conn.execute(
+                    "INSERT INTO mower_positions (mower_id, observed_at, account_id, lat, lon,"
+                    " rtk_fix) VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING",
+                    s.mower_id,
+                    s.observed_at,
+                    s.account_id,
+                    pos.lat,
+                    pos.lon,
+                    s.rtk_fix,
+                )
+        await msg.ack()  # type: ignore[attr-defined]
+
+    spec = ConsumerSpec(stream=TELEMETRY.name, subject="telemetry.mower.*", durable="naive")
+    consumer = Consumer(bus, spec, store)
+    started = time.perf_counter()
+    await consumer.start()
+    await drained(bus, "naive")
+    elapsed = time.perf_counter() - started
+    await consumer.stop()
+    return len(batch) / elapsed
+
+
+async def run(smoke: bool) -> None:
+    """Run every phase and print the figures."""
+    mowers = 1000
+    rounds = 3 if smoke else 60
+    naive_count = 600 if smoke else 6000
+    idle_fraction_of_day = 1 / 48 if smoke else 1.0
+    server = NatsServer()
+    server.start()
+    url = await asyncio.to_thread(create_database, "mowdeck_bench")
+    try:
+        await migrate(url, discover(sql_root(), ["telemetry"]))
+        bus = await Bus.connect(server.url, name="bench")
+        pool = await asyncpg.create_pool(url, min_size=2, max_size=8)
+        try:
+            # -- naive baseline ------------------------------------------------------
+            naive_rate = await naive(bus, pool, states(mowers, 10)[:naive_count])
+            await pool.execute(f"TRUNCATE {TABLES}")
+            # -- fingerprinted, batched ingest ---------------------------------------
+            await fresh_stream(bus)
+            load = states(mowers, rounds)
+            await publish(bus, load)
+            authorizer = LocalAuthorizer(InMemoryTupleStore())
+            await authorizer.write(grant_tuples(ACCOUNT, "bench", "viewer"))
+            settings = TelemetrySettings(
+                nats_url=server.url, database_url=url, http_port=0, log_level="warning"
+            )
+            service = TelemetryService(
+                settings,
+                pool=pool,
+                authorizer=authorizer,
+                verifier=TokenVerifier(AUTH),
+                seed=False,
+                retention=False,
+            )
+            started = time.perf_counter()
+            await service.start()
+            await drained(bus, STATES_DURABLE)
+            rate = len(load) / (time.perf_counter() - started)
+            written = {
+                t: await pool.fetchval(f"SELECT count(*) FROM {t}")  # noqa: S608
+                for t in ("mower_latest", "mower_history", "mower_positions")
+            }
+            print(f"ingest: {len(load)} states in {len(load) / rate:.2f} s, rows {written}")
+            # -- idle day ------------------------------------------------------------
+            idle = [uuid.UUID(int=10_000 + i) for i in range(4)]
+            beats = int(8640 * idle_fraction_of_day)
+            day = [
+                MowerState(
+                    mower_id=m,
+                    account_id=ACCOUNT,
+                    observed_at=START + timedelta(seconds=10 * r),
+                    activity="docked",
+                    battery=100,
+                    rtk_fix="fixed",
+                    position=Position(lat=52.0, lon=13.0),
+                )
+                for r in range(beats)
+                for m in idle
+            ]
+            await publish(bus, day)
+            await drained(bus, STATES_DURABLE)
+            idle_rows = await pool.fetchval(
+                "SELECT count(*) FROM mower_history WHERE mower_id = ANY($1::uuid[])", idle
+            )
+            per_day = idle_rows / len(idle) / idle_fraction_of_day
+            # -- history query p99 ---------------------------------------------------
+            p99 = await query_p99(service, authorizer, pool, smoke)
+            await service.stop()
+        finally:
+            await pool.close()
+            await bus.drain()
+    finally:
+        server.close()
+        await asyncio.to_thread(drop_database, url)
+    print(
+        f"naive: {naive_rate:,.0f} states/s; batched: {rate:,.0f} states/s "
+        f"({rate / naive_rate:.1f}x)"
+    )
+    print(
+        f"RESULT states_per_s={rate:.0f} naive_states_per_s={naive_rate:.0f} "
+        f"history_rows_per_idle_mower_day={per_day:.0f} history_query_p99_ms={p99:.1f}"
+    )
+
+
+async def query_p99(
+    service: TelemetryService, authorizer: LocalAuthorizer, pool: asyncpg.Pool, smoke: bool
+) -> float:
+    """p99 of a 31-day history query at a 1 h step over a busy mower (one row a minute)."""
+    mower = uuid.UUID(int=99_999)
+    end = START + timedelta(days=31)
+    await authorizer.write([Tuple(account_object(ACCOUNT), "account", mower_object(mower))])
+    await pool.execute(
+        "INSERT INTO mower_history (mower_id, observed_at, account_id, activity, battery,"
+        " charging, rtk_fix) SELECT $1, $2::timestamptz + i * interval '1 minute', $3,"
+        " 'mowing', 20 + i % 80, i % 7 = 0, 'fixed' FROM generate_series(0, 44639) i",
+        mower,
+        START,
+        ACCOUNT,
+    )
+    await pool.execute(
+        "INSERT INTO mower_positions (mower_id, observed_at, account_id, lat, lon, rtk_fix)"
+        " SELECT $1, $2::timestamptz + i * interval '20 seconds', $3, 52 + i * 1e-7, 13,"
+        " 'fixed' FROM generate_series(0, 133919) i",
+        mower,
+        START,
+        ACCOUNT,
+    )
+    await pool.execute("ANALYZE mower_history; ANALYZE mower_positions")
+    token = TokenIssuer(AUTH).mint("bench", ACCOUNT)
+    path = (
+        f"{service.url}/v1/mowers/{mower}/history?step=1h"
+        f"&from={START.isoformat()}&to={end.isoformat()}".replace("+00:00", "Z")
+    )
+    samples = []
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        for _ in range(20 if smoke else 200):
+            began = time.perf_counter()
+            async with http.get(path) as response:
+                body = await response.json()
+            samples.append((time.perf_counter() - began) * 1000)
+            assert response.status == 200, body
+            assert len(body["items"]) == 744, len(body["items"])
+    samples.sort()
+    return samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+
+def main() -> None:
+    """Parse arguments and run."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
+    args = parser.parse_args()
+    asyncio.run(run(args.smoke))
+
+
+if __name__ == "__main__":
+    main()
