@@ -187,5 +187,9 @@ class Bus:
             await asyncio.wait_for(self.js.publish_async_completed(), timeout=5.0)
             await self.nc.drain()
         except Exception as err:
+            # Closing must not fail the shutdown, even when the server is gone already.
             log.warning("nats drain failed", error=str(err))
-            await self.nc.close()
+            try:
+                await self.nc.close()
+            except Exception as close_err:
+                log.warning("nats close failed", error=str(close_err))

