@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from typing import Any
 
@@ -142,6 +143,9 @@ async def test_loop_keeps_running_while_many_actors_work(dispatcher: Dispatcher)
     bridge = LoopBridge(asyncio.get_running_loop())
     sink: list[Any] = []
     refs = [Effector.start(dispatcher=dispatcher, bridge=bridge, sink=sink) for _ in range(500)]
+    # A full collection of what earlier tests left behind is a stall of its own (tens of
+    # ms in a long suite), not the bridge's: start from a collected heap.
+    gc.collect()
     async with loop_stall_monitor() as report:
         for round_ in range(20):
             for ref in refs:
