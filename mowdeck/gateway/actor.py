@@ -33,6 +33,9 @@ EffectSink = Callable[[uuid.UUID, Sequence[Effect]], None]
 """Runs on the event loop: performs a controller's effects."""
 
 
+DRAIN_SLICE = 128
+
+
 class EffectOutbox:
     """Hands effects from dispatcher workers to the loop, one wake-up per burst.
 
@@ -62,9 +65,16 @@ class EffectOutbox:
     def _drain(self) -> None:
         self._scheduled = False
         items = self._items
-        while items:
+        # A bounded slice per loop turn: a burst of decisions must not hold the loop
+        # (an emergency stop's send waits for the turn to end).
+        for _ in range(DRAIN_SLICE):
+            if not items:
+                return
             mower_id, effects = items.popleft()
             self._sink(mower_id, effects)
+        if items and not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._drain)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +87,11 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class EmergencySubmit(Emergency):
-    """An admitted emergency stop: the emergency lane."""
+    """An admitted emergency stop: the emergency lane (sequence None: the fast path)."""
 
     envelope: CommandEnvelope
-    sequence: int
+    sequence: int | None
+    sent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +169,8 @@ class ControllerActor(DispatcherActor):
                 effects = controller.state(state)
             case Submit(envelope, sequence):
                 effects = controller.submit(envelope, sequence, self._clock())
-            case EmergencySubmit(envelope, sequence):
-                effects = controller.emergency(envelope, sequence, self._clock())
+            case EmergencySubmit(envelope, sequence, sent):
+                effects = controller.emergency(envelope, sequence, self._clock(), sent=sent)
             case Outcome(envelope, status, reason):
                 effects = controller.outcome(envelope, status, reason, self._clock())
             case Heartbeat():

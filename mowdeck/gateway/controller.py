@@ -108,6 +108,7 @@ class Controller:
         self._emergency_in_flight: set[uuid.UUID] = set()
         self._seen: OrderedDict[uuid.UUID, None] = OrderedDict()
         self._estop_sequence = 0
+        self._fast_stops: dict[uuid.UUID, datetime] = {}
         self._drive_token = 0
         self._driving = False
         self._latest: MowerState | None = None
@@ -120,7 +121,7 @@ class Controller:
         if self._remember(envelope.command_id):
             return []
         effects: list[Effect] = [self._result(envelope, "accepted", now)]
-        if sequence < self._estop_sequence:
+        if self._preempted(sequence, now):
             effects.append(self._result(envelope, "rejected", now, PREEMPTED))
             return effects
         self._queue.append(_Queued(envelope, sequence))
@@ -128,28 +129,65 @@ class Controller:
             effects += self._next(now)
         return effects
 
-    def emergency(self, envelope: CommandEnvelope, sequence: int, now: datetime) -> list[Effect]:
-        """An admitted emergency stop: to the device now; overtaken commands are rejected."""
-        if self._remember(envelope.command_id):
+    def emergency(
+        self,
+        envelope: CommandEnvelope,
+        sequence: int | None,
+        now: datetime,
+        *,
+        sent: bool = False,
+    ) -> list[Effect]:
+        """An admitted emergency stop: to the device now; overtaken commands are rejected.
+
+        ``sequence`` is None when the stop came by the fast path (a core subscription that
+        sees it as it is published, ahead of the stream's backlog). Until its stream copy
+        arrives, every ordinary command the stream delivers was published before it, so
+        each is rejected; the stream copy then sets the boundary by sequence.
+
+        ``sent``: the fast path already handed the stop to the device (admission passed,
+        so sending is the only possible decision); its outcome comes back as usual.
+        """
+        cid = envelope.command_id
+        if self._remember(cid):
+            if sequence is not None:  # the stream copy of a stop the fast path brought
+                self._estop_sequence = max(self._estop_sequence, sequence)
+                self._fast_stops.pop(cid, None)
             return []
         effects: list[Effect] = [self._result(envelope, "accepted", now)]
-        self._estop_sequence = max(self._estop_sequence, sequence)
-        if envelope.is_expired(now):
+        if sequence is None:
+            self._fast_stops[cid] = envelope.expires_at
+        else:
+            self._estop_sequence = max(self._estop_sequence, sequence)
+        if envelope.is_expired(now) and not sent:
             effects.append(self._result(envelope, "expired", now))
         else:
             self._emergency_in_flight.add(envelope.command_id)
-            effects.insert(0, SendToDevice(envelope))
+            if not sent:
+                effects.insert(0, SendToDevice(envelope))
         # The device stops on its own; the gateway's drive session ends with it.
         self._driving = False
         self._drive_token += 1
         keep: deque[_Queued] = deque()
         for queued in self._queue:
-            if queued.sequence < self._estop_sequence:
+            if sequence is None or queued.sequence < self._estop_sequence:
                 effects.append(self._result(queued.envelope, "rejected", now, PREEMPTED))
             else:
                 keep.append(queued)
         self._queue = keep
         return effects
+
+    def _preempted(self, sequence: int, now: datetime) -> bool:
+        """True when an ordinary command of this stream sequence was overtaken by a stop."""
+        if sequence < self._estop_sequence:
+            return True
+        if self._fast_stops:
+            # A stop whose stream copy never comes (its publish failed) stops blocking
+            # ordinary commands when it expires.
+            for cid, expires_at in list(self._fast_stops.items()):
+                if expires_at <= now:
+                    del self._fast_stops[cid]
+            return bool(self._fast_stops)
+        return False
 
     def outcome(
         self,
@@ -174,7 +212,7 @@ class Controller:
         while self._queue and self._in_flight is None:
             queued = self._queue.popleft()
             env = queued.envelope
-            if queued.sequence < self._estop_sequence:
+            if self._preempted(queued.sequence, now):
                 effects.append(self._result(env, "rejected", now, PREEMPTED))
             elif env.is_expired(now):
                 effects.append(self._result(env, "expired", now))

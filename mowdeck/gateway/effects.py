@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 import uuid
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +43,7 @@ __all__ = ["EffectRunner", "PendingCommands"]
 ACK_TIMEOUT = 5.0
 
 log = structlog.get_logger("mowdeck.gateway.effects")
+_stdlog = logging.getLogger("mowdeck.gateway.effects")
 
 Tell = Callable[[uuid.UUID, object], None]
 
@@ -99,14 +102,22 @@ class EffectRunner:
         self._producer = producer
         self._clock = clock
         self.pending = PendingCommands()
-        self.delivered_at: dict[uuid.UUID, float] = {}  # emergency stops: delivery time
+        # Emergency stops: when the gateway first saw each (bounded: the stream copy of a
+        # stop the fast path brought is never sent, so its entry is never taken out).
+        self._delivered_at: OrderedDict[uuid.UUID, float] = OrderedDict()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._results: asyncio.Queue[CommandResult] = asyncio.Queue()
+        # Results and states leave through one task, in decision order, acks pipelined.
+        self._outgoing: deque[CommandResult | tuple[MowerState, bool]] = deque()
+        self._wake = asyncio.Event()
+        # Result acks in publish order with their deadlines; the sweeper walks from the left.
+        self._unacked: deque[tuple[float, asyncio.Future[Any]]] = deque()
         self._publisher: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Start the ordered result publisher."""
-        self._publisher = asyncio.create_task(self._publish_results(), name="result-publisher")
+        """Start the ordered publisher and the ack sweeper."""
+        self._publisher = asyncio.create_task(self._publish(), name="gateway-publisher")
+        self._sweeper = asyncio.create_task(self._sweep(), name="gateway-ack-sweeper")
 
     def __call__(self, mower_id: uuid.UUID, effects: Sequence[Effect]) -> None:
         """Perform the effects of one controller decision (called on the loop)."""
@@ -115,11 +126,11 @@ class EffectRunner:
                 case PublishResult(result):
                     if result.status == "accepted":
                         self.pending.add(result.command_id)
-                    self._results.put_nowait(result)
+                    self._enqueue(result)
                 case SendToDevice(envelope):
                     self._spawn(self._send(envelope))
                 case PublishState(state, heartbeat):
-                    self._spawn(self._publish_state(state, heartbeat))
+                    self._enqueue((state, heartbeat))
                 case EndDrive(mower):
                     self._spawn(self._end_drive(mower))
                 case ScheduleDriveCheck(delay_s, token):
@@ -137,17 +148,31 @@ class EffectRunner:
                     )
                     self._spawn(self._publish_event(event))
 
+    def first_sight(self, command_id: uuid.UUID) -> bool:
+        """True the first time the fast path sees this stop (duplicates are not resent)."""
+        return command_id not in self._delivered_at
+
+    def stop_delivered(self, command_id: uuid.UUID, at: float) -> None:
+        """An emergency stop reached the gateway at ``at`` (perf counter); first wins."""
+        if command_id not in self._delivered_at:
+            self._delivered_at[command_id] = at
+            if len(self._delivered_at) > 1024:
+                self._delivered_at.popitem(last=False)
+
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _enqueue(self, item: CommandResult | tuple[MowerState, bool]) -> None:
+        self._outgoing.append(item)
+        self._wake.set()
+
     async def _send(self, envelope: CommandEnvelope) -> None:
         if envelope.is_emergency:
-            delivered = self.delivered_at.pop(envelope.command_id, None)
+            delivered = self._delivered_at.get(envelope.command_id)
             if delivered is not None:
                 self._metrics.estop_seconds.observe(time.perf_counter() - delivered)
-        log_ = log.bind(mower_id=str(envelope.mower_id), command_id=str(envelope.command_id))
         # Checked again right before sending: the command may have waited in the queue.
         if envelope.is_expired(self._clock()):
             self._tell(envelope.mower_id, Outcome(envelope, "expired", None))
@@ -156,7 +181,13 @@ class EffectRunner:
         if conn is None:
             self._tell(envelope.mower_id, Outcome(envelope, "failed", "mower not connected"))
             return
-        log_.debug("command sent to mower", kind=envelope.kind)
+        if _debug_enabled():
+            log.debug(
+                "command sent to mower",
+                mower_id=str(envelope.mower_id),
+                command_id=str(envelope.command_id),
+                kind=envelope.kind,
+            )
         try:
             outcome = await conn.send(envelope, timeout=self._device_timeout)
         except LinkDownError as err:
@@ -165,10 +196,21 @@ class EffectRunner:
             reason = f"no answer from the mower within {self._device_timeout:g} s"
             self._tell(envelope.mower_id, Outcome(envelope, "failed", reason))
         except Exception as err:
-            log_.exception("device send failed")
+            log.exception(
+                "device send failed",
+                mower_id=str(envelope.mower_id),
+                command_id=str(envelope.command_id),
+            )
             self._tell(envelope.mower_id, Outcome(envelope, "failed", f"gateway error: {err}"))
         else:
-            log_.debug("mower answered", status=outcome.status, reason=outcome.reason)
+            if _debug_enabled():
+                log.debug(
+                    "mower answered",
+                    mower_id=str(envelope.mower_id),
+                    command_id=str(envelope.command_id),
+                    status=outcome.status,
+                    reason=outcome.reason,
+                )
             self._tell(envelope.mower_id, Outcome(envelope, outcome.status, outcome.reason))
 
     async def _end_drive(self, mower_id: uuid.UUID) -> None:
@@ -189,38 +231,58 @@ class EffectRunner:
         except Exception as err:
             log.warning("could not end manual drive", mower_id=str(mower_id), error=str(err))
 
-    async def _publish_results(self) -> None:
-        # One task writes results in the order decided; acks come back pipelined. A result
-        # whose ack fails or does not come within ACK_TIMEOUT is published again: the msg
-        # id `<command_id>:<status>` makes the repeat harmless.
+    async def _publish(self) -> None:
+        # A result whose ack fails, or does not come within ACK_TIMEOUT, is queued again:
+        # its msg id `<command_id>:<status>` makes the repeat harmless. A state is not
+        # repeated; a newer one supersedes it.
         loop = asyncio.get_running_loop()
+        outgoing = self._outgoing
         delay = 0.05
+        sent = 0
         while True:
-            result = await self._results.get()
-            while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while outgoing:
+                item = outgoing[0]
+                if isinstance(item, CommandResult):
+                    subject = result_subject(item.mower_id)
+                    data, msg_id = encode(item), item.msg_id
+                else:
+                    state = item[0]
+                    subject = telemetry_subject(state.mower_id)
+                    data = encode(state)
+                    msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
                 try:
-                    ack = await self._bus.publish_nowait(
-                        result_subject(result.mower_id), encode(result), msg_id=result.msg_id
-                    )
-                    break
+                    ack = await self._bus.publish_nowait(subject, data, msg_id=msg_id)
                 except Exception as err:
-                    self._metrics.publish_failures.labels("result").inc()
-                    log.warning(
-                        "result publish failed; retrying",
-                        error=str(err),
-                        command_id=str(result.command_id),
-                        retry_in_s=delay,
-                    )
+                    self._metrics.publish_failures.labels("publish").inc()
+                    log.warning("publish failed; retrying", error=str(err), retry_in_s=delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
-            delay = 0.05
-            timer = loop.call_later(ACK_TIMEOUT, _cancel_if_pending, ack)
-            ack.add_done_callback(functools.partial(self._result_acked, result, timer))
+                    continue
+                delay = 0.05
+                outgoing.popleft()
+                sent += 1
+                if sent % 64 == 0:
+                    await asyncio.sleep(0)  # a long backlog must not hold the loop
+                if isinstance(item, CommandResult):
+                    self._unacked.append((loop.time() + ACK_TIMEOUT, ack))
+                    ack.add_done_callback(functools.partial(self._result_acked, item))
+                else:
+                    ack.add_done_callback(self._state_acked if not item[1] else self._beat_acked)
 
-    def _result_acked(
-        self, result: CommandResult, timer: asyncio.TimerHandle, ack: asyncio.Future[Any]
-    ) -> None:
-        timer.cancel()
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        unacked = self._unacked
+        while True:
+            await asyncio.sleep(1.0)
+            now = loop.time()
+            while unacked and (unacked[0][1].done() or unacked[0][0] < now):
+                _, ack = unacked.popleft()
+                if not ack.done():
+                    ack.cancel()  # lost with a reconnect: _result_acked queues it again
+
+    def _result_acked(self, result: CommandResult, ack: asyncio.Future[Any]) -> None:
         if ack.cancelled() or ack.exception() is not None:
             self._metrics.publish_failures.labels("result").inc()
             log.warning(
@@ -228,32 +290,33 @@ class EffectRunner:
                 command_id=str(result.command_id),
                 status=result.status,
             )
-            asyncio.get_running_loop().call_later(0.2, self._results.put_nowait, result)
+            asyncio.get_running_loop().call_later(0.2, self._enqueue, result)
             return
-        self._metrics.results.labels(result.status).inc()
+        self._metrics.result_status(result.status).inc()
         if result.is_final:
             seconds = self.pending.finish(result.command_id)
             if seconds is not None:
                 self._metrics.command_seconds.observe(seconds)
-        log.debug(
-            "command result",
-            mower_id=str(result.mower_id),
-            command_id=str(result.command_id),
-            status=result.status,
-            reason=result.reason,
-        )
-
-    async def _publish_state(self, state: MowerState, heartbeat: bool) -> None:
-        msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
-        try:
-            await self._bus.publish_nowait(
-                telemetry_subject(state.mower_id), encode(state), msg_id=msg_id
+        if _debug_enabled():
+            log.debug(
+                "command result",
+                mower_id=str(result.mower_id),
+                command_id=str(result.command_id),
+                status=result.status,
+                reason=result.reason,
             )
-        except Exception as err:
+
+    def _state_acked(self, ack: asyncio.Future[Any]) -> None:
+        if ack.cancelled() or ack.exception() is not None:
             self._metrics.publish_failures.labels("telemetry").inc()
-            log.debug("state publish failed", mower_id=str(state.mower_id), error=str(err))
-            return
-        (self._metrics.heartbeats if heartbeat else self._metrics.telemetry).inc()
+        else:
+            self._metrics.telemetry.inc()
+
+    def _beat_acked(self, ack: asyncio.Future[Any]) -> None:
+        if ack.cancelled() or ack.exception() is not None:
+            self._metrics.publish_failures.labels("telemetry").inc()
+        else:
+            self._metrics.heartbeats.inc()
 
     async def _publish_event(self, event: EventEnvelope[Any]) -> None:
         delay = 0.05
@@ -274,19 +337,19 @@ class EffectRunner:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
         deadline = time.monotonic() + timeout
-        while not self._results.empty() and time.monotonic() < deadline:  # noqa: ASYNC110 - a queue has no "empty" event
+        while self._outgoing and time.monotonic() < deadline:  # noqa: ASYNC110 - no "empty" event
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
         """Cancel what is left."""
         for task in list(self._tasks):
             task.cancel()
-        if self._publisher is not None:
-            self._publisher.cancel()
-            await asyncio.gather(self._publisher, return_exceptions=True)
+        for loop_task in (self._publisher, self._sweeper):
+            if loop_task is not None:
+                loop_task.cancel()
+                await asyncio.gather(loop_task, return_exceptions=True)
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def _cancel_if_pending(ack: asyncio.Future[Any]) -> None:
-    if not ack.done():
-        ack.cancel()
+def _debug_enabled() -> bool:
+    return _stdlog.isEnabledFor(logging.DEBUG)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["GatewayMetrics"]
@@ -12,7 +14,23 @@ _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2
 class GatewayMetrics:
     """Counters, gauges and histograms of one gateway instance."""
 
+    def admitted_kind(self, kind: str) -> Any:
+        """The admitted counter of one kind (children cached: ``labels()`` is not free)."""
+        child = self._admitted_by_kind.get(kind)
+        if child is None:
+            child = self._admitted_by_kind[kind] = self.admitted.labels(kind)
+        return child
+
+    def result_status(self, status: str) -> Any:
+        """The results counter of one status (cached child)."""
+        child = self._results_by_status.get(status)
+        if child is None:
+            child = self._results_by_status[status] = self.results.labels(status)
+        return child
+
     def __init__(self, registry: CollectorRegistry) -> None:
+        self._admitted_by_kind: dict[str, Any] = {}
+        self._results_by_status: dict[str, Any] = {}
         self.admitted = Counter(
             "mowdeck_gateway_commands_admitted_total",
             "Commands admitted.",

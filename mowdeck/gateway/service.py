@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import deque
@@ -44,18 +45,19 @@ from mowdeck.gateway.actor import (
 )
 from mowdeck.gateway.admission import Admitted, Expired, Foreign, Invalid, Rejected, admit
 from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
-from mowdeck.gateway.controller import PublishResult
+from mowdeck.gateway.controller import PublishResult, SendToDevice
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Change, FleetFeed, Registry
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.consumer import Consumer, ConsumerSpec, delivery_count
+from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, with_ops_routes
 
 __all__ = ["GatewayService"]
 
 log = structlog.get_logger("mowdeck.gateway")
+_debug = logging.getLogger("mowdeck.gateway")
 
 
 class _Link:
@@ -117,6 +119,8 @@ class GatewayService:
         self._normal_ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+        self._callbacks = 0
+        self._fast_bus: Bus | None = None
         self._http: HttpServer | None = None
         self.durable = f"device-gateway-{settings.shard_index}"
         self._producer = f"gateway-{settings.shard_index}"
@@ -164,6 +168,10 @@ class GatewayService:
         await self._feed.start()
         self._tasks.append(asyncio.create_task(self._admit_normal(), name="admit-normal"))
         self._tasks.append(asyncio.create_task(self._heartbeats(), name="heartbeats"))
+        # The fast path: a connection of its own that sees every command as it is
+        # published, so an emergency stop is not queued behind the stream's backlog.
+        self._fast_bus = await Bus.connect(s.nats_url, name=f"{self._producer}-estop")
+        await self._fast_bus.nc.subscribe(COMMAND_FILTER, cb=self._on_fast_path)
         self._consumer = Consumer(
             self.bus,
             ConsumerSpec(
@@ -171,6 +179,8 @@ class GatewayService:
                 subject=COMMAND_FILTER,
                 durable=self.durable,
                 ack_wait=s.command_ack_wait_seconds,
+                # Bounds the local queue of ordinary commands awaiting admission.
+                max_ack_pending=2000,
             ),
             self._on_command,
         )
@@ -199,6 +209,8 @@ class GatewayService:
         timeout = self.settings.shutdown_timeout_seconds
         self.readiness.set_not_ready("shutting down")
         self._closing = True
+        if self._fast_bus is not None:
+            await self._fast_bus.drain()
         if self._consumer is not None:
             await self._consumer.stop()
         while self._normal:
@@ -340,6 +352,41 @@ class GatewayService:
             return
         self._normal.append(msg)
         self._normal_ready.set()
+        await self._turn()
+
+    async def _turn(self) -> None:
+        # nats-py drains a subscription's queue without yielding while our callbacks do
+        # not: a backlog of thousands would hold the loop (and a stop's send) for tens of
+        # milliseconds. Yield now and then.
+        self._callbacks += 1
+        if self._callbacks % 32 == 0:
+            await asyncio.sleep(0)
+
+    async def _on_fast_path(self, msg: Msg) -> None:
+        headers = msg.headers
+        if self._closing or headers is None or headers.get(PRIORITY_HEADER) != "emergency":
+            await self._turn()
+            return  # everything but a stop waits for the stream
+        delivered = time.perf_counter()
+        s = self.settings
+        decision = admit(
+            msg.subject,
+            msg.data,
+            shard_index=s.shard_index,
+            shard_count=s.shard_count,
+            registry=self.registry,
+            now=datetime.now(UTC),
+        )
+        # Refusals are answered when the stream delivers the stop; only act here. An
+        # admitted stop has one possible decision, so it goes to the device from here,
+        # without waiting for a worker; the controller is told it was sent.
+        if isinstance(decision, Admitted) and decision.envelope.is_emergency:
+            envelope = decision.envelope
+            assert self.effects is not None
+            if self.effects.first_sight(envelope.command_id):
+                self.effects.stop_delivered(envelope.command_id, delivered)
+                self.effects(envelope.mower_id, [SendToDevice(envelope)])
+                self.tell(envelope.mower_id, EmergencySubmit(envelope, None, sent=True))
 
     async def _admit_normal(self) -> None:
         while True:
@@ -354,7 +401,8 @@ class GatewayService:
 
     async def _admit(self, msg: Msg) -> None:
         delivered = time.perf_counter()
-        if delivery_count(msg) > 1:
+        metadata = msg.metadata  # parsed from the reply subject on every access
+        if metadata.num_delivered > 1:
             self.metrics.redeliveries.inc()
         now = datetime.now(UTC)
         s = self.settings
@@ -391,21 +439,22 @@ class GatewayService:
                 self.effects(envelope.mower_id, [_refusal(envelope, "expired", now)])
                 await msg.ack()
             case Admitted(envelope, _):
-                sequence = msg.metadata.sequence.stream
-                self.metrics.admitted.labels(envelope.kind).inc()
+                sequence = metadata.sequence.stream
+                self.metrics.admitted_kind(envelope.kind).inc()
                 if envelope.is_emergency:
                     # A stop whose header was missing still wins once decoded.
-                    self.effects.delivered_at[envelope.command_id] = delivered
+                    self.effects.stop_delivered(envelope.command_id, delivered)
                     self.tell(envelope.mower_id, EmergencySubmit(envelope, sequence))
                 else:
                     self.tell(envelope.mower_id, Submit(envelope, sequence))
                 await msg.ack()
-                log.debug(
-                    "command admitted",
-                    mower_id=str(envelope.mower_id),
-                    command_id=str(envelope.command_id),
-                    kind=envelope.kind,
-                )
+                if _debug.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "command admitted",
+                        mower_id=str(envelope.mower_id),
+                        command_id=str(envelope.command_id),
+                        kind=envelope.kind,
+                    )
 
 
 def _refusal(

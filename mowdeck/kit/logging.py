@@ -30,7 +30,12 @@ def configure_logging(
         shared.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # Level first: a debug call on a hot path costs one isEnabledFor when debug is off.
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,

@@ -272,21 +272,28 @@ async def estop_latency(
     """Publish-to-mower latency of an emergency stop per target, in ms."""
     stop_load = asyncio.Event()
     others = [m for m in fleet.mowers if m not in targets]
+    # Closed loop: every other mower always has two commands queued or in flight, so the
+    # mowers are saturated without an ever-growing backlog (an open-loop flood past
+    # capacity only measures how long the queues have grown).
+    window = asyncio.Semaphore(2 * len(others))
+    issued: set[uuid.UUID] = set()
+
+    async def on_result(msg: Any) -> None:
+        result = decode_result(msg.data)
+        if result.is_final and result.command_id in issued:
+            issued.discard(result.command_id)
+            window.release()
 
     async def saturate() -> None:
         i = 0
         while not stop_load.is_set():
-            burst = [
-                await publish(
-                    bus,
-                    envelope(others[(i + k) % len(others)], SetBladeHeight(height_mm=20 + k % 80)),
-                )
-                for k in range(200)
-            ]
-            i += 200
-            await asyncio.gather(*burst, return_exceptions=True)
-            await asyncio.sleep(0)
+            await window.acquire()
+            env = envelope(others[i % len(others)], SetBladeHeight(height_mm=20 + i % 80))
+            issued.add(env.command_id)
+            await publish(bus, env)
+            i += 1
 
+    results_sub = await bus.nc.subscribe("command.result.mower.*", cb=on_result)
     loader = asyncio.create_task(saturate()) if loaded else None
     latencies: list[float] = []
     try:
@@ -317,8 +324,18 @@ async def estop_latency(
     finally:
         stop_load.set()
         if loader is not None:
+            for _ in range(len(issued) + 1):
+                window.release()  # let the loader see the stop
             await loader
+        await results_sub.unsubscribe()
     return latencies
+
+
+async def estop_inside(http: aiohttp.ClientSession, fleet: Fleet) -> tuple[float, float]:
+    """The gateway's own e-stop histogram (delivery to device send): sum and count."""
+    total = await gauge(http, fleet.gw_url, "mowdeck_gateway_emergency_stop_seconds_sum")
+    count = await gauge(http, fleet.gw_url, "mowdeck_gateway_emergency_stop_seconds_count")
+    return total, count
 
 
 async def footprint(
@@ -355,9 +372,16 @@ async def main_async(args: argparse.Namespace) -> None:
                 await throughput(bus, fleet, min(500, args.commands))  # warm up
                 tput = await throughput(bus, fleet, args.commands)
                 targets = fleet.mowers[: args.estops]
+                s0, n0 = await estop_inside(http, fleet)
                 idle = await estop_latency(bus, http, fleet, targets, loaded=False)
+                s1, n1 = await estop_inside(http, fleet)
                 targets = fleet.mowers[args.estops : 2 * args.estops]
                 loaded = await estop_latency(bus, http, fleet, targets, loaded=True)
+                s2, n2 = await estop_inside(http, fleet)
+                inside = {
+                    "idle_mean_ms": (s1 - s0) / max(1, n1 - n0) * 1000,
+                    "loaded_mean_ms": (s2 - s1) / max(1, n2 - n1) * 1000,
+                }
             await listing.unsubscribe()
         big = await footprint(bus, nats, workdir, args.big, args.footprint_seconds)
         await bus.drain()
@@ -371,6 +395,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 "estop_idle_ms": {"p50": pct(idle, 50), "p99": idle_p99, "n": len(idle)},
                 "estop_loaded_ms": {"p50": pct(loaded, 50), "p99": loaded_p99, "n": len(loaded)},
                 "loaded_over_idle_p99": loaded_p99 / idle_p99 if idle_p99 else None,
+                "estop_inside_gateway": inside,
                 f"gateway_{args.big}": big,
             },
             indent=2,

@@ -186,3 +186,41 @@ def test_links_and_close() -> None:
     assert EndDrive(MOWER) in effects
     assert (queued.command_id, "rejected", "gateway shutting down") in results(effects)
     assert PublishLink(REG, False, "gateway shutting down") in effects
+
+
+def test_a_fast_path_stop_rejects_everything_the_stream_delivers_before_its_copy() -> None:
+    c = Controller(REG)
+    running, queued = cmd(), cmd(PauseMow())
+    c.submit(running, 5, T0)
+    c.submit(queued, 6, T0)
+    stop = cmd(EmergencyStop())
+    effects = c.emergency(stop, None, T0)  # seen as published, stream copy still behind
+    assert isinstance(effects[0], SendToDevice)
+    assert (queued.command_id, "rejected", PREEMPTED) in results(effects)
+    # Delivered by the stream before the stop's own copy: published before the stop.
+    behind = cmd(StartMow())
+    assert results(c.submit(behind, 7, T0))[-1] == (behind.command_id, "rejected", PREEMPTED)
+    # The stream copy sets the boundary and is not executed again.
+    assert c.emergency(stop, 8, T0) == []
+    after = cmd(StartMow())
+    c.outcome(running, "executed", None, T0)
+    assert sent(c.submit(after, 9, T0)) == [after.command_id]
+
+
+def test_a_fast_path_stop_without_a_stream_copy_stops_blocking_when_it_expires() -> None:
+    c = Controller(REG)
+    stop = cmd(EmergencyStop(), ttl_s=10)
+    c.emergency(stop, None, T0)
+    blocked = cmd(StartMow())
+    assert results(c.submit(blocked, 3, T0))[-1][1] == "rejected"
+    later = cmd(StartMow(), at=T0 + timedelta(seconds=11))
+    assert sent(c.submit(later, 4, T0 + timedelta(seconds=11))) == [later.command_id]
+
+
+def test_a_stop_the_fast_path_already_sent_is_not_sent_again_but_answered() -> None:
+    c = Controller(REG)
+    stop = cmd(EmergencyStop(), ttl_s=1)
+    effects = c.emergency(stop, None, T0 + timedelta(seconds=2), sent=True)
+    assert sent(effects) == []
+    assert results(effects) == [(stop.command_id, "accepted", None)]
+    assert results(c.outcome(stop, "executed", None, T0)) == [(stop.command_id, "executed", None)]
