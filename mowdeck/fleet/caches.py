@@ -32,9 +32,16 @@ class SingleFlight(Generic[K, V]):
     def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
         self._clock = clock
+        # In insertion order, which is expiry order: a stored key is moved to the end.
         self._values: dict[K, tuple[float, V]] = {}
         self._inflight: dict[K, asyncio.Future[V]] = {}
+        self._used: set[K] = set()  # hit since it was last stored
         self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """Changes on every ``forget``; values loaded across a change are not kept."""
+        return self._generation
 
     async def get(self, key: K, load: Callable[[], Awaitable[V]], keep: bool = True) -> V:
         """The cached value of ``key``, or ``load()``'s (stored when ``keep``)."""
@@ -42,6 +49,7 @@ class SingleFlight(Generic[K, V]):
             return await load()
         hit = self._values.get(key)
         if hit is not None and hit[0] > self._clock():
+            self._used.add(key)
             return hit[1]
         pending = self._inflight.get(key)
         if pending is not None:
@@ -68,19 +76,55 @@ class SingleFlight(Generic[K, V]):
         future.set_result(value)
         # A value loaded across an invalidation may be stale: hand it out, don't keep it.
         if keep and generation == self._generation:
-            if len(self._values) >= _MAX_ENTRIES:
-                self._values.clear()
-            self._values[key] = (self._clock() + self.ttl, value)
+            self._store(key, value)
         return value
 
+    def _store(self, key: K, value: V) -> None:
+        if len(self._values) >= _MAX_ENTRIES:
+            self._values.clear()
+            self._used.clear()
+        self._values.pop(key, None)
+        self._values[key] = (self._clock() + self.ttl, value)
+        self._used.discard(key)
+
+    def due(self, within: float, limit: int) -> list[K]:
+        """Keys in use whose values expire within ``within`` seconds, soonest first.
+
+        Expired values are dropped on the way; a key not hit since it was stored is not
+        due (so refreshing stops when the key is no longer asked for).
+        """
+        now = self._clock()
+        horizon = now + within
+        found: list[K] = []
+        expired: list[K] = []
+        for key, (expires, _) in self._values.items():
+            if expires > horizon or len(found) >= limit:
+                break
+            if expires <= now:
+                expired.append(key)
+            elif key in self._used and key not in self._inflight:
+                found.append(key)
+        for key in expired:
+            del self._values[key]
+            self._used.discard(key)
+        return found
+
+    def refresh(self, values: dict[K, V], generation: int) -> None:
+        """Store values loaded since ``generation`` (dropped if something was forgotten)."""
+        if generation == self._generation:
+            for key, value in values.items():
+                self._store(key, value)
+
     def forget(self, key: K | None = None) -> None:
-        """Drop one key, or everything."""
+        """Drop one key, or everything; loads in flight are handed out but not kept."""
+        self._generation += 1
         if key is None:
             self._values.clear()
-            self._generation += 1
+            self._used.clear()
         else:
             self._values.pop(key, None)
             self._inflight.pop(key, None)
+            self._used.discard(key)
 
 
 class CachedTokenVerifier(TokenVerifier):
@@ -160,20 +204,39 @@ class CachedAuthorizer:
 
 
 class RecordCache:
-    """Mower records (or their absence) by id for ``ttl`` seconds."""
+    """Mower records (or their absence) by id for ``ttl`` seconds.
+
+    A miss also reloads, in the same query, every record in use that would expire within
+    half the ``ttl``: a busy replica reads its working set in a few queries per ``ttl``
+    instead of one query per mower. Every value is still at most ``ttl`` old.
+    """
 
     def __init__(
         self,
         repository: MowerRepository,
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        bulk: int = 500,
     ) -> None:
         self._repository = repository
+        self._bulk = bulk
         self._records: SingleFlight[uuid.UUID, MowerRecord | None] = SingleFlight(ttl, clock)
 
     async def get(self, mower_id: uuid.UUID) -> MowerRecord | None:
         """The record, from the cache while fresh."""
-        return await self._records.get(mower_id, lambda: self._repository.get(mower_id))
+        return await self._records.get(mower_id, lambda: self._load(mower_id))
+
+    async def _load(self, mower_id: uuid.UUID) -> MowerRecord | None:
+        generation = self._records.generation
+        due = [k for k in self._records.due(self._records.ttl / 2, self._bulk) if k != mower_id]
+        if not due:
+            return await self._repository.get(mower_id)
+        found = {
+            r.registration.mower_id: r for r in await self._repository.get_many([mower_id, *due])
+        }
+        self._records.refresh({k: found.get(k) for k in due}, generation)
+        return found.get(mower_id)
 
     def forget(self, mower_id: uuid.UUID | None = None) -> None:
         """Drop one mower, or every mower."""

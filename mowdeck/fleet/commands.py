@@ -12,16 +12,16 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import api
 
-from contracts.v1 import CommandResult, ContractError, decode_command, decode_result
-from contracts.v1.subjects import COMMANDS, RESULT_FILTER, RESULT_PREFIX
-from mowdeck.fleet.ports import CommandLog, CommandRecord
+from contracts.v1 import CommandResult, ContractError, decode_result
+from contracts.v1.subjects import COMMANDS, RESULT_FILTER
+from mowdeck.fleet.ports import CommandLog
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 
-__all__ = ["RECORDER_DURABLE", "CommandRecorder", "ResultWaiters"]
+__all__ = ["RECORDER_DURABLE", "ResultRecorder", "ResultWaiters"]
 
 log = structlog.get_logger("mowdeck.fleet.commands")
-RECORDER_DURABLE = "fleet-commands"
+RECORDER_DURABLE = "fleet-command-results"
 
 
 class ResultWaiters:
@@ -66,11 +66,12 @@ class ResultWaiters:
             self._sub = None
 
 
-class CommandRecorder:
-    """Records issued commands and their results from the COMMANDS stream, micro-batched.
+class ResultRecorder:
+    """Records command results from the COMMANDS stream, micro-batched.
 
     One durable consumer with a queue group: replicas share the work, and what arrives
-    while every replica is down is delivered at the next start.
+    while every replica is down is delivered at the next start. Issued commands are not
+    read back from the stream: the POST path records them (``CommandJournal``).
     """
 
     def __init__(
@@ -91,7 +92,7 @@ class CommandRecorder:
         self._flushes: set[asyncio.Task[None]] = set()
         spec = ConsumerSpec(
             stream=COMMANDS.name,
-            subject="command.>",
+            subject=RESULT_FILTER,
             durable=durable,
             queue=durable,
             max_ack_pending=max(batch * 4, 1000),
@@ -123,15 +124,11 @@ class CommandRecorder:
             batch, self._pending = self._pending, []
             if not batch:
                 return
-            commands: list[CommandRecord] = []
             results: list[CommandResult] = []
             keep: list[Msg] = []
             for msg in batch:
                 try:
-                    if msg.subject.startswith(RESULT_PREFIX):
-                        results.append(decode_result(msg.data))
-                    else:
-                        commands.append(CommandRecord.of(decode_command(msg.data)))
+                    results.append(decode_result(msg.data))
                     keep.append(msg)
                 except ContractError as err:
                     log.warning(
@@ -139,7 +136,7 @@ class CommandRecorder:
                     )
                     await msg.term()
             try:
-                await self._log.record(commands, results)
+                await self._log.record((), results)
             except Exception:
                 log.exception("recording command statuses failed; redelivering")
                 for msg in keep:

@@ -16,10 +16,11 @@ from mowdeck.fleet.ports import (
     OutboxClaim,
     OutboxEvent,
     OutboxStats,
+    PruneCutoffs,
     StatusRecord,
 )
 
-__all__ = ["InMemoryCommandLog", "InMemoryMowerRepository"]
+__all__ = ["InMemoryCommandLog", "InMemoryMowerRepository", "InMemoryPruning"]
 
 
 class InMemoryMowerRepository:
@@ -114,3 +115,42 @@ class InMemoryCommandLog:
         """A command and its statuses in time order."""
         statuses = sorted(self.statuses.get(command_id, {}).values(), key=lambda s: s.at)
         return self.commands.get(command_id), statuses
+
+
+class InMemoryPruning:
+    """``Pruning`` over the in-memory outbox and command log; ``locked`` stands for a
+    round running in another replica."""
+
+    def __init__(self, repository: InMemoryMowerRepository, log: InMemoryCommandLog) -> None:
+        self.repository = repository
+        self.log = log
+        self.locked = False
+
+    async def prune(
+        self,
+        cutoffs: PruneCutoffs,
+        batch_rows: int,  # noqa: ARG002 - batches only matter to SQL
+    ) -> dict[str, int] | None:
+        """Delete what is older than the cutoffs."""
+        if self.locked:
+            return None
+        outbox = self.repository.outbox
+        kept = [(e, at) for e, at in outbox if at is None or at >= cutoffs.outbox]
+        self.repository.outbox = kept
+        statuses = 0
+        for command_id in list(self.log.statuses):
+            by_status = self.log.statuses[command_id]
+            for status, record in list(by_status.items()):
+                if record.at < cutoffs.commands:
+                    del by_status[status]
+                    statuses += 1
+            if not by_status:
+                del self.log.statuses[command_id]
+        old = [c for c, r in self.log.commands.items() if r.issued_at < cutoffs.commands]
+        for command_id in old:
+            del self.log.commands[command_id]
+        return {
+            "fleet_outbox": len(outbox) - len(kept),
+            "fleet_command_statuses": statuses,
+            "fleet_commands": len(old),
+        }

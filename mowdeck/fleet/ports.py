@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
@@ -19,6 +19,8 @@ __all__ = [
     "OutboxClaim",
     "OutboxEvent",
     "OutboxStats",
+    "PruneCutoffs",
+    "Pruning",
     "StatusRecord",
 ]
 
@@ -152,4 +154,26 @@ class CommandLog(Protocol):
         self, command_id: uuid.UUID
     ) -> tuple[CommandRecord | None, list[StatusRecord]]:
         """A command (None if not recorded yet) and its statuses in time order."""
+        ...
+
+
+@dataclass(frozen=True)
+class PruneCutoffs:
+    """What a pruning round deletes: rows older than these times."""
+
+    outbox: datetime  # outbox rows published before this
+    commands: datetime  # commands issued, and statuses reported, before this
+
+    @classmethod
+    def at(cls, now: datetime, outbox_days: float, command_days: float) -> PruneCutoffs:
+        """The cutoffs of a round at ``now``."""
+        return cls(now - timedelta(days=outbox_days), now - timedelta(days=command_days))
+
+
+class Pruning(Protocol):
+    """Deletes old published outbox rows and old command-log rows."""
+
+    async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
+        """Delete in batches of ``batch_rows``; rows deleted per table, or None if another
+        replica is pruning (only one at a time does)."""
         ...

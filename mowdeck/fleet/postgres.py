@@ -23,19 +23,39 @@ from mowdeck.fleet.ports import (
     OutboxClaim,
     OutboxEvent,
     OutboxStats,
+    PruneCutoffs,
     StatusRecord,
 )
 
-__all__ = ["PostgresCommandLog", "PostgresMowerRepository", "RepositoryUnavailableError"]
+__all__ = [
+    "PostgresCommandLog",
+    "PostgresMowerRepository",
+    "PostgresPruning",
+    "RepositoryUnavailableError",
+]
 
 # One relay at a time publishes, so events leave in commit order even with replicas.
 _RELAY_LOCK = 0x666C6F62  # "flob"
+# One replica at a time prunes (a session lock: it spans many committed batches).
+_PRUNE_LOCK = 0x666C7072  # "flpr"
 _COLUMNS = (
     "mower_id, account_id, name, connection_kind, connection_options, version,"
     " created_at, updated_at"
 )
 _OUTBOX_INSERT = (
     "INSERT INTO fleet_outbox (event_id, subject, body, created_at) VALUES ($1, $2, $3, $4)"
+)
+
+
+_INSERT_COMMANDS = (
+    "INSERT INTO fleet_commands (command_id, mower_id, account_id, kind, issued_by, issued_at,"
+    " expires_at) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[],"
+    " $5::text[], $6::timestamptz[], $7::timestamptz[]) ON CONFLICT DO NOTHING"
+)
+_INSERT_STATUSES = (
+    "INSERT INTO fleet_command_statuses (command_id, status, mower_id, at, reason)"
+    " SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::timestamptz[], $5::text[])"
+    " ON CONFLICT DO NOTHING"
 )
 
 
@@ -213,15 +233,13 @@ class PostgresCommandLog:
     async def record(
         self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
     ) -> None:
-        """Store a batch in one transaction; repeats change nothing."""
-        try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                if commands:
-                    await conn.execute(
-                        "INSERT INTO fleet_commands (command_id, mower_id, account_id, kind,"
-                        " issued_by, issued_at, expires_at) SELECT * FROM unnest($1::uuid[],"
-                        " $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[],"
-                        " $7::timestamptz[]) ON CONFLICT DO NOTHING",
+        """Store a batch atomically; repeats change nothing."""
+        statements: list[tuple[str, list[Any]]] = []
+        if commands:
+            statements.append(
+                (
+                    _INSERT_COMMANDS,
+                    [
                         [c.command_id for c in commands],
                         [c.mower_id for c in commands],
                         [c.account_id for c in commands],
@@ -229,18 +247,30 @@ class PostgresCommandLog:
                         [c.issued_by for c in commands],
                         [c.issued_at for c in commands],
                         [c.expires_at for c in commands],
-                    )
-                if results:
-                    await conn.execute(
-                        "INSERT INTO fleet_command_statuses (command_id, status, mower_id, at,"
-                        " reason) SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[],"
-                        " $4::timestamptz[], $5::text[]) ON CONFLICT DO NOTHING",
+                    ],
+                )
+            )
+        if results:
+            statements.append(
+                (
+                    _INSERT_STATUSES,
+                    [
                         [r.command_id for r in results],
                         [r.status for r in results],
                         [r.mower_id for r in results],
                         [r.at for r in results],
                         [r.reason for r in results],
-                    )
+                    ],
+                )
+            )
+        try:
+            if len(statements) == 1:
+                # One statement is atomic on its own: no BEGIN/COMMIT round trips.
+                await self._pool.execute(statements[0][0], *statements[0][1])
+            elif statements:
+                async with self._pool.acquire() as conn, conn.transaction():
+                    for query, args in statements:
+                        await conn.execute(query, *args)
         except (asyncpg.PostgresError, OSError) as err:
             raise RepositoryUnavailableError(f"command log: {err}") from err
 
@@ -264,3 +294,74 @@ class PostgresCommandLog:
             raise RepositoryUnavailableError(f"command log: {err}") from err
         command = CommandRecord(**dict(row)) if row is not None else None
         return command, [StatusRecord(r["status"], r["at"], r["reason"]) for r in rows]
+
+
+def _deleted(status: str) -> int:
+    # asyncpg returns the command tag, e.g. "DELETE 5000".
+    return int(status.rsplit(" ", 1)[-1])
+
+
+class PostgresPruning:
+    """``Pruning`` on Fleet's tables: batched deletes under ``pg_try_advisory_lock``."""
+
+    # (table, key, statement): each statement deletes at most $2 rows older than $1.
+    _STATEMENTS = (
+        (
+            "fleet_outbox",
+            "outbox",
+            "DELETE FROM fleet_outbox WHERE seq IN (SELECT seq FROM fleet_outbox"
+            " WHERE published_at < $1 LIMIT $2)",
+        ),
+        (
+            "fleet_command_statuses",
+            "commands",
+            "DELETE FROM fleet_command_statuses WHERE ctid IN (SELECT ctid"
+            " FROM fleet_command_statuses WHERE at < $1 LIMIT $2)",
+        ),
+        (
+            "fleet_commands",
+            "commands",
+            "DELETE FROM fleet_commands WHERE command_id IN (SELECT command_id"
+            " FROM fleet_commands WHERE issued_at < $1 LIMIT $2)",
+        ),
+    )
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
+        """Delete in committed batches; None when another replica holds the lock."""
+        try:
+            async with self._pool.acquire() as conn:
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _PRUNE_LOCK):
+                    return None
+                try:
+                    return await self._round(conn, cutoffs, batch_rows)
+                finally:
+                    await _unlock(conn)
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"pruning: {err}") from err
+
+    async def _round(
+        self, conn: asyncpg.Connection, cutoffs: PruneCutoffs, batch_rows: int
+    ) -> dict[str, int]:
+        deleted: dict[str, int] = {}
+        for table, which, statement in self._STATEMENTS:
+            cutoff = cutoffs.outbox if which == "outbox" else cutoffs.commands
+            deleted[table] = 0
+            while True:
+                count = _deleted(await conn.execute(statement, cutoff, batch_rows))
+                deleted[table] += count
+                if count < batch_rows:
+                    break
+        return deleted
+
+
+async def _unlock(conn: asyncpg.Connection) -> None:
+    # The connection goes back to a pool: it must not keep the lock. If unlocking fails
+    # (cancelled mid-statement, connection broken), closing the session releases it.
+    try:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _PRUNE_LOCK)
+    except BaseException:
+        conn.terminate()
+        raise

@@ -17,6 +17,7 @@ from contracts.v1 import (
     ContractError,
     EventEnvelope,
     MowerRegistration,
+    decode_command,
     encode,
 )
 from contracts.v1.subjects import event_subject
@@ -32,6 +33,7 @@ __all__ = [
     "check_connection",
     "command_ttl",
     "decode_body",
+    "encode_command",
     "issue_command",
     "new_registration",
     "outbox_event",
@@ -205,3 +207,18 @@ def issue_command(
     except (ContractError, msgspec.ValidationError) as err:
         found = re.search(r"`([^`]+)`", str(err))
         raise InvalidRequestError(found.group(1) if found else "command", str(err)) from err
+
+
+def encode_command(envelope: CommandEnvelope) -> bytes:
+    """The envelope as published, checked against the contract as a consumer decodes it.
+
+    The constructor checks expiry and priority but not field limits (for example the
+    length of ``issued_by``); decoding what will be sent checks everything.
+    """
+    body = encode(envelope)
+    try:
+        decode_command(body)
+    except ContractError as err:
+        field, text = _field_of(str(err))
+        raise InvalidRequestError(field, f"`{field}`: {text}") from err
+    return body

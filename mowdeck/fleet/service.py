@@ -18,11 +18,13 @@ from contracts.v1.subjects import MOWER_EVENT_FILTER
 from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
-from mowdeck.fleet.commands import CommandRecorder, ResultWaiters
+from mowdeck.fleet.commands import ResultRecorder, ResultWaiters
+from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay
 from mowdeck.fleet.ports import OutboxEvent
-from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository
+from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
+from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.routes import (
     FLEET,
     HttpMetrics,
@@ -56,6 +58,15 @@ def installed_connection_kinds() -> frozenset[str]:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+async def _keep_session(_: asyncpg.Connection) -> None:
+    """Release a pooled connection without asyncpg's reset query (one round trip less).
+
+    asyncpg still rolls back a transaction left open. Nothing on Fleet's own pool changes
+    session state: no SET, LISTEN, WITH HOLD cursors or session advisory locks (the relay
+    takes transaction-level locks; pruning unlocks or closes its connection).
+    """
 
 
 class FleetService:
@@ -97,6 +108,7 @@ class FleetService:
         self._subs: list[Any] = []
         self._http: HttpServer | None = None
         self.fleet: Fleet | None = None
+        self.pruner: Pruner | None = None
 
     @property
     def url(self) -> str:
@@ -122,7 +134,12 @@ class FleetService:
         await bus.ensure_streams()
         if self._pool is None:
             self._pool = await asyncpg.create_pool(
-                s.database_url, min_size=1, max_size=s.fleet_db_pool_size
+                s.database_url,
+                min_size=1,
+                max_size=s.fleet_db_pool_size,
+                reset=_keep_session,
+                # No idle-close timer armed on every release (the pool stays small anyway).
+                max_inactive_connection_lifetime=0,
             )
             self._owned.append(self._pool.close)
         pool = self._pool
@@ -151,13 +168,16 @@ class FleetService:
             metrics=OutboxMetrics(self.registry),
         )
         waiters = ResultWaiters(bus)
-        recorder = CommandRecorder(
+        journal = CommandJournal(command_log, batch=s.fleet_recorder_batch)
+        publisher = CommandPublisher(bus, clock=self._clock)
+        recorder = ResultRecorder(
             bus,
             command_log,
             batch=s.fleet_recorder_batch,
             flush_seconds=s.fleet_recorder_flush_seconds,
         )
         responder = MowerListResponder(bus, repository, self.registry)
+        self.pruner = pruner = Pruner(PostgresPruning(pool), s, self.registry, clock=self._clock)
         self.fleet = fleet = Fleet(
             settings=s,
             repository=repository,
@@ -165,7 +185,8 @@ class FleetService:
             authorizer=CachedAuthorizer(self._authorizer, s.fleet_cache_seconds),
             records=RecordCache(repository, s.fleet_cache_seconds),
             relay=relay,
-            bus=bus,
+            journal=journal,
+            publisher=publisher,
             waiters=waiters,
             connection_kinds=frozenset(
                 self._kinds if self._kinds is not None else installed_connection_kinds()
@@ -178,10 +199,14 @@ class FleetService:
         self._parts.append(waiters)
         await recorder.start()
         self._parts.append(recorder)
+        self._parts.append(journal)
+        self._parts.append(publisher)
         relay.start()
         self._parts.append(relay)
         await responder.start()
         self._parts.append(responder)
+        pruner.start()
+        self._parts.append(pruner)
         self._subs.append(await bus.nc.subscribe(MOWER_EVENT_FILTER, cb=self._on_change))
         self._subs.append(await bus.nc.subscribe(GRANTS_CHANGED, cb=self._on_change))
 

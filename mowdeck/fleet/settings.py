@@ -12,6 +12,7 @@ from mowdeck.kit.settings import BaseSettings, SettingsError, load_settings
 __all__ = ["FleetSettings", "load_fleet_settings"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+Days = Annotated[float, msgspec.Meta(gt=0, le=3650)]
 
 
 class FleetSettings(BaseSettings, frozen=True, kw_only=True):
@@ -27,6 +28,11 @@ class FleetSettings(BaseSettings, frozen=True, kw_only=True):
     fleet_db_pool_size: Annotated[int, msgspec.Meta(ge=1, le=200)] = 10
     fleet_recorder_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 500
     fleet_recorder_flush_seconds: Seconds = 0.05
+    # Pruning: published outbox rows and command-log rows older than these go.
+    fleet_outbox_retention_days: Days = 1.0
+    fleet_command_retention_days: Days = 7.0
+    fleet_prune_interval_seconds: Seconds = 3600.0
+    fleet_prune_batch_rows: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 5000
 
     def __post_init__(self) -> None:
         if self.command_default_ttl_seconds > self.command_max_ttl_seconds:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter
@@ -25,16 +25,15 @@ from mowdeck.fleet.errors import (
     MowerNotFoundError,
     VersionConflictError,
 )
+from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.outbox import OutboxRelay
 from mowdeck.fleet.ports import CommandLog, CommandRecord, MowerRecord, MowerRepository
 from mowdeck.fleet.registry import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
-from mowdeck.kit.bus import Bus
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
 
 log = structlog.get_logger("mowdeck.fleet")
-_RECENT = 10_000
 _RETRIES = 3
 
 
@@ -48,6 +47,14 @@ class FleetMetrics:
         self.changes = Counter(
             "mowdeck_fleet_registry_changes_total", "Registry changes", ["event"], registry=registry
         )
+        self._issued: dict[str, Any] = {}
+
+    def issued(self, kind: str) -> None:
+        """Count one published command (the labelled child is looked up once per kind)."""
+        child = self._issued.get(kind)
+        if child is None:
+            child = self._issued[kind] = self.commands.labels(kind)
+        child.inc()
 
 
 @dataclass(frozen=True)
@@ -68,12 +75,12 @@ class Fleet:
     authorizer: CachedAuthorizer
     records: RecordCache
     relay: OutboxRelay
-    bus: Bus
+    journal: CommandJournal
+    publisher: CommandPublisher
     waiters: ResultWaiters
     connection_kinds: Collection[str]
     metrics: FleetMetrics
     clock: Callable[[], datetime]
-    recent: OrderedDict[uuid.UUID, CommandRecord] = field(default_factory=OrderedDict)
 
     # Registry
 
@@ -188,24 +195,22 @@ class Fleet:
         envelope = rules.issue_command(
             request, record.registration, issued_by=user_ref(who.user_id), now=now, ttl=ttl
         )
-        self._remember(CommandRecord.of(envelope))
+        body = rules.encode_command(envelope)
+        # Recorded before it is published: a 503 for an unreachable database sends
+        # nothing, and a 202 means every replica can already answer GET for it.
+        await self.journal.record(CommandRecord.of(envelope))
         if wait <= 0:
-            await self.bus.publish_command(envelope, now=now)
-            self.metrics.commands.labels(envelope.kind).inc()
+            await self.publisher.publish(envelope, body)
+            self.metrics.issued(envelope.kind)
             return envelope, None
         with self.waiters.expect(envelope.command_id) as future:
-            await self.bus.publish_command(envelope, now=now)
-            self.metrics.commands.labels(envelope.kind).inc()
+            await self.publisher.publish(envelope, body)
+            self.metrics.issued(envelope.kind)
             try:
                 result = await asyncio.wait_for(asyncio.shield(future), timeout=wait)
             except TimeoutError:
                 result = None
         return envelope, result
-
-    def _remember(self, command: CommandRecord) -> None:
-        self.recent[command.command_id] = command
-        if len(self.recent) > _RECENT:
-            self.recent.popitem(last=False)
 
     async def command_status(
         self, who: Principal, mower_id: uuid.UUID, command_id: uuid.UUID
@@ -213,8 +218,6 @@ class Fleet:
         """A command of a mower the caller may view, with the statuses seen so far."""
         await self._allowed(who, mower_id, "can_view")
         command, statuses = await self.command_log.lookup(command_id)
-        # Just issued here and not recorded yet: the recorder lags by a batch interval.
-        command = command or self.recent.get(command_id)
         if command is None or command.mower_id != mower_id:
             raise CommandNotFoundError(f"no command {command_id} for mower {mower_id}")
         return CommandStatus(

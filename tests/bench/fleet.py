@@ -2,9 +2,13 @@
 
 Fleet runs in this process on a fresh database and its own nats-server, with the
 in-process authorization evaluator over PostgreSQL; a load generator in a second process
-posts commands over loopback with a fixed number of connections.
+posts commands over loopback on a fixed number of keep-alive connections.
 
-Run: python -m tests.bench.fleet [--smoke] [--duration S] [--concurrency N]
+The generator is a bare asyncio protocol with pre-built requests (not aiohttp's client):
+it must cost far less CPU than the server it measures, because both share two cores. The
+CPU line reports how much each process used while measuring.
+
+Run: python -m tests.bench.fleet [--smoke] [--duration S] [--concurrency N] [--mowers N]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -34,35 +39,144 @@ BODIES = [
     b'{"command": {"kind": "start_mow", "duration_min": 60}}',
     b'{"command": {"kind": "return_to_dock"}}',
 ]
+WARM = "warm"
+
+
+def _requests(host: str, token: str, mowers: list[str]) -> list[bytes]:
+    """Every request the generator sends, encoded once."""
+    out = []
+    for mower in mowers:
+        for body in BODIES:
+            head = (
+                f"POST /v1/mowers/{mower}/commands HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            out.append(head.encode() + body)
+    return out
+
+
+class _Client(asyncio.Protocol):
+    """One keep-alive connection: send a request, read the whole answer, send the next."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.buf = bytearray()
+        self.started = 0.0
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.send()
+
+    def send(self) -> None:
+        assert self.transport is not None
+        self.started = time.perf_counter()
+        if self.started >= self.run.end:
+            self.transport.close()
+            return
+        self.transport.write(self.run.rng.choice(self.run.requests))
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        head_end = self.buf.find(b"\r\n\r\n")
+        if head_end < 0:
+            return
+        head = bytes(self.buf[:head_end]).lower()
+        at = head.find(b"\r\ncontent-length:")
+        if at < 0:
+            raise RuntimeError("the benchmark expects Content-Length in every answer")
+        eol = head.find(b"\r\n", at + 2)
+        length = int(head[at + 17 : eol if eol >= 0 else len(head)])
+        total = head_end + 4 + length
+        if len(self.buf) < total:
+            return
+        status = int(head[9:12])
+        del self.buf[:total]
+        self.run.done(self.started, status)
+        self.send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class _Run:
+    def __init__(self, requests: list[bytes], duration: float) -> None:
+        self.requests = requests
+        self.rng = random.Random()
+        self.latencies: list[float] = []
+        self.errors = 0
+        now = time.perf_counter()
+        self.warmup_end = now + min(1.0, duration / 4)
+        self.end = self.warmup_end + duration
+        self.cpu_started = 0.0
+
+    def done(self, started: float, status: int) -> None:
+        if started >= self.warmup_end:
+            if not self.latencies:
+                self.cpu_started = time.process_time()
+                print(WARM, flush=True)  # the server starts measuring its CPU now
+            self.latencies.append(time.perf_counter() - started)
+            self.errors += status != 202
 
 
 async def _load(url: str, token: str, mowers: list[str], duration: float, conns: int) -> None:
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    latencies: list[float] = []
-    errors = 0
-    warmup_end = time.perf_counter() + min(1.0, duration / 4)
-    end = warmup_end + duration
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    run = _Run(_requests(f"{host}:{port}", token, mowers), duration)
+    loop = asyncio.get_running_loop()
+    clients = [
+        (await loop.create_connection(lambda: _Client(run), host, port))[1] for _ in range(conns)
+    ]
+    await asyncio.gather(*(c.closed for c in clients))
+    cpu = time.process_time() - run.cpu_started
+    print(
+        json.dumps(
+            {
+                "latencies": run.latencies,
+                "errors": run.errors,
+                "duration": duration,
+                "load_cpu": cpu / duration,
+            }
+        )
+    )
 
-    async def worker(http: aiohttp.ClientSession) -> None:
-        nonlocal errors
-        rng = random.Random()
-        while True:
-            started = time.perf_counter()
-            if started >= end:
-                return
-            path = f"/v1/mowers/{rng.choice(mowers)}/commands"
-            async with http.post(path, data=rng.choice(BODIES), headers=headers) as r:
-                await r.read()
-                ok = r.status == 202
-            done = time.perf_counter()
-            if started >= warmup_end:
-                latencies.append(done - started)
-                errors += not ok
 
-    connector = aiohttp.TCPConnector(limit=conns)
-    async with aiohttp.ClientSession(url, connector=connector) as http:
-        await asyncio.gather(*(worker(http) for _ in range(conns)))
-    print(json.dumps({"latencies": latencies, "errors": errors, "duration": duration}))
+async def _generate(url: str, token: str, mowers: list[str], args: argparse.Namespace) -> Any:
+    """Run the generator process; returns its report and Fleet's CPU share meanwhile."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.bench.fleet",
+        "--load",
+        url,
+        "--token",
+        token,
+        "--duration",
+        str(args.duration),
+        "--concurrency",
+        str(args.concurrency),
+        *mowers,
+        stdout=asyncio.subprocess.PIPE,
+        limit=1 << 30,
+    )
+    assert proc.stdout is not None
+    cpu0 = wall0 = 0.0
+    last = b""
+    async for line in proc.stdout:
+        if line.strip() == WARM.encode():
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+        else:
+            last = line
+    cpu1, wall1 = time.process_time(), time.perf_counter()
+    if await proc.wait() != 0:
+        raise RuntimeError(f"load generator failed with {proc.returncode}")
+    report = dict(json.loads(last))
+    report["fleet_cpu"] = (cpu1 - cpu0) / (wall1 - wall0) if wall0 else 0.0
+    return report
 
 
 async def _serve(db: str, nats_url: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -88,25 +202,7 @@ async def _serve(db: str, nats_url: str, args: argparse.Namespace) -> dict[str, 
                 ) as r:
                     assert r.status == 201, await r.text()
                     mowers.append((await r.json())["mower_id"])
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.bench.fleet",
-            "--load",
-            service.url,
-            "--token",
-            token,
-            "--duration",
-            str(args.duration),
-            "--concurrency",
-            str(args.concurrency),
-            *mowers,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        out, _ = await proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(f"load generator failed with {proc.returncode}")
-        return dict(json.loads(out.decode().strip().splitlines()[-1]))
+        return dict(await _generate(service.url, token, mowers, args))
     finally:
         await service.stop()
 
@@ -146,6 +242,10 @@ def main() -> None:
     print(
         f"fleet commands: {len(latencies)} requests in {stats['duration']:.0f} s over "
         f"{args.concurrency} connections, {stats['errors']} not 202"
+    )
+    print(
+        f"CPU while measuring (1.0 = one core): fleet={stats['fleet_cpu']:.2f} "
+        f"load_generator={stats['load_cpu']:.2f}"
     )
     if stats["errors"]:
         raise SystemExit(f"{stats['errors']} requests were not answered 202")

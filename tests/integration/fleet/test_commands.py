@@ -11,7 +11,7 @@ import asyncpg
 
 from contracts.v1 import CommandEnvelope, CommandResult, decode_command
 from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER
-from mowdeck.authz import Authorizer
+from mowdeck.authz import Authorizer, grant_tuples
 from mowdeck.fleet import FleetService
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api, start_fleet
@@ -193,3 +193,79 @@ async def test_wait_without_a_final_result_answers_202_pending(
         assert (status, found["final"]) == (200, False)
     finally:
         task.cancel()
+
+
+async def test_a_202_command_is_found_at_once_by_another_replica(
+    fleet: FleetService,
+    bus: Bus,
+    pool: asyncpg.Pool,
+    authorizer: Authorizer,
+    http: aiohttp.ClientSession,
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    replica = await start_fleet(bus, pool, authorizer)
+    try:
+        other = Api(http, replica.url, api.user, api.account)
+        sent = [
+            api.call("POST", f"/v1/mowers/{mower_id}/commands", {"command": {"kind": "pause_mow"}})
+            for _ in range(20)
+        ]
+        for posted, body in await asyncio.gather(*sent):
+            assert posted == 202
+            # No waiting and no retry: the command log had it before the 202.
+            status, found = await other.call(
+                "GET", f"/v1/mowers/{mower_id}/commands/{body['command_id']}"
+            )
+            assert (status, found["kind"], found["statuses"]) == (200, "pause_mow", [])
+    finally:
+        await replica.stop()
+
+
+async def test_an_unrecordable_command_is_503_and_not_published(
+    fleet: FleetService,
+    bus: Bus,
+    pool: asyncpg.Pool,
+    authorizer: Authorizer,
+    http: aiohttp.ClientSession,
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    path = f"/v1/mowers/{mower_id}/commands"
+    status, first = await api.call("POST", path, {"command": {"kind": "pause_mow"}})
+    assert status == 202  # authorization and the mower are cached now
+    await pool.execute("ALTER TABLE fleet_commands RENAME TO fleet_commands_away")
+    try:
+        status, problem = await api.call("POST", path, {"command": {"kind": "start_mow"}})
+    finally:
+        await pool.execute("ALTER TABLE fleet_commands_away RENAME TO fleet_commands")
+    assert (status, problem["status"]) == (503, 503)
+    published = await commands_on_bus(bus, mower_id)
+    assert [str(e.command_id) for _, e in published] == [first["command_id"]]
+
+
+async def test_a_command_jetstream_does_not_store_is_503(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    await bus.js.delete_stream("COMMANDS")
+    status, problem = await api.call(
+        "POST", f"/v1/mowers/{mower_id}/commands", {"command": {"kind": "pause_mow"}}
+    )
+    assert (status, problem["type"]) == (503, "https://mowdeck.dev/problems/unavailable")
+
+
+async def test_an_envelope_the_contract_refuses_is_422_naming_its_field(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    # A user id longer than the envelope's `issued_by` allows (200 characters).
+    long = Api(http, fleet.url, "u" * 250, api.account)
+    await authorizer.write(grant_tuples(api.account, long.user, "operator"))
+    status, problem = await long.call(
+        "POST", f"/v1/mowers/{mower_id}/commands", {"command": {"kind": "pause_mow"}}
+    )
+    assert (status, problem["field"]) == (422, "issued_by")
+    assert await commands_on_bus(bus, mower_id) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository
+from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
 from tests.unit.fleet.repository_contract import *  # noqa: F403 - the shared contract tests
 
 
@@ -18,3 +18,8 @@ async def repo(pool: asyncpg.Pool) -> PostgresMowerRepository:
 @pytest.fixture
 def command_log(pool: asyncpg.Pool) -> PostgresCommandLog:
     return PostgresCommandLog(pool)
+
+
+@pytest.fixture
+def pruning(pool: asyncpg.Pool) -> PostgresPruning:
+    return PostgresPruning(pool)

@@ -1,6 +1,8 @@
-"""One contract for every ``MowerRepository``/``CommandLog``; adapters' test modules import it.
+"""One contract for every ``MowerRepository``/``CommandLog``/``Pruning``; adapters' test
+modules import it.
 
-A test module provides ``repo`` and ``command_log`` fixtures and star-imports the tests.
+A test module provides ``repo``, ``command_log`` and ``pruning`` (over those two) fixtures
+and star-imports the tests.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 from contracts.v1 import CommandResult, Connection, MowerRegistration
 from mowdeck.fleet.errors import MowerExistsError, MowerNotFoundError, VersionConflictError
-from mowdeck.fleet.ports import CommandRecord, MowerRecord
+from mowdeck.fleet.ports import CommandRecord, MowerRecord, PruneCutoffs
 from mowdeck.fleet.registry import outbox_event
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -131,3 +133,40 @@ async def test_contract_command_log_is_idempotent_and_ordered(command_log: Any) 
     found, statuses = await command_log.lookup(command_id)
     assert found == record
     assert [s.status for s in statuses] == ["accepted", "executed"]
+
+
+async def test_contract_pruning_deletes_old_published_events_and_old_commands_only(
+    repo: Any, command_log: Any, pruning: Any
+) -> None:
+    for reg in [_reg(f"p{i}") for i in range(3)]:
+        await _add(repo, reg)
+    async with repo.claim_outbox(2) as claim:
+        claim.published.extend(e.event_id for e in claim.events)
+    mower, week_ago = uuid.uuid4(), NOW - timedelta(days=7)
+    old = CommandRecord(uuid.uuid4(), mower, uuid.uuid4(), "pause_mow", "user:a", *[week_ago] * 2)
+    new = CommandRecord(uuid.uuid4(), mower, old.account_id, "start_mow", "user:a", NOW, NOW)
+    await command_log.record(
+        [old, new],
+        [
+            CommandResult(
+                command_id=c.command_id, mower_id=mower, status="executed", at=c.issued_at
+            )
+            for c in (old, new)
+        ],
+    )
+    published_before = datetime.now(UTC) - timedelta(hours=1)  # before any publication
+    deleted = await pruning.prune(PruneCutoffs(published_before, NOW - timedelta(days=1)), 1)
+    assert deleted["fleet_outbox"] == 0
+    assert deleted["fleet_commands"] >= 1
+    assert deleted["fleet_command_statuses"] >= 1
+    assert await command_log.lookup(old.command_id) == (None, [])
+    found, statuses = await command_log.lookup(new.command_id)
+    assert (found, [s.status for s in statuses]) == (new, ["executed"])
+
+    later = datetime.now(UTC) + timedelta(seconds=5)  # after both publications
+    deleted = await pruning.prune(PruneCutoffs(later, NOW - timedelta(days=1)), 1)
+    assert deleted["fleet_outbox"] == 2
+    # The unpublished event is still owed, however old.
+    assert (await repo.outbox_stats()).pending == 1
+    async with repo.claim_outbox(10) as claim:
+        assert [e.body.split(b'"name":"')[1][:2] for e in claim.events] == [b"p2"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mowdeck.fleet.memory import InMemoryCommandLog, InMemoryMowerRepository
+from mowdeck.fleet.memory import InMemoryCommandLog, InMemoryMowerRepository, InMemoryPruning
 from tests.unit.fleet.repository_contract import *  # noqa: F403 - the shared contract tests
 
 
@@ -16,3 +16,8 @@ def repo() -> InMemoryMowerRepository:
 @pytest.fixture
 def command_log() -> InMemoryCommandLog:
     return InMemoryCommandLog()
+
+
+@pytest.fixture
+def pruning(repo: InMemoryMowerRepository, command_log: InMemoryCommandLog) -> InMemoryPruning:
+    return InMemoryPruning(repo, command_log)

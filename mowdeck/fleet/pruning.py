@@ -1,0 +1,80 @@
+"""Pruning: every interval each replica tries a round; the one holding the lock deletes.
+
+Published outbox rows are only a record of what was sent (JetStream has the events), and
+the command log answers ``GET .../commands/{id}`` for recent commands; a command's
+history lives on in Telemetry's timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter
+
+from mowdeck.fleet.ports import PruneCutoffs, Pruning
+from mowdeck.fleet.settings import FleetSettings
+
+__all__ = ["Pruner"]
+
+log = structlog.get_logger("mowdeck.fleet.pruning")
+
+
+class Pruner:
+    """Runs pruning rounds on a timer; ``run_once`` is the unit the tests drive."""
+
+    def __init__(
+        self,
+        pruning: Pruning,
+        settings: FleetSettings,
+        registry: CollectorRegistry,
+        *,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._pruning = pruning
+        self._settings = settings
+        self._clock = clock
+        self._deleted = Counter(
+            "mowdeck_fleet_pruned_rows_total",
+            "Rows deleted by pruning",
+            ["table"],
+            registry=registry,
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def run_once(self) -> dict[str, int] | None:
+        """One round; rows deleted per table, or None if another replica ran it."""
+        s = self._settings
+        cutoffs = PruneCutoffs.at(
+            self._clock(), s.fleet_outbox_retention_days, s.fleet_command_retention_days
+        )
+        deleted = await self._pruning.prune(cutoffs, s.fleet_prune_batch_rows)
+        if deleted is None:
+            log.info("pruning skipped: another replica holds the lock")
+            return None
+        for table, count in deleted.items():
+            self._deleted.labels(table).inc(count)
+        log.info("pruning round done", **deleted)
+        return deleted
+
+    def start(self) -> None:
+        """Run a round every ``fleet_prune_interval_seconds`` (the first after one interval)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="fleet-pruning")
+
+    async def stop(self) -> None:
+        """Stop the timer (a round in progress is cancelled; its batches are committed)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.fleet_prune_interval_seconds)
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("pruning round failed")

@@ -1,0 +1,137 @@
+"""The command journal (batches, failures per batch) and the publisher (headers, timeouts)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.v1 import CommandEnvelope, CommandResult, decode_command
+from contracts.v1.commands import EmergencyStop, PauseMow
+from contracts.v1.subjects import PRIORITY_HEADER
+from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
+from mowdeck.fleet.memory import InMemoryCommandLog
+from mowdeck.fleet.ports import CommandRecord
+from mowdeck.fleet.registry import encode_command
+from mowdeck.kit.bus import BusError, ExpiredCommandError
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def command() -> CommandRecord:
+    return CommandRecord(uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), "pause_mow", "user:a", NOW, NOW)
+
+
+class SlowLog(InMemoryCommandLog):
+    """Counts writes, takes a while for each and fails while ``failing`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+        self.failing = False
+
+    async def record(
+        self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
+    ) -> None:
+        self.writes.append(len(commands))
+        failing = self.failing  # decided when the write starts
+        await asyncio.sleep(0.01)
+        if failing:
+            raise OSError("database gone")
+        await super().record(commands, results)
+
+
+async def test_concurrent_commands_share_writes_and_return_once_stored() -> None:
+    log = SlowLog()
+    journal = CommandJournal(log, batch=50)
+    commands = [command() for _ in range(120)]
+    await asyncio.gather(*(journal.record(c) for c in commands))
+    assert sum(log.writes) == 120
+    assert max(log.writes) == 50  # the batch limit holds
+    assert len(log.writes) <= 4  # 120 requests, a handful of statements
+    assert set(log.commands) == {c.command_id for c in commands}
+
+
+async def test_a_failed_write_fails_its_batch_only() -> None:
+    log = SlowLog()
+    journal = CommandJournal(log)
+    log.failing = True
+    first = [asyncio.create_task(journal.record(command())) for _ in range(3)]
+    while not log.writes:  # the first batch is being written
+        await asyncio.sleep(0)
+    log.failing = False
+    later = command()
+    await journal.record(later)
+    outcomes = await asyncio.gather(*first, return_exceptions=True)
+    assert all(isinstance(o, OSError) for o in outcomes)
+    assert list(log.commands) == [later.command_id]
+    await journal.stop()
+
+
+class FakeBus:
+    """Records publishes; acknowledges them unless ``silent``."""
+
+    def __init__(self, *, silent: bool = False) -> None:
+        self.silent = silent
+        self.sent: list[tuple[str, bytes, str, dict[str, str]]] = []
+        self.acks: list[asyncio.Future[Any]] = []
+
+    async def publish_nowait(
+        self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str]
+    ) -> asyncio.Future[Any]:
+        self.sent.append((subject, data, msg_id, headers))
+        ack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if not self.silent:
+            ack.set_result(object())
+        self.acks.append(ack)
+        return ack
+
+
+def envelope(now: datetime, *, stop: bool = False, ttl: float = 30) -> CommandEnvelope:
+    return CommandEnvelope.issue(
+        mower_id=uuid.uuid4(),
+        account_id=uuid.uuid4(),
+        command=EmergencyStop(reason="test") if stop else PauseMow(),
+        issued_by="user:a",
+        now=now,
+        ttl=timedelta(seconds=ttl),
+    )
+
+
+@pytest.mark.parametrize(("stop", "priority"), [(False, "normal"), (True, "emergency")])
+async def test_a_command_goes_out_with_its_id_and_priority(stop: bool, priority: str) -> None:
+    bus = FakeBus()
+    publisher = CommandPublisher(bus, clock=lambda: NOW)  # type: ignore[arg-type]
+    sent = envelope(NOW, stop=stop)
+    await publisher.publish(sent, encode_command(sent))
+    ((subject, data, msg_id, headers),) = bus.sent
+    assert subject == f"command.mower.{sent.mower_id}"
+    assert (msg_id, headers) == (str(sent.command_id), {PRIORITY_HEADER: priority})
+    assert decode_command(data) == sent
+    await publisher.stop()
+
+
+async def test_an_expired_command_is_refused_before_publishing() -> None:
+    bus = FakeBus()
+    later = NOW + timedelta(seconds=2)
+    publisher = CommandPublisher(bus, clock=lambda: later)  # type: ignore[arg-type]
+    sent = envelope(NOW, ttl=1)
+    with pytest.raises(ExpiredCommandError):
+        await publisher.publish(sent, encode_command(sent))
+    assert bus.sent == []
+
+
+async def test_a_missing_acknowledgement_fails_after_the_timeout_and_frees_the_ack() -> None:
+    bus = FakeBus(silent=True)
+    publisher = CommandPublisher(bus, clock=lambda: NOW, ack_timeout=0.2)  # type: ignore[arg-type]
+    sent = envelope(NOW)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(BusError):
+        await publisher.publish(sent, encode_command(sent))
+    assert 0.2 <= asyncio.get_running_loop().time() - started < 1.0
+    assert all(ack.done() for ack in bus.acks)
+    await publisher.stop()
