@@ -9,7 +9,7 @@ from mowdeck.authz import load_authz_settings
 from mowdeck.kit.lifecycle import run_services
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.telemetry.service import TelemetryService
+from mowdeck.telemetry.service import TelemetryService, configure_gc
 from mowdeck.telemetry.settings import load_telemetry_settings
 
 
@@ -27,6 +27,7 @@ async def run(args: argparse.Namespace) -> int:
     settings = load_telemetry_settings()
     auth, authz = load_auth_settings(), load_authz_settings()
     configure_logging(settings.log_level, settings.log_format)
+    configure_gc(settings)
     if args.migrate:
         services = ["telemetry", "authz"] if authz.authz == "local" else ["telemetry"]
         await migrate(settings.database_url, discover(sql_root(), services))

@@ -39,9 +39,11 @@ class Rules:
     min_move_m: float = 0.01
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """What one state writes; ``drop`` names why it writes nothing at all."""
+
+    # A Struct rather than a frozen dataclass: one is made per state on the ingest hot
+    # path, and a frozen dataclass pays an ``object.__setattr__`` per field.
 
     state: MowerState
     latest: bool = False

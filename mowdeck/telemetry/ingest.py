@@ -3,35 +3,44 @@
 Per batch: decode (malformed payloads and subjects naming another mower are terminated),
 ask each mower's actor for its decisions, then in one transaction lock the batch's latest
 rows FOR UPDATE and read their directory entries, drop states whose account differs,
-re-decide a mower from the stored row when another replica moved it (or a state was
-dropped), write one statement per table, commit, and only then ack.
+re-decide a mower from the stored row when another replica moved it, a state was dropped
+or the batch before corrected the memory, write one statement per table, commit, and
+only then ack. The next batch is decoded and decided while this one commits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
+from pykka import ActorDeadError
 
 from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import mower_id_from_subject
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
-from mowdeck.telemetry.fingerprint import Decision, Rules, decide_all
+from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.metrics import TelemetryMetrics
-from mowdeck.telemetry.model import Memory
-from mowdeck.telemetry.ports import TelemetryStore, WriteBatch, WriteCounts
+from mowdeck.telemetry.plan import Plan, plan_batch
+from mowdeck.telemetry.ports import TelemetryStore, WriteCounts
 
-__all__ = ["StateBatcher", "plan_batch"]
+__all__ = ["StateBatcher"]
 
 log = structlog.get_logger("mowdeck.telemetry.ingest")
 _DECIDE_TIMEOUT = 10.0
 _NAK_DELAY = 1.0
+_SUBJECT_CACHE = 100_000
+# Starting this many actors at once is start-up (or a shard moving here): a good moment to
+# move what now lives for good out of the collector's sight.
+_FREEZE_AFTER_STARTS = 100
 
 
 @dataclass(slots=True)
@@ -41,67 +50,22 @@ class _Mower:
 
 
 @dataclass(slots=True)
-class Plan:
-    """What a batch writes, which messages are terminated, and memories to correct."""
+class _Prepared:
+    """A decided batch waiting for its commit."""
 
-    batch: WriteBatch = field(default_factory=WriteBatch)
-    drops: dict[int, str] = field(default_factory=dict)  # index within the mower -> reason
-    adopt: dict[uuid.UUID, Memory | None] = field(default_factory=dict)
-    decisions: list[Decision] = field(default_factory=list)
-
-
-def plan_batch(
-    states: Mapping[uuid.UUID, Sequence[MowerState]],
-    outcomes: dict[uuid.UUID, Outcome],
-    stored: dict[uuid.UUID, Memory],
-    directory: dict[uuid.UUID, uuid.UUID],
-    rules: Rules,
-) -> tuple[Plan, dict[uuid.UUID, dict[int, str]]]:
-    """Turn actor outcomes into a write batch, re-deciding mowers whose stored row moved."""
-    plan = Plan()
-    drops: dict[uuid.UUID, dict[int, str]] = {}
-    for mower_id, outcome in outcomes.items():
-        mower_states = states[mower_id]
-        account = directory.get(mower_id)
-        dropped = {
-            i: "account-mismatch-directory"
-            for i, s in enumerate(mower_states)
-            if account is not None and s.account_id != account
-        }
-        decisions, memory = outcome.decisions, outcome.memory
-        base = stored.get(mower_id)
-        if dropped or base != outcome.base:
-            kept = [s for i, s in enumerate(mower_states) if i not in dropped]
-            decisions, memory = decide_all(base, kept, rules)
-            plan.adopt[mower_id] = memory
-            # Re-align the decisions with the mower's message indexes.
-            it = iter(decisions)
-            decisions = [
-                Decision(s, drop=dropped[i]) if i in dropped else next(it)
-                for i, s in enumerate(mower_states)
-            ]
-        newest: tuple[MowerState, Memory] | None = None
-        for i, decision in enumerate(decisions):
-            if decision.drop is not None:
-                if decision.drop != "duplicate":
-                    dropped[i] = decision.drop
-                continue
-            if decision.latest and memory is not None:
-                newest = (decision.state, memory)
-            if decision.history:
-                plan.batch.history.append(decision.state)
-            if decision.position:
-                plan.batch.positions.append(decision.state)
-        if newest is not None:
-            plan.batch.latest.append(newest)
-        plan.decisions.extend(decisions)
-        if dropped:
-            drops[mower_id] = dropped
-    return plan, drops
+    mowers: dict[uuid.UUID, _Mower]
+    outcomes: dict[uuid.UUID, Outcome]
 
 
 class StateBatcher:
-    """Collects state messages and runs them through the pipeline one batch at a time."""
+    """Collects state messages and runs them through the pipeline, two batches at a time.
+
+    While batch N is in its transaction (PostgreSQL's time, not ours), batch N+1 is
+    decoded and decided. Commits stay in order and one at a time. The actors of N+1 may
+    have decided against a memory that N then corrected or failed to commit; the commit
+    of N+1 re-reads the locked rows and re-decides every mower whose stored row is not
+    the memory its actor decided against, so the pipeline never writes a wrong row.
+    """
 
     def __init__(
         self,
@@ -127,11 +91,23 @@ class StateBatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._keys: dict[uuid.UUID, str] = {}
+        self._subjects: dict[str, uuid.UUID] = {}
+        # Label children bound once: a ``labels()`` lookup per batch and row adds up.
+        rows = metrics.rows_written
+        self._rows = (
+            rows.labels(table="mower_latest"),
+            rows.labels(table="mower_history"),
+            rows.labels(table="mower_positions"),
+        )
+        self._malformed = metrics.dropped.labels(reason="malformed")
+        self._mismatch = metrics.dropped.labels(reason="subject-mismatch")
 
     async def on_message(self, msg: Msg) -> None:
         """The consumer callback: queue the message; it is settled after its batch."""
         self._pending.append(msg)
-        self._wake.set()
+        if len(self._pending) == 1 or len(self._pending) >= self._batch_max:
+            self._wake.set()
 
     def start(self) -> None:
         """Start the batching task."""
@@ -147,63 +123,119 @@ class StateBatcher:
             self._task = None
 
     async def _run(self) -> None:
-        while True:
-            if not self._pending:
-                if self._stopping:
-                    return
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            if len(self._pending) < self._batch_max and self._linger and not self._stopping:
-                await asyncio.sleep(self._linger)
-            batch = self._pending[: self._batch_max]
-            del self._pending[: self._batch_max]
-            try:
-                await self.process(batch)
-            except Exception:
-                log.exception("batch failed", size=len(batch))
-                await _settle_all(batch, ack=False)
+        committing: asyncio.Task[WriteCounts] | None = None
+        try:
+            while True:
+                if not self._pending:
+                    if self._stopping:
+                        return
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                if len(self._pending) < self._batch_max and self._linger and not self._stopping:
+                    # Fill the batch; a commit in flight is time the batch can fill anyway.
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self._linger)
+                batch = self._pending[: self._batch_max]
+                del self._pending[: self._batch_max]
+                try:
+                    prepared = await self._prepare(batch)
+                except Exception:
+                    log.exception("batch failed", size=len(batch))
+                    await _settle_all(batch, ack=False)
+                    continue
+                if committing is not None:
+                    await committing
+                committing = None
+                if prepared is not None:
+                    committing = asyncio.get_running_loop().create_task(
+                        self._commit_or_nak(prepared), name="telemetry-commit"
+                    )
+        finally:
+            if committing is not None:
+                await committing
 
     async def process(self, msgs: Sequence[Msg]) -> WriteCounts:
         """Run one batch through decode, decide, commit and settle."""
+        prepared = await self._prepare(msgs)
+        return WriteCounts() if prepared is None else await self._commit(prepared)
+
+    async def _prepare(self, msgs: Sequence[Msg]) -> _Prepared | None:
         self._metrics.states_received.inc(len(msgs))
         self._metrics.batch_size.observe(len(msgs))
         mowers: dict[uuid.UUID, _Mower] = {}
+        rejected: list[tuple[Msg, str, str | None]] = []
+        subjects = self._subjects
         for msg in msgs:
-            state = await self._decode(msg)
-            if state is not None:
-                entry = mowers.setdefault(state.mower_id, _Mower())
-                entry.msgs.append(msg)
-                entry.states.append(state)
+            try:
+                state = decode_state(msg.data)
+                subject_mower = subjects.get(msg.subject)
+                if subject_mower is None:
+                    subject_mower = self._subject_mower(msg.subject)
+            except ContractError as err:
+                rejected.append((msg, "malformed", str(err)))
+                continue
+            if subject_mower != state.mower_id:
+                rejected.append((msg, "subject-mismatch", str(state.mower_id)))
+                continue
+            entry = mowers.get(state.mower_id)
+            if entry is None:
+                entry = mowers[state.mower_id] = _Mower()
+            entry.msgs.append(msg)
+            entry.states.append(state)
+        for msg, reason, detail in rejected:
+            await self._reject(msg, reason, detail)
         if not mowers:
-            return WriteCounts()
+            return None
         outcomes = await self._decide(mowers)
-        failed = [m for m in mowers if outcomes.get(m) is None]
-        for mower_id in failed:
-            await _settle_all(mowers.pop(mower_id).msgs, ack=False)
-        decided = {m: o for m, o in outcomes.items() if o is not None}
+        decided: dict[uuid.UUID, Outcome] = {}
+        for mower_id, outcome in outcomes.items():
+            if outcome is None:
+                await _settle_all(mowers.pop(mower_id).msgs, ack=False)
+            else:
+                decided[mower_id] = outcome
+        return _Prepared(mowers, decided) if mowers else None
+
+    async def _commit_or_nak(self, prepared: _Prepared) -> WriteCounts:
+        # The pipeline must outlive any one batch: whatever escapes the commit is logged,
+        # and the batch's messages not yet settled are redelivered (a redelivery of a
+        # committed state is a no-op).
+        try:
+            return await self._commit(prepared)
+        except Exception:
+            log.exception("batch failed", mowers=len(prepared.mowers))
+            await _settle_all([m for e in prepared.mowers.values() for m in e.msgs], ack=False)
+            return WriteCounts()
+
+    async def _commit(self, prepared: _Prepared) -> WriteCounts:
+        mowers = prepared.mowers
         states = {m: e.states for m, e in mowers.items()}
         started = time.perf_counter()
         try:
             async with self._store.state_writer() as tx:
                 stored, directory = await tx.lock(list(mowers))
-                plan, drops = plan_batch(states, decided, stored, directory, self._rules)
+                plan, drops = plan_batch(states, prepared.outcomes, stored, directory, self._rules)
                 counts = await tx.write(plan.batch)
         except Exception:
             log.exception("batch commit failed", mowers=len(mowers))
             # The actors decided against memories that were never committed: restart them
             # from the stored rows, and let JetStream redeliver the whole batch.
-            await asyncio.gather(*(self._supervisor.stop(str(m)) for m in mowers))
+            await asyncio.gather(*(self._supervisor.stop(self._key(m)) for m in mowers))
             await _settle_all([msg for e in mowers.values() for msg in e.msgs], ack=False)
             return WriteCounts()
         self._metrics.commit_seconds.observe(time.perf_counter() - started)
         self._count(plan, counts)
         for mower_id, memory in plan.adopt.items():
-            ref = self._supervisor.get(str(mower_id))
+            ref = self._supervisor.get(self._key(mower_id))
             if ref is not None:
                 ref.tell(Adopt(memory))
         for mower_id, entry in mowers.items():
-            dropped = drops.get(mower_id, {})
+            dropped = drops.get(mower_id)
+            if dropped is None:
+                for msg in entry.msgs:
+                    await msg.ack()
+                continue
             for i, msg in enumerate(entry.msgs):
                 if i in dropped:
                     self._drop(dropped[i], entry.states[i])
@@ -212,38 +244,65 @@ class StateBatcher:
                     await msg.ack()
         return counts
 
-    async def _decode(self, msg: Msg) -> MowerState | None:
-        try:
-            state = decode_state(msg.data)
-            subject_mower = mower_id_from_subject(msg.subject)
-        except ContractError as err:
-            self._metrics.dropped.labels(reason="malformed").inc()
-            log.warning("state terminated", reason="malformed", subject=msg.subject, error=str(err))
-            await msg.term()
-            return None
-        if subject_mower != state.mower_id:
-            self._metrics.dropped.labels(reason="subject-mismatch").inc()
-            log.warning(
-                "state terminated",
-                reason="subject-mismatch",
-                subject=msg.subject,
-                mower_id=str(state.mower_id),
-            )
-            await msg.term()
-            return None
-        return state
+    def _subject_mower(self, subject: str) -> uuid.UUID:
+        # Parsing a UUID per message is a measurable share of the hot path; a mower keeps
+        # its subject, so remember it (bounded: junk subjects cannot grow it forever).
+        mower_id = mower_id_from_subject(subject)
+        if len(self._subjects) < _SUBJECT_CACHE:
+            self._subjects[subject] = mower_id
+        return mower_id
+
+    def _key(self, mower_id: uuid.UUID) -> str:
+        key = self._keys.get(mower_id)
+        if key is None:
+            key = self._keys[mower_id] = str(mower_id)
+        return key
+
+    async def _reject(self, msg: Msg, reason: str, detail: str | None) -> None:
+        if reason == "malformed":
+            self._malformed.inc()
+            log.warning("state terminated", reason=reason, subject=msg.subject, error=detail)
+        else:
+            self._mismatch.inc()
+            log.warning("state terminated", reason=reason, subject=msg.subject, mower_id=detail)
+        await msg.term()
 
     async def _decide(self, mowers: dict[uuid.UUID, _Mower]) -> dict[uuid.UUID, Outcome | None]:
-        missing = [m for m in mowers if self._supervisor.get(str(m)) is None]
+        supervisor = self._supervisor
+        refs: dict[uuid.UUID, Any] = {}
+        missing: list[uuid.UUID] = []
+        for mower_id in mowers:
+            ref = supervisor.get(self._key(mower_id))
+            if ref is None:
+                missing.append(mower_id)
+            else:
+                refs[mower_id] = ref
         if missing:
+            # One query for every new mower's memory, then all actors start together:
+            # a thousand mowers cost one round trip, not a thousand.
             await self._snapshots.prefetch(missing)
+            started = await asyncio.gather(
+                *(supervisor.get_or_start(self._key(m)) for m in missing), return_exceptions=True
+            )
+            if len(missing) >= _FREEZE_AFTER_STARTS:
+                # The actors and their memories live as long as the service; without this
+                # every full collection walks them again (docs/actors.md).
+                gc.freeze()
+            for mower_id, result in zip(missing, started, strict=True):
+                if isinstance(result, BaseException):
+                    log.error(
+                        "fingerprint actor unavailable", mower_id=str(mower_id), error=repr(result)
+                    )
+                else:
+                    refs[mower_id] = result
         sink = DecisionSink(self._bridge, len(mowers))
         for mower_id, entry in mowers.items():
+            ref = refs.get(mower_id)
             try:
-                ref = await self._supervisor.get_or_start(str(mower_id))
+                if ref is None:
+                    raise ActorDeadError(self._key(mower_id))
                 ref.tell(Decide(entry.states, sink))
-            except Exception:
-                log.exception("fingerprint actor unavailable", mower_id=str(mower_id))
+            except ActorDeadError:
                 sink.deliver(mower_id, None)
         try:
             await asyncio.wait_for(asyncio.shield(sink.done), _DECIDE_TIMEOUT)
@@ -252,10 +311,10 @@ class StateBatcher:
         return {m: sink.outcomes.get(m) for m in mowers}
 
     def _count(self, plan: Plan, counts: WriteCounts) -> None:
-        rows = self._metrics.rows_written
-        rows.labels(table="mower_latest").inc(counts.latest)
-        rows.labels(table="mower_history").inc(counts.history)
-        rows.labels(table="mower_positions").inc(counts.positions)
+        latest, history, positions = self._rows
+        latest.inc(counts.latest)
+        history.inc(counts.history)
+        positions.inc(counts.positions)
         skipped = sum(1 for d in plan.decisions if d.drop is None and d.heartbeat_skipped)
         self._metrics.heartbeats_skipped.inc(skipped)
 

@@ -205,7 +205,12 @@ class InMemoryTelemetryStore:
         batch_rows: int,  # noqa: ARG002 - dict deletes need no batches
     ) -> dict[str, int] | None:
         """Delete old rows; the in-memory store has no lock, so it always runs."""
-        deleted = {"mower_history": 0, "mower_positions": 0, "command_timeline": 0}
+        deleted = {
+            "mower_history": 0,
+            "mower_positions": 0,
+            "command_timeline": 0,
+            "mower_directory": 0,
+        }
         for rows in self.history_rows.values():
             for at in [at for at in rows if at < cutoffs.history]:
                 del rows[at]
@@ -217,6 +222,13 @@ class InMemoryTelemetryStore:
         for key in [k for k, r in self.timeline_rows.items() if r.at < cutoffs.timeline]:
             del self.timeline_rows[key]
             deleted["command_timeline"] += 1
+        for mower_id in [
+            m
+            for m, entry in self.directory.items()
+            if entry.removed and entry.event_at is not None and entry.event_at < cutoffs.tombstones
+        ]:
+            del self.directory[mower_id]
+            deleted["mower_directory"] += 1
         return deleted
 
 

@@ -43,16 +43,30 @@ class Cutoffs:
     history: datetime
     positions: datetime
     timeline: datetime
+    # Directory tombstones (removed mowers) whose removal is older than this.
+    tombstones: datetime
 
     @classmethod
     def at(
-        cls, now: datetime, history_days: int, positions_days: int, timeline_days: int
+        cls,
+        now: datetime,
+        history_days: int,
+        positions_days: int,
+        timeline_days: int,
+        tombstone_days: int | None = None,
     ) -> Cutoffs:
-        """The cutoffs of a retention round at ``now``."""
+        """The cutoffs of a retention round at ``now``.
+
+        Without ``tombstone_days`` a tombstone lives as long as the longest-kept table:
+        by then nothing stored about the mower is left, and no seed is that stale.
+        """
+        if tombstone_days is None:
+            tombstone_days = max(history_days, positions_days, timeline_days)
         return cls(
             history=now - timedelta(days=history_days),
             positions=now - timedelta(days=positions_days),
             timeline=now - timedelta(days=timeline_days),
+            tombstones=now - timedelta(days=tombstone_days),
         )
 
 

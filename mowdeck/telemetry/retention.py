@@ -46,6 +46,7 @@ class Retention:
             s.telemetry_retention_history_days,
             s.telemetry_retention_positions_days,
             s.telemetry_retention_timeline_days,
+            s.telemetry_retention_tombstone_days,
         )
         deleted = await self._store.retention_round(cutoffs, s.telemetry_retention_batch_rows)
         if deleted is None:

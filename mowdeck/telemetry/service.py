@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -39,7 +40,7 @@ from mowdeck.telemetry.retention import Retention
 from mowdeck.telemetry.routes import QueryDeps, create_app
 from mowdeck.telemetry.settings import TelemetrySettings
 
-__all__ = ["TelemetryService"]
+__all__ = ["TelemetryService", "configure_gc"]
 
 log = structlog.get_logger("mowdeck.telemetry")
 
@@ -243,6 +244,13 @@ class TelemetryService:
             except Exception:
                 log.exception("close failed")
         self._owned.clear()
+
+
+def configure_gc(settings: TelemetrySettings) -> None:
+    """Apply ``telemetry_gc_young_threshold`` to this process (the CLI's composition root)."""
+    if settings.telemetry_gc_young_threshold:
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(settings.telemetry_gc_young_threshold, older, oldest)
 
 
 def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:

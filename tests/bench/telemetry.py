@@ -4,8 +4,15 @@ Run: python -m tests.bench.telemetry [--smoke]
 
 - Ingest: 1,000 mowers publish a realistic mix (most mowers idle, sending unchanged
   heartbeats every 10 s; a fifth mowing, moving every message and losing battery now and
-  then). The backlog is published to JetStream first; the figure is states per second
-  from the service's start to every message committed and acknowledged.
+  then). Measured twice, each time with a fresh service (cold actors) on empty tables:
+  - live (the RESULT's ``states_per_s``): a publisher in its own process (as the
+    gateway is) publishes while the service ingests; states per second from the first
+    publish to the last state committed and acknowledged. The publisher's own rate is
+    printed too: when it is close, the publishers were the limit, not Telemetry. There
+    are two publishers, each owning half of the mowers like two gateway shards: one
+    Python publisher alone cannot outrun the service on this machine.
+  - backlog: everything is published to JetStream first; states per second from the
+    service's start to every message committed and acknowledged.
 - Naive baseline, same run, same kind of messages: every state stored, one transaction
   per message (read FOR UPDATE, upsert latest, insert history and position), then ack.
 - History rows per idle mower and day: idle mowers' heartbeats over a simulated day.
@@ -17,8 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
+import sys
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import aiohttp
@@ -38,7 +49,8 @@ from mowdeck.authz import (
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.telemetry.service import STATES_DURABLE, TelemetryService
+from mowdeck.telemetry import sql
+from mowdeck.telemetry.service import STATES_DURABLE, TelemetryService, configure_gc
 from mowdeck.telemetry.settings import TelemetrySettings
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
@@ -46,6 +58,7 @@ from tests.support.postgres import create_database, drop_database
 START = datetime(2026, 5, 1, tzinfo=UTC)
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000be")
 AUTH = AuthSettings(jwt_secret="telemetry-benchmark-secret-0123456789abcdef")
+PUBLISHERS = 2
 TABLES = "mower_latest, mower_history, mower_positions, command_timeline, mower_directory"
 
 
@@ -98,6 +111,67 @@ async def publish(bus: Bus, batch: list[MowerState]) -> None:
             headers={MSG_ID_HEADER: f"{state.mower_id}:{n}"},
         )
     await js.publish_async_completed()
+
+
+async def publisher_main(url: str, rounds: int, part: int, parts: int) -> None:
+    """A live publisher's process: build its share of states, say ready, publish on "go".
+
+    Each publisher owns every ``parts``-th mower, as a gateway shard owns its mowers.
+    """
+    bus = await Bus.connect(url, name=f"bench-publisher-{part}")
+    load = [s for s in states(1000, rounds) if s.mower_id.int % parts == part]
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    started = time.perf_counter()
+    await publish(bus, load)
+    print(f"published {len(load) / (time.perf_counter() - started):.0f}", flush=True)
+    await bus.drain()
+
+
+async def live(
+    bus: Bus, url: str, make: Callable[[], TelemetryService], rounds: int
+) -> tuple[float, float]:
+    """States/s from the first publish to the last commit, and to the last publish."""
+    await fresh_stream(bus)
+    service = make()
+    await service.start()
+    publishers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.bench.telemetry",
+            "--publish",
+            url,
+            "--rounds",
+            str(rounds),
+            "--part",
+            f"{part}/{PUBLISHERS}",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for part in range(PUBLISHERS)
+    ]
+    for publisher in publishers:
+        assert publisher.stdin is not None
+        assert publisher.stdout is not None
+        assert (await publisher.stdout.readline()).strip() == b"ready"
+    for publisher in publishers:
+        assert publisher.stdin is not None
+        publisher.stdin.write(b"go\n")
+        await publisher.stdin.drain()
+    started = time.perf_counter()
+    for publisher in publishers:
+        assert publisher.stdout is not None
+        await publisher.stdout.readline()
+        await publisher.wait()
+    published_at = time.perf_counter() - started
+    await drained(bus, STATES_DURABLE)
+    elapsed = time.perf_counter() - started
+    await service.stop()
+    total = 1000 * rounds
+    info = await bus.js.stream_info(TELEMETRY.name)
+    assert info.state.messages == total, info.state.messages
+    return total / elapsed, total / published_at
 
 
 async def drained(bus: Bus, durable: str) -> None:
@@ -198,31 +272,43 @@ async def run(smoke: bool) -> None:
             naive_rate = await naive(bus, pool, states(mowers, 10)[:naive_count])
             await pool.execute(f"TRUNCATE {TABLES}")
             # -- fingerprinted, batched ingest ---------------------------------------
-            await fresh_stream(bus)
-            load = states(mowers, rounds)
-            await publish(bus, load)
             authorizer = LocalAuthorizer(InMemoryTupleStore())
             await authorizer.write(grant_tuples(ACCOUNT, "bench", "viewer"))
             settings = TelemetrySettings(
                 nats_url=server.url, database_url=url, http_port=0, log_level="warning"
             )
-            service = TelemetryService(
-                settings,
-                pool=pool,
-                authorizer=authorizer,
-                verifier=TokenVerifier(AUTH),
-                seed=False,
-                retention=False,
+            configure_gc(settings)  # as `mowdeck telemetry` does for its process
+
+            def make() -> TelemetryService:
+                return TelemetryService(
+                    settings,
+                    pool=pool,
+                    authorizer=authorizer,
+                    verifier=TokenVerifier(AUTH),
+                    seed=False,
+                    retention=False,
+                )
+
+            rate, publisher_rate = await live(bus, server.url, make, rounds)
+            total = 1000 * rounds
+            print(
+                f"live: {total} states in {total / rate:.2f} s ({rate:,.0f}/s);"
+                f" published at {publisher_rate:,.0f}/s (first publish to last stream ack)"
             )
+            await pool.execute(f"TRUNCATE {TABLES}")
+            await fresh_stream(bus)
+            await publish(bus, states(mowers, rounds))
+            gc.collect()
+            service = make()
             started = time.perf_counter()
             await service.start()
             await drained(bus, STATES_DURABLE)
-            rate = len(load) / (time.perf_counter() - started)
+            backlog_rate = total / (time.perf_counter() - started)
             written = {
                 t: await pool.fetchval(f"SELECT count(*) FROM {t}")  # noqa: S608
                 for t in ("mower_latest", "mower_history", "mower_positions")
             }
-            print(f"ingest: {len(load)} states in {len(load) / rate:.2f} s, rows {written}")
+            print(f"backlog: {total} states in {total / backlog_rate:.2f} s, rows {written}")
             # -- idle day ------------------------------------------------------------
             idle = [uuid.UUID(int=10_000 + i) for i in range(4)]
             beats = int(8640 * idle_fraction_of_day)
@@ -246,7 +332,7 @@ async def run(smoke: bool) -> None:
             )
             per_day = idle_rows / len(idle) / idle_fraction_of_day
             # -- history query p99 ---------------------------------------------------
-            p99 = await query_p99(service, authorizer, pool, smoke)
+            http_ms, sql_ms = await query_p99(service, authorizer, pool, smoke)
             await service.stop()
         finally:
             await pool.close()
@@ -255,19 +341,26 @@ async def run(smoke: bool) -> None:
         server.close()
         await asyncio.to_thread(drop_database, url)
     print(
-        f"naive: {naive_rate:,.0f} states/s; batched: {rate:,.0f} states/s "
-        f"({rate / naive_rate:.1f}x)"
+        f"naive: {naive_rate:,.0f} states/s; live: {rate:,.0f} states/s "
+        f"({rate / naive_rate:.1f}x); backlog: {backlog_rate:,.0f} states/s "
+        f"({backlog_rate / naive_rate:.1f}x)"
     )
     print(
-        f"RESULT states_per_s={rate:.0f} naive_states_per_s={naive_rate:.0f} "
-        f"history_rows_per_idle_mower_day={per_day:.0f} history_query_p99_ms={p99:.1f}"
+        f"RESULT states_per_s={rate:.0f} backlog_states_per_s={backlog_rate:.0f} "
+        f"publisher_states_per_s={publisher_rate:.0f} naive_states_per_s={naive_rate:.0f} "
+        f"history_rows_per_idle_mower_day={per_day:.0f} history_query_p99_ms={http_ms.p99:.1f} "
+        f"history_query_p50_ms={http_ms.p50:.1f} history_sql_p99_ms={sql_ms.p99:.1f} "
+        f"history_sql_p50_ms={sql_ms.p50:.1f}"
     )
 
 
 async def query_p99(
     service: TelemetryService, authorizer: LocalAuthorizer, pool: asyncpg.Pool, smoke: bool
-) -> float:
-    """p99 of a 31-day history query at a 1 h step over a busy mower (one row a minute)."""
+) -> tuple[Quantiles, Quantiles]:
+    """A 31-day history query at a 1 h step over a busy mower (one row a minute).
+
+    Returns the quantiles over HTTP and those of its SQL statement alone.
+    """
     mower = uuid.UUID(int=99_999)
     end = START + timedelta(days=31)
     await authorizer.write([Tuple(account_object(ACCOUNT), "account", mower_object(mower))])
@@ -293,7 +386,8 @@ async def query_p99(
         f"{service.url}/v1/mowers/{mower}/history?step=1h"
         f"&from={START.isoformat()}&to={end.isoformat()}".replace("+00:00", "Z")
     )
-    samples = []
+    samples: list[float] = []
+    sql_samples: list[float] = []
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
         for _ in range(20 if smoke else 200):
             began = time.perf_counter()
@@ -302,16 +396,43 @@ async def query_p99(
             samples.append((time.perf_counter() - began) * 1000)
             assert response.status == 200, body
             assert len(body["items"]) == 744, len(body["items"])
-    samples.sort()
-    return samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+            # The statement alone, right after, so both see the same machine: the
+            # difference is what HTTP, the token, authorization and JSON cost.
+            began = time.perf_counter()
+            await pool.fetch(sql.HISTORY_BINS, ACCOUNT, mower, START, end, timedelta(hours=1))
+            sql_samples.append((time.perf_counter() - began) * 1000)
+    return Quantiles.of(samples), Quantiles.of(sql_samples)
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """p50 and p99 of some milliseconds."""
+
+    p50: float
+    p99: float
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Quantiles:
+        """The quantiles of ``samples``."""
+        ordered = sorted(samples)
+        return cls(
+            ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        )
 
 
 def main() -> None:
     """Parse arguments and run."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
+    parser.add_argument("--publish", metavar="NATS_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=60, help=argparse.SUPPRESS)
+    parser.add_argument("--part", default="0/1", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(run(args.smoke))
+    if args.publish:
+        part, parts = (int(n) for n in args.part.split("/"))
+        asyncio.run(publisher_main(args.publish, args.rounds, part, parts))
+    else:
+        asyncio.run(run(args.smoke))
 
 
 if __name__ == "__main__":

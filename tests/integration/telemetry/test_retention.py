@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -64,13 +65,44 @@ async def test_each_table_keeps_its_configured_days(pool: asyncpg.Pool, migrated
         await _fill(pool, table, old, 7)
         await _fill(pool, table, young, 3)
     deleted = await _replica(pool, migrated).run_once()
-    assert deleted == {"mower_history": 7, "mower_positions": 7, "command_timeline": 7}
+    assert deleted == {
+        "mower_history": 7,
+        "mower_positions": 7,
+        "command_timeline": 7,
+        "mower_directory": 0,
+    }
     shorter = _replica(pool, migrated, telemetry_retention_positions_days=10)
     assert await shorter.run_once() == {
         "mower_history": 0,
         "mower_positions": 3,
         "command_timeline": 0,
+        "mower_directory": 0,
     }
+
+
+async def test_tombstones_go_after_the_longest_retention_or_their_own(
+    pool: asyncpg.Pool, migrated: str
+) -> None:
+    store = PostgresTelemetryStore(pool, migrated)
+    ages = {uuid.UUID(int=700 + days): days for days in (5, 60, 89, 91, 400)}
+    for mower_id, days in ages.items():
+        await store.register_mower(mower_id, ACCOUNT, NOW - timedelta(days=days + 1))
+        await store.remove_mower(mower_id, NOW - timedelta(days=days))
+    live = uuid.UUID(int=799)
+    await store.register_mower(live, ACCOUNT, NOW - timedelta(days=1000))
+
+    async def directory() -> set[uuid.UUID]:
+        return {r["mower_id"] for r in await pool.fetch("SELECT mower_id FROM mower_directory")}
+
+    # By default a tombstone lives as long as the longest-kept table (positions, 90 days).
+    deleted = await _replica(pool, migrated).run_once()
+    assert deleted is not None
+    assert deleted["mower_directory"] == 2
+    assert await directory() == {uuid.UUID(int=705), uuid.UUID(int=760), uuid.UUID(int=789), live}
+    own = _replica(pool, migrated, telemetry_retention_tombstone_days=30)
+    assert (await own.run_once() or {}).get("mower_directory") == 2
+    assert await directory() == {uuid.UUID(int=705), live}
+    assert await store.directory_account(live) == ACCOUNT
 
 
 async def test_a_replica_skips_while_another_holds_the_lock(
@@ -89,6 +121,7 @@ async def test_a_replica_skips_while_another_holds_the_lock(
         "mower_history": 5,
         "mower_positions": 0,
         "command_timeline": 0,
+        "mower_directory": 0,
     }
 
 

@@ -212,9 +212,38 @@ class StoreContract:
         await write(store, history=states, positions=states)
         for day in range(5):
             await store.add_timeline(result(day, "accepted", day * 86400))
-        cutoffs = Cutoffs(history=at(2 * 86400), positions=at(86400), timeline=at(3 * 86400))
+        cutoffs = Cutoffs(
+            history=at(2 * 86400),
+            positions=at(86400),
+            timeline=at(3 * 86400),
+            tombstones=at(0),
+        )
         deleted = await store.retention_round(cutoffs, 1)
-        assert deleted == {"mower_history": 2, "mower_positions": 1, "command_timeline": 3}
+        assert deleted == {
+            "mower_history": 2,
+            "mower_positions": 1,
+            "command_timeline": 3,
+            "mower_directory": 0,
+        }
         assert len(await store.history(ACCOUNT, MOWER, T0, at(10 * 86400), 10)) == 3
         assert len(await store.track(ACCOUNT, MOWER, T0, at(10 * 86400), 10)) == 4
         assert len(await store.timeline(ACCOUNT, MOWER, T0, at(10 * 86400), 10)) == 2
+
+    async def test_retention_drops_old_tombstones_and_keeps_live_entries(
+        self, store: TelemetryStore
+    ) -> None:
+        gone_long, gone_lately, live = uuid.UUID(int=901), uuid.UUID(int=902), uuid.UUID(int=903)
+        for mower_id in (gone_long, gone_lately, live):
+            assert await store.register_mower(mower_id, ACCOUNT, at(0))
+        await store.remove_mower(gone_long, at(86400))
+        await store.remove_mower(gone_lately, at(5 * 86400))
+        cutoffs = Cutoffs(history=T0, positions=T0, timeline=T0, tombstones=at(3 * 86400))
+        deleted = await store.retention_round(cutoffs, 1)
+        assert deleted is not None
+        assert deleted["mower_directory"] == 1
+        # The old tombstone is gone: a seed may add the mower again. The recent one still
+        # keeps a stale seed out, and the live entry (registered long ago) is untouched.
+        assert await store.seed_directory([(gone_long, ACCOUNT), (gone_lately, ACCOUNT)]) == 1
+        assert await store.directory_account(gone_long) == ACCOUNT
+        assert await store.directory_account(gone_lately) is None
+        assert await store.directory_account(live) == ACCOUNT
