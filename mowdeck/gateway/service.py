@@ -23,6 +23,7 @@ from actors import (
     LoopBridge,
     ShardSupervisor,
     Snapshot,
+    is_emergency,
 )
 from contracts.v1 import (
     CommandEnvelope,
@@ -120,6 +121,8 @@ class GatewayService:
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._callbacks = 0
+        self._tells: list[tuple[pykka.ActorRef[Any], object]] = []
+        self._tells_scheduled = False
         self._fast_bus: Bus | None = None
         self._http: HttpServer | None = None
         self.durable = f"device-gateway-{settings.shard_index}"
@@ -252,10 +255,28 @@ class GatewayService:
         )
 
     def tell(self, mower_id: uuid.UUID, message: object) -> None:
-        """Send a message to a mower's controller, if it has one."""
+        """Send a message to a mower's controller, if it has one (call on the loop).
+
+        Ordinary messages are handed over once per loop turn: a tell that finds a worker
+        idle wakes it, and waking a thread per state or command costs more than handling
+        it. Emergency messages are handed over at once.
+        """
         assert self._supervisor is not None
         ref = self._supervisor.get(str(mower_id))
-        if ref is not None:
+        if ref is None:
+            return
+        if is_emergency(message):
+            ref.tell(message)
+            return
+        self._tells.append((ref, message))
+        if not self._tells_scheduled:
+            self._tells_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_tells)
+
+    def _flush_tells(self) -> None:
+        self._tells_scheduled = False
+        tells, self._tells = self._tells, []
+        for ref, message in tells:
             ref.tell(message)
 
     async def apply(self, registration: MowerRegistration) -> None:
@@ -308,6 +329,7 @@ class GatewayService:
     async def _close_one(self, mower_id: uuid.UUID, reason: str) -> None:
         assert self._supervisor is not None
         assert self._bridge is not None
+        self._flush_tells()  # what was told before must be decided before the close
         ref = self._supervisor.get(str(mower_id))
         if ref is None:
             return
@@ -323,6 +345,7 @@ class GatewayService:
         # Every Submit told before this point is decided once each controller answers.
         assert self._supervisor is not None
         assert self._bridge is not None
+        self._flush_tells()
         refs = [self._supervisor.get(str(m)) for m in self.registry]
         await asyncio.gather(
             *(self._bridge.ask(r, Heartbeat(), timeout=5.0) for r in refs if r is not None),

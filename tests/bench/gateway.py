@@ -104,11 +104,19 @@ async def gauge(http: aiohttp.ClientSession, url: str, name: str) -> float:
 class Fleet:
     """A simulator and a gateway for ``n`` mowers."""
 
-    def __init__(self, nats: NatsServer, n: int, workdir: Path, heartbeat: float = 10.0) -> None:
+    def __init__(
+        self,
+        nats: NatsServer,
+        n: int,
+        workdir: Path,
+        heartbeat: float = 10.0,
+        report_interval: float = 1.0,
+    ) -> None:
         self.nats = nats
         self.n = n
         self.workdir = workdir
         self.heartbeat = heartbeat
+        self.report_interval = report_interval
         self.sim_port = free_port()
         self.gw_port = free_port()
         self.mowers: list[MowerRegistration] = []
@@ -137,6 +145,8 @@ class Fleet:
             str(ACCOUNT),
             "--seed",
             "1",
+            "--report-interval",
+            str(self.report_interval),
             "--bootstrap-file",
             str(boot),
             "--log-level",
@@ -341,8 +351,12 @@ async def estop_inside(http: aiohttp.ClientSession, fleet: Fleet) -> tuple[float
 async def footprint(
     bus: Bus, nats: NatsServer, workdir: Path, n: int, seconds: float
 ) -> dict[str, float]:
-    """Gateway RSS and CPU with ``n`` connected mowers at the default heartbeat."""
-    fleet = Fleet(nats, n, workdir)
+    """Gateway RSS and CPU with ``n`` connected mowers at the default heartbeat.
+
+    The mowers report every 10 s, the gateway's default heartbeat, as well as on every
+    change (a mowing mower changes every second or so; these are idle).
+    """
+    fleet = Fleet(nats, n, workdir, report_interval=10.0)
     with fleet.run() as (_, gw):
         listing = await fleet.serve_fleet_list(bus)
         async with aiohttp.ClientSession() as http:
