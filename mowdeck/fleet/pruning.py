@@ -7,7 +7,6 @@ history lives on in Telemetry's timeline.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import datetime
 
@@ -16,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from mowdeck.fleet.ports import PruneCutoffs, Pruning
 from mowdeck.fleet.settings import FleetSettings
+from mowdeck.kit.periodic import Periodic
 
 __all__ = ["Pruner"]
 
@@ -42,7 +42,9 @@ class Pruner:
             ["table"],
             registry=registry,
         )
-        self._task: asyncio.Task[None] | None = None
+        self._timer = Periodic(
+            "fleet-pruning", settings.fleet_prune_interval_seconds, self.run_once
+        )
 
     async def run_once(self) -> dict[str, int] | None:
         """One round; rows deleted per table, or None if another replica ran it."""
@@ -60,21 +62,9 @@ class Pruner:
         return deleted
 
     def start(self) -> None:
-        """Run a round every ``fleet_prune_interval_seconds`` (the first after one interval)."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="fleet-pruning")
+        """Run a round every interval (the first after one interval)."""
+        self._timer.start()
 
     async def stop(self) -> None:
         """Stop the timer (a round in progress is cancelled; its batches are committed)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.fleet_prune_interval_seconds)
-            try:
-                await self.run_once()
-            except Exception:
-                log.exception("pruning round failed")
+        await self._timer.stop()

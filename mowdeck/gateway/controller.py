@@ -36,6 +36,7 @@ __all__ = [
     "PublishState",
     "ScheduleDriveCheck",
     "SendToDevice",
+    "result_effect",
 ]
 
 PREEMPTED = "preempted by emergency_stop"
@@ -120,9 +121,9 @@ class Controller:
         """An admitted ordinary command."""
         if self._remember(envelope.command_id):
             return []
-        effects: list[Effect] = [self._result(envelope, "accepted", now)]
+        effects: list[Effect] = [result_effect(envelope, "accepted", now)]
         if self._preempted(sequence, now):
-            effects.append(self._result(envelope, "rejected", now, PREEMPTED))
+            effects.append(result_effect(envelope, "rejected", now, PREEMPTED))
             return effects
         self._queue.append(_Queued(envelope, sequence))
         if self._in_flight is None:
@@ -153,13 +154,13 @@ class Controller:
                 self._estop_sequence = max(self._estop_sequence, sequence)
                 self._fast_stops.pop(cid, None)
             return []
-        effects: list[Effect] = [self._result(envelope, "accepted", now)]
+        effects: list[Effect] = [result_effect(envelope, "accepted", now)]
         if sequence is None:
             self._fast_stops[cid] = envelope.expires_at
         else:
             self._estop_sequence = max(self._estop_sequence, sequence)
         if envelope.is_expired(now) and not sent:
-            effects.append(self._result(envelope, "expired", now))
+            effects.append(result_effect(envelope, "expired", now))
         else:
             self._emergency_in_flight.add(envelope.command_id)
             if not sent:
@@ -170,7 +171,7 @@ class Controller:
         keep: deque[_Queued] = deque()
         for queued in self._queue:
             if sequence is None or queued.sequence < self._estop_sequence:
-                effects.append(self._result(queued.envelope, "rejected", now, PREEMPTED))
+                effects.append(result_effect(queued.envelope, "rejected", now, PREEMPTED))
             else:
                 keep.append(queued)
         self._queue = keep
@@ -197,7 +198,7 @@ class Controller:
         now: datetime,
     ) -> list[Effect]:
         """The device (or the link) answered a command sent earlier."""
-        effects: list[Effect] = [self._result(envelope, status, now, reason)]
+        effects: list[Effect] = [result_effect(envelope, status, now, reason)]
         cid = envelope.command_id
         if cid in self._emergency_in_flight:
             self._emergency_in_flight.discard(cid)
@@ -213,9 +214,9 @@ class Controller:
             queued = self._queue.popleft()
             env = queued.envelope
             if self._preempted(queued.sequence, now):
-                effects.append(self._result(env, "rejected", now, PREEMPTED))
+                effects.append(result_effect(env, "rejected", now, PREEMPTED))
             elif env.is_expired(now):
-                effects.append(self._result(env, "expired", now))
+                effects.append(result_effect(env, "expired", now))
             else:
                 self._in_flight = env
                 effects.append(SendToDevice(env))
@@ -280,7 +281,7 @@ class Controller:
             self._driving = False
             effects.append(EndDrive(self.registration.mower_id))
         for queued in self._queue:
-            effects.append(self._result(queued.envelope, "rejected", now, reason))
+            effects.append(result_effect(queued.envelope, "rejected", now, reason))
         self._queue.clear()
         if self.connected:
             self.connected = False
@@ -298,16 +299,17 @@ class Controller:
             self._seen.popitem(last=False)
         return False
 
-    @staticmethod
-    def _result(
-        envelope: CommandEnvelope, status: CommandStatus, now: datetime, reason: str | None = None
-    ) -> PublishResult:
-        return PublishResult(
-            CommandResult(
-                command_id=envelope.command_id,
-                mower_id=envelope.mower_id,
-                status=status,
-                at=now,
-                reason=reason,
-            )
+
+def result_effect(
+    envelope: CommandEnvelope, status: CommandStatus, now: datetime, reason: str | None = None
+) -> PublishResult:
+    """The effect that publishes one status transition of ``envelope``."""
+    return PublishResult(
+        CommandResult(
+            command_id=envelope.command_id,
+            mower_id=envelope.mower_id,
+            status=status,
+            at=now,
+            reason=reason,
         )
+    )

@@ -269,7 +269,7 @@ class EffectRunner:
                     self._unacked.append((loop.time() + ACK_TIMEOUT, ack))
                     ack.add_done_callback(functools.partial(self._result_acked, item))
                 else:
-                    ack.add_done_callback(self._state_acked if not item[1] else self._beat_acked)
+                    ack.add_done_callback(functools.partial(self._state_acked, item[1]))
 
     async def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
@@ -306,17 +306,11 @@ class EffectRunner:
                 reason=result.reason,
             )
 
-    def _state_acked(self, ack: asyncio.Future[Any]) -> None:
+    def _state_acked(self, heartbeat: bool, ack: asyncio.Future[Any]) -> None:
         if ack.cancelled() or ack.exception() is not None:
             self._metrics.publish_failures.labels("telemetry").inc()
         else:
-            self._metrics.telemetry.inc()
-
-    def _beat_acked(self, ack: asyncio.Future[Any]) -> None:
-        if ack.cancelled() or ack.exception() is not None:
-            self._metrics.publish_failures.labels("telemetry").inc()
-        else:
-            self._metrics.heartbeats.inc()
+            (self._metrics.heartbeats if heartbeat else self._metrics.telemetry).inc()
 
     async def _publish_event(self, event: EventEnvelope[Any]) -> None:
         delay = 0.05

@@ -26,9 +26,6 @@ from actors import (
     is_emergency,
 )
 from contracts.v1 import (
-    CommandEnvelope,
-    CommandResult,
-    CommandStatus,
     MowerRegistration,
     MowerState,
 )
@@ -46,7 +43,7 @@ from mowdeck.gateway.actor import (
 )
 from mowdeck.gateway.admission import Admitted, Expired, Foreign, Invalid, Rejected, admit
 from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
-from mowdeck.gateway.controller import PublishResult, SendToDevice
+from mowdeck.gateway.controller import SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Change, FleetFeed, Registry
@@ -449,7 +446,7 @@ class GatewayService:
             case Rejected(envelope, reason):
                 label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
                 self.metrics.refused.labels(label).inc()
-                self.effects(envelope.mower_id, [_refusal(envelope, "rejected", now, reason)])
+                self.effects(envelope.mower_id, [result_effect(envelope, "rejected", now, reason)])
                 await msg.ack()
                 log.info(
                     "command rejected",
@@ -459,7 +456,7 @@ class GatewayService:
                 )
             case Expired(envelope):
                 self.metrics.refused.labels("expired").inc()
-                self.effects(envelope.mower_id, [_refusal(envelope, "expired", now)])
+                self.effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
                 await msg.ack()
             case Admitted(envelope, _):
                 sequence = metadata.sequence.stream
@@ -478,18 +475,3 @@ class GatewayService:
                         command_id=str(envelope.command_id),
                         kind=envelope.kind,
                     )
-
-
-def _refusal(
-    envelope: CommandEnvelope, status: CommandStatus, now: datetime, reason: str | None = None
-) -> PublishResult:
-    """A final result for a command that never reaches its controller."""
-    return PublishResult(
-        CommandResult(
-            command_id=envelope.command_id,
-            mower_id=envelope.mower_id,
-            status=status,
-            at=now,
-            reason=reason,
-        )
-    )

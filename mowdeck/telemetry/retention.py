@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 import structlog
 
+from mowdeck.kit.periodic import Periodic
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import Cutoffs, TelemetryStore
 from mowdeck.telemetry.settings import TelemetrySettings
@@ -36,7 +36,9 @@ class Retention:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
+        self._timer = Periodic(
+            "telemetry-retention", settings.telemetry_retention_interval_seconds, self.run_once
+        )
 
     async def run_once(self) -> dict[str, int] | None:
         """One round; returns rows deleted per table, or None if another replica ran it."""
@@ -58,22 +60,9 @@ class Retention:
         return deleted
 
     def start(self) -> None:
-        """Run a round every ``telemetry_retention_interval_seconds``."""
-        self._task = asyncio.get_running_loop().create_task(
-            self._loop(), name="telemetry-retention"
-        )
+        """Run a round every interval (the first after one interval)."""
+        self._timer.start()
 
     async def stop(self) -> None:
         """Stop the timer (a round in progress is cancelled; its batches are committed)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.telemetry_retention_interval_seconds)
-            try:
-                await self.run_once()
-            except Exception:
-                log.exception("retention round failed")
+        await self._timer.stop()

@@ -1,0 +1,46 @@
+"""A round of work repeated on a timer, for housekeeping such as retention and pruning."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+__all__ = ["Periodic"]
+
+log = structlog.get_logger("mowdeck.periodic")
+
+
+class Periodic:
+    """Runs ``round_()`` every ``interval`` seconds (the first after one interval).
+
+    A failed round is logged and the next one runs on time; ``stop()`` cancels a round in
+    progress, so each round must leave what it committed consistent.
+    """
+
+    def __init__(self, name: str, interval: float, round_: Callable[[], Awaitable[object]]):
+        self.name = name
+        self.interval = interval
+        self._round = round_
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the timer (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name=self.name)
+
+    async def stop(self) -> None:
+        """Stop the timer."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self._round()
+            except Exception:
+                log.exception("periodic round failed", task=self.name)
