@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
-from collections import deque
-from datetime import UTC, datetime
 from typing import Any
 
 import pykka
 import structlog
 from aiohttp import web
-from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from actors import (
@@ -29,22 +25,19 @@ from contracts.v1 import (
     MowerRegistration,
     MowerState,
 )
-from contracts.v1.subjects import COMMAND_FILTER, COMMANDS, PRIORITY_HEADER
+from contracts.v1.subjects import COMMAND_FILTER, COMMANDS
 from mowdeck.gateway.actor import (
     Close,
     ControllerActor,
     EffectOutbox,
-    EmergencySubmit,
     Heartbeat,
     LinkChanged,
     Rename,
     StateReported,
-    Submit,
 )
-from mowdeck.gateway.admission import Admitted, Expired, Foreign, Invalid, Rejected, admit
 from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
-from mowdeck.gateway.controller import SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
+from mowdeck.gateway.intake import CommandIntake
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Change, FleetFeed, Registry
 from mowdeck.gateway.settings import GatewaySettings
@@ -113,11 +106,8 @@ class GatewayService:
         self._outbox: EffectOutbox | None = None
         self._consumer: Consumer | None = None
         self._feed: FleetFeed | None = None
-        self._normal: deque[Msg] = deque()
-        self._normal_ready = asyncio.Event()
+        self.intake: CommandIntake | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._closing = False
-        self._callbacks = 0
         self._tells: list[tuple[pykka.ActorRef[Any], object]] = []
         self._tells_scheduled = False
         self._fast_bus: Bus | None = None
@@ -166,12 +156,20 @@ class GatewayService:
             retry_max=s.fleet_retry_max_seconds,
         )
         await self._feed.start()
-        self._tasks.append(asyncio.create_task(self._admit_normal(), name="admit-normal"))
+        self.intake = CommandIntake(
+            shard_index=s.shard_index,
+            shard_count=s.shard_count,
+            registry=self.registry,
+            metrics=self.metrics,
+            effects=self.effects,
+            tell=self.tell,
+        )
+        self.intake.start()
         self._tasks.append(asyncio.create_task(self._heartbeats(), name="heartbeats"))
         # The fast path: a connection of its own that sees every command as it is
         # published, so an emergency stop is not queued behind the stream's backlog.
         self._fast_bus = await Bus.connect(s.nats_url, name=f"{self._producer}-estop")
-        await self._fast_bus.nc.subscribe(COMMAND_FILTER, cb=self._on_fast_path)
+        await self._fast_bus.nc.subscribe(COMMAND_FILTER, cb=self.intake.on_fast_path)
         self._consumer = Consumer(
             self.bus,
             ConsumerSpec(
@@ -182,7 +180,7 @@ class GatewayService:
                 # Bounds the local queue of ordinary commands awaiting admission.
                 max_ack_pending=2000,
             ),
-            self._on_command,
+            self.intake.on_command,
         )
         await self._consumer.start()
         app = web.Application(middlewares=[problem_middleware])
@@ -208,20 +206,22 @@ class GatewayService:
         """Graceful shutdown in ADR 0013's order."""
         timeout = self.settings.shutdown_timeout_seconds
         self.readiness.set_not_ready("shutting down")
-        self._closing = True
+        if self.intake is not None:
+            self.intake.closing = True
         if self._fast_bus is not None:
             await self._fast_bus.drain()
         if self._consumer is not None:
             await self._consumer.stop()
-        while self._normal:
-            msg = self._normal.popleft()
-            await msg.nak()  # not admitted yet: the next owner of this shard runs it
+        if self.intake is not None:
+            await self.intake.release()
         await self._barrier()
         assert self.effects is not None
         if not await self.effects.pending.wait_empty(timeout):
             log.error("shutdown timed out waiting for results", pending=len(self.effects.pending))
         await self._close_controllers("gateway shutting down")
         await self.effects.settle(timeout=5.0)
+        if self.intake is not None:
+            await self.intake.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -356,122 +356,3 @@ class GatewayService:
             beat = Heartbeat()
             for mower_id in list(self.registry):
                 self.tell(mower_id, beat)
-
-    # Commands.
-
-    async def _on_command(self, msg: Msg) -> None:
-        # The emergency lane is chosen from the header before anything is decoded, and
-        # an emergency stop is admitted right here; ordinary commands wait their turn in
-        # a queue so a backlog of them cannot hold an emergency stop back.
-        if self._closing:
-            await msg.nak()
-            return
-        headers = msg.headers
-        if headers is not None and headers.get(PRIORITY_HEADER) == "emergency":
-            await self._admit(msg)
-            return
-        self._normal.append(msg)
-        self._normal_ready.set()
-        await self._turn()
-
-    async def _turn(self) -> None:
-        # nats-py drains a subscription's queue without yielding while our callbacks do
-        # not: a backlog of thousands would hold the loop (and a stop's send) for tens of
-        # milliseconds. Yield now and then.
-        self._callbacks += 1
-        if self._callbacks % 32 == 0:
-            await asyncio.sleep(0)
-
-    async def _on_fast_path(self, msg: Msg) -> None:
-        headers = msg.headers
-        if self._closing or headers is None or headers.get(PRIORITY_HEADER) != "emergency":
-            await self._turn()
-            return  # everything but a stop waits for the stream
-        delivered = time.perf_counter()
-        s = self.settings
-        decision = admit(
-            msg.subject,
-            msg.data,
-            shard_index=s.shard_index,
-            shard_count=s.shard_count,
-            registry=self.registry,
-            now=datetime.now(UTC),
-        )
-        # Refusals are answered when the stream delivers the stop; only act here. An
-        # admitted stop has one possible decision, so it goes to the device from here,
-        # without waiting for a worker; the controller is told it was sent.
-        if isinstance(decision, Admitted) and decision.envelope.is_emergency:
-            envelope = decision.envelope
-            assert self.effects is not None
-            if self.effects.first_sight(envelope.command_id):
-                self.effects.stop_delivered(envelope.command_id, delivered)
-                self.effects(envelope.mower_id, [SendToDevice(envelope)])
-                self.tell(envelope.mower_id, EmergencySubmit(envelope, None, sent=True))
-
-    async def _admit_normal(self) -> None:
-        while True:
-            await self._normal_ready.wait()
-            self._normal_ready.clear()
-            handled = 0
-            while self._normal:
-                await self._admit(self._normal.popleft())
-                handled += 1
-                if handled % 64 == 0:
-                    await asyncio.sleep(0)  # let the emergency lane and the links in
-
-    async def _admit(self, msg: Msg) -> None:
-        delivered = time.perf_counter()
-        metadata = msg.metadata  # parsed from the reply subject on every access
-        if metadata.num_delivered > 1:
-            self.metrics.redeliveries.inc()
-        now = datetime.now(UTC)
-        s = self.settings
-        decision = admit(
-            msg.subject,
-            msg.data,
-            shard_index=s.shard_index,
-            shard_count=s.shard_count,
-            registry=self.registry,
-            now=now,
-        )
-        assert self.effects is not None
-        match decision:
-            case Invalid(reason):
-                self.metrics.refused.labels("invalid").inc()
-                await msg.term()
-                log.warning("command terminated", subject=msg.subject, reason=reason)
-            case Foreign():
-                self.metrics.foreign.inc()
-                await msg.ack()
-            case Rejected(envelope, reason):
-                label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
-                self.metrics.refused.labels(label).inc()
-                self.effects(envelope.mower_id, [result_effect(envelope, "rejected", now, reason)])
-                await msg.ack()
-                log.info(
-                    "command rejected",
-                    mower_id=str(envelope.mower_id),
-                    command_id=str(envelope.command_id),
-                    reason=reason,
-                )
-            case Expired(envelope):
-                self.metrics.refused.labels("expired").inc()
-                self.effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
-                await msg.ack()
-            case Admitted(envelope, _):
-                sequence = metadata.sequence.stream
-                self.metrics.admitted_kind(envelope.kind).inc()
-                if envelope.is_emergency:
-                    # A stop whose header was missing still wins once decoded.
-                    self.effects.stop_delivered(envelope.command_id, delivered)
-                    self.tell(envelope.mower_id, EmergencySubmit(envelope, sequence))
-                else:
-                    self.tell(envelope.mower_id, Submit(envelope, sequence))
-                await msg.ack()
-                if _debug.isEnabledFor(logging.DEBUG):
-                    log.debug(
-                        "command admitted",
-                        mower_id=str(envelope.mower_id),
-                        command_id=str(envelope.command_id),
-                        kind=envelope.kind,
-                    )

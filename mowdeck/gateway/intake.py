@@ -1,0 +1,191 @@
+"""Command intake: the emergency fast path, the stream consumer's callback, admission."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import structlog
+from nats.aio.msg import Msg
+
+from contracts.v1.subjects import PRIORITY_HEADER
+from mowdeck.gateway.actor import EmergencySubmit, Submit
+from mowdeck.gateway.admission import Admitted, Expired, Foreign, Invalid, Rejected, admit
+from mowdeck.gateway.controller import SendToDevice, result_effect
+from mowdeck.gateway.effects import EffectRunner
+from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.registry import Registry
+
+__all__ = ["CommandIntake"]
+
+log = structlog.get_logger("mowdeck.gateway")
+_debug = logging.getLogger("mowdeck.gateway")
+
+Tell = Callable[[uuid.UUID, object], None]
+
+
+class CommandIntake:
+    """Admits delivered commands in ADR 0013's order and hands them to the controllers.
+
+    The emergency lane is chosen from the header before anything is decoded. A stop is
+    admitted in the callback that delivers it; ordinary commands wait in a local queue
+    that a task admits, so a backlog of them cannot hold a stop back.
+    """
+
+    def __init__(
+        self,
+        *,
+        shard_index: int,
+        shard_count: int,
+        registry: Registry,
+        metrics: GatewayMetrics,
+        effects: EffectRunner,
+        tell: Tell,
+    ) -> None:
+        self._shard_index = shard_index
+        self._shard_count = shard_count
+        self._registry = registry
+        self._metrics = metrics
+        self._effects = effects
+        self._tell = tell
+        self.closing = False
+        self._normal: deque[Msg] = deque()
+        self._normal_ready = asyncio.Event()
+        self._callbacks = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start admitting ordinary commands."""
+        self._task = asyncio.get_running_loop().create_task(
+            self._admit_normal(), name="admit-normal"
+        )
+
+    async def release(self) -> None:
+        """Refuse new deliveries and give back what was not admitted yet."""
+        self.closing = True
+        while self._normal:
+            await self._normal.popleft().nak()  # the next owner of this shard runs it
+
+    async def stop(self) -> None:
+        """Stop the admitting task (after ``release`` and the results are out)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def on_command(self, msg: Msg) -> None:
+        """A delivery of the durable consumer."""
+        if self.closing:
+            await msg.nak()
+            return
+        headers = msg.headers
+        if headers is not None and headers.get(PRIORITY_HEADER) == "emergency":
+            await self._admit(msg)
+            return
+        self._normal.append(msg)
+        self._normal_ready.set()
+        await self._turn()
+
+    async def _turn(self) -> None:
+        # nats-py drains a subscription's queue without yielding while our callbacks do
+        # not: a backlog of thousands would hold the loop (and a stop's send) for tens of
+        # milliseconds. Yield now and then.
+        self._callbacks += 1
+        if self._callbacks % 32 == 0:
+            await asyncio.sleep(0)
+
+    async def on_fast_path(self, msg: Msg) -> None:
+        """A command as it was published (core subscription): only stops are acted on."""
+        headers = msg.headers
+        if self.closing or headers is None or headers.get(PRIORITY_HEADER) != "emergency":
+            await self._turn()
+            return  # everything but a stop waits for the stream
+        delivered = time.perf_counter()
+        decision = admit(
+            msg.subject,
+            msg.data,
+            shard_index=self._shard_index,
+            shard_count=self._shard_count,
+            registry=self._registry,
+            now=datetime.now(UTC),
+        )
+        # Refusals are answered when the stream delivers the stop; only act here. An
+        # admitted stop has one possible decision, so it goes to the device from here,
+        # without waiting for a worker; the controller is told it was sent.
+        if isinstance(decision, Admitted) and decision.envelope.is_emergency:
+            envelope = decision.envelope
+            if self._effects.first_sight(envelope.command_id):
+                self._effects.stop_delivered(envelope.command_id, delivered)
+                self._effects(envelope.mower_id, [SendToDevice(envelope)])
+                self._tell(envelope.mower_id, EmergencySubmit(envelope, None, sent=True))
+
+    async def _admit_normal(self) -> None:
+        while True:
+            await self._normal_ready.wait()
+            self._normal_ready.clear()
+            handled = 0
+            while self._normal:
+                await self._admit(self._normal.popleft())
+                handled += 1
+                if handled % 64 == 0:
+                    await asyncio.sleep(0)  # let the emergency lane and the links in
+
+    async def _admit(self, msg: Msg) -> None:
+        delivered = time.perf_counter()
+        metadata = msg.metadata  # parsed from the reply subject on every access
+        if metadata.num_delivered > 1:
+            self._metrics.redeliveries.inc()
+        now = datetime.now(UTC)
+        decision = admit(
+            msg.subject,
+            msg.data,
+            shard_index=self._shard_index,
+            shard_count=self._shard_count,
+            registry=self._registry,
+            now=now,
+        )
+        match decision:
+            case Invalid(reason):
+                self._metrics.refused.labels("invalid").inc()
+                await msg.term()
+                log.warning("command terminated", subject=msg.subject, reason=reason)
+            case Foreign():
+                self._metrics.foreign.inc()
+                await msg.ack()
+            case Rejected(envelope, reason):
+                label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
+                self._metrics.refused.labels(label).inc()
+                self._effects(envelope.mower_id, [result_effect(envelope, "rejected", now, reason)])
+                await msg.ack()
+                log.info(
+                    "command rejected",
+                    mower_id=str(envelope.mower_id),
+                    command_id=str(envelope.command_id),
+                    reason=reason,
+                )
+            case Expired(envelope):
+                self._metrics.refused.labels("expired").inc()
+                self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
+                await msg.ack()
+            case Admitted(envelope, _):
+                sequence = metadata.sequence.stream
+                self._metrics.admitted_kind(envelope.kind).inc()
+                if envelope.is_emergency:
+                    # A stop whose header was missing still wins once decoded.
+                    self._effects.stop_delivered(envelope.command_id, delivered)
+                    self._tell(envelope.mower_id, EmergencySubmit(envelope, sequence))
+                else:
+                    self._tell(envelope.mower_id, Submit(envelope, sequence))
+                await msg.ack()
+                if _debug.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "command admitted",
+                        mower_id=str(envelope.mower_id),
+                        command_id=str(envelope.command_id),
+                        kind=envelope.kind,
+                    )
