@@ -3,10 +3,17 @@
 Scheduling, in short (details in docs/actors.md):
 
 - Each started actor is in one state: idle, ready (in the normal or the emergency ready
-  queue), running (on exactly one worker) or dead. Normal puts, `schedule_start` and the
-  workers change it under the dispatcher's one lock. An emergency put takes no lock: it
-  appends to the actor's emergency lane and drops a hint in the emergency ready queue;
-  the worker that pops the hint claims the actor under the lock.
+  queue), running (on exactly one worker) or dead. `schedule_start`, the workers and a
+  normal put that finds the actor idle change it under the dispatcher's one lock. A
+  normal put to a ready or running actor takes no lock: it appends and is done, and a
+  worker that lets an actor go idle looks at its lanes once more afterwards. An
+  emergency put takes no lock either: it appends to the actor's emergency lane and drops
+  a hint in the emergency ready queue; the worker that pops the hint claims the actor
+  under the lock.
+- Nobody blocks on the lock in the hot paths (`take_lock`): a thread blocked in
+  `acquire` takes the lock while it still waits for the GIL, and then everyone queues
+  behind it (a lock convoy: a context switch per message). A sleeping worker waits on
+  its own wake lock, not on a Condition tied to the dispatcher's lock.
 - A put wakes a worker only when an actor goes from idle to ready *and* a worker is
   idle; a busy actor's mail is picked up by the worker already running it. That is what
   keeps thousands of actors cheap: no thread per actor, no wakeup per message.
@@ -24,8 +31,10 @@ import queue
 import random
 import threading
 import time
+from _thread import LockType as _LockType
+from _thread import allocate_lock as _allocate_lock
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 from pykka import ActorDeadError, messages
@@ -51,6 +60,9 @@ __all__ = ["Dispatcher"]
 
 _log = structlog.get_logger("actors.dispatcher")
 _names = itertools.count(1)
+_pause = time.sleep
+# How long a thread that finds the lock taken gives the GIL away before it tries again.
+_CONTENDED_PAUSE: Final = 0.000_02
 
 
 class Dispatcher:
@@ -70,7 +82,6 @@ class Dispatcher:
             raise ValueError(msg)
         self.name = name or str(next(_names))
         self.lock = threading.Lock()
-        self._wakeup = threading.Condition(self.lock)
         self._drained = threading.Condition(self.lock)
         self._workers = workers
         self._batch = batch
@@ -78,7 +89,8 @@ class Dispatcher:
         self._metrics = metrics
         self._ready_normal: deque[TwoLaneInbox] = deque()
         self._ready_emergency: deque[TwoLaneInbox] = deque()
-        self._idle = 0  # workers waiting and not yet notified
+        # Wake locks of the workers that are asleep (each held, released once to wake).
+        self._sleepers: list[_LockType] = []
         self._live: dict[TwoLaneInbox, None] = {}  # insertion order = start order
         self._threads: list[threading.Thread] = []
         self._stats: list[HandlingStats] = []
@@ -141,8 +153,9 @@ class Dispatcher:
                 self._drained.wait(remaining)
             leftover = len(self._live)
             self._state = "stopped"
-            self._idle = 0
-            self._wakeup.notify_all()
+            for wake in self._sleepers:
+                wake.release()
+            self._sleepers.clear()
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         if self._metrics is not None:
@@ -213,40 +226,69 @@ class Dispatcher:
         else:
             inbox.state = READY_NORMAL
             self._ready_normal.append(inbox)
-        if self._idle:
-            self._idle -= 1
-            self._wakeup.notify()
+        if self._sleepers:
+            self._sleepers.pop(0).release()
+
+    def take_lock(self) -> None:
+        """Acquire the dispatcher's lock without joining a convoy (for the hot paths).
+
+        A thread that blocks in `Lock.acquire` gets the lock as soon as it is released,
+        then waits for the GIL while it holds the lock; everyone else then blocks on the
+        lock in turn, and every message costs context switches. So: try, and while the
+        lock is taken, give the GIL away for a moment (the holder needs it to finish).
+        """
+        acquire = self.lock.acquire
+        if acquire(False):
+            return
+        while not acquire(False):
+            _pause(_CONTENDED_PAUSE)
 
     def hint_emergency(self, inbox: TwoLaneInbox) -> None:
         """Flag an actor that just got emergency mail (called without the lock)."""
         self._ready_emergency.append(inbox)
-        # Read without the lock: a worker going idle re-checks the emergency queue after
-        # counting itself idle, so either it sees this hint or this sees it idle.
-        if self._idle:
-            with self.lock:
-                if self._idle:
-                    self._idle -= 1
-                    self._wakeup.notify()
+        # Read without the lock: a worker going to sleep re-checks the emergency queue
+        # after joining the sleepers, so either it sees this hint or this sees it asleep.
+        if self._sleepers:
+            self.take_lock()
+            try:
+                if self._sleepers:
+                    self._sleepers.pop(0).release()
+            finally:
+                self.lock.release()
 
     # -- workers -------------------------------------------------------------------
 
     def _work(self, stats: HandlingStats) -> None:
         inbox: TwoLaneInbox | None = None
         dead: list[TwoLaneInbox] = []
+        wake = _allocate_lock()
+        wake.acquire()
+        take_lock = self.take_lock
+        release = self.lock.release
         while True:
-            with self.lock:
+            take_lock()
+            try:
                 if inbox is not None and inbox.state == RUNNING:
-                    if inbox.emergency:
-                        inbox.state = READY_EMERGENCY
-                        self._ready_emergency.append(inbox)
-                    elif inbox.normal:
-                        inbox.state = READY_NORMAL
-                        self._ready_normal.append(inbox)
-                    else:
-                        inbox.state = IDLE
+                    self._end_turn(inbox)
                 inbox = self._next_ready(dead)
                 if inbox is not None:
                     inbox.state = RUNNING
+                    sleep = False
+                elif dead or self._state == "stopped":
+                    sleep = False
+                else:
+                    self._sleepers.append(wake)
+                    # Read after joining the sleepers: hint_emergency appends its hint
+                    # and then reads the sleepers without the lock, so either it sees
+                    # this worker asleep or this sees its hint.
+                    sleep = not self._ready_emergency
+                    if not sleep:
+                        self._sleepers.remove(wake)
+            finally:
+                release()
+            if sleep:
+                wake.acquire()  # until a put, a hint or stop() releases it
+                continue
             while dead:  # emergency mail that raced with a teardown: answer it
                 self._drain(dead.pop())
             if inbox is not None:
@@ -254,33 +296,43 @@ class Dispatcher:
             elif self._state == "stopped":
                 return
 
+    def _end_turn(self, inbox: TwoLaneInbox) -> None:
+        # Caller holds the lock: requeue an actor after its turn, or let it go idle.
+        if inbox.emergency:
+            inbox.state = READY_EMERGENCY
+            self._ready_emergency.append(inbox)
+        elif inbox.normal:
+            inbox.state = READY_NORMAL
+            self._ready_normal.append(inbox)
+        else:
+            inbox.state = IDLE
+            # A normal put appends without the lock and then reads the state: look
+            # again, after writing IDLE, so that either this sees its envelope or the
+            # put sees IDLE (and takes the lock to make the actor ready).
+            if inbox.normal:
+                inbox.state = READY_NORMAL
+                self._ready_normal.append(inbox)
+
     def _next_ready(self, dead: list[TwoLaneInbox]) -> TwoLaneInbox | None:
         # Caller holds the lock. Entries whose state moved on are stale and skipped.
-        while True:
-            ready = self._ready_emergency
-            while ready:
-                inbox = ready.popleft()
-                state = inbox.state
-                if state == READY_EMERGENCY:
+        ready = self._ready_emergency
+        while ready:
+            inbox = ready.popleft()
+            state = inbox.state
+            if state == READY_EMERGENCY:
+                return inbox
+            if inbox.emergency:  # a hint from a lock-free emergency put
+                if state in (IDLE, READY_NORMAL):
                     return inbox
-                if inbox.emergency:  # a hint from a lock-free emergency put
-                    if state in (IDLE, READY_NORMAL):
-                        return inbox
-                    if state == DEAD:
-                        dead.append(inbox)
-                # RUNNING: its worker takes the emergency next. NEW: starts with it.
-            ready = self._ready_normal
-            while ready:
-                inbox = ready.popleft()
-                if inbox.state == READY_NORMAL:
-                    return inbox
-            if dead or self._state == "stopped":
-                return None
-            self._idle += 1
-            if self._ready_emergency:  # an emergency hint slipped in: see hint_emergency
-                self._idle -= 1
-                continue
-            self._wakeup.wait()
+                if state == DEAD:
+                    dead.append(inbox)
+            # RUNNING: its worker takes the emergency next. NEW: starts with it.
+        ready = self._ready_normal
+        while ready:
+            inbox = ready.popleft()
+            if inbox.state == READY_NORMAL:
+                return inbox
+        return None
 
     def _run_turn(self, inbox: TwoLaneInbox, stats: HandlingStats) -> None:
         actor = inbox.actor
@@ -320,12 +372,15 @@ class Dispatcher:
                 return
 
     def _teardown(self, inbox: TwoLaneInbox, actor: DispatcherActor) -> None:
-        with self.lock:
+        self.take_lock()
+        try:
             inbox.state = DEAD
             callbacks = inbox.take_termination_callbacks()
             self._live.pop(inbox, None)
             if not self._live:
                 self._drained.notify_all()
+        finally:
+            self.lock.release()
         # Puts now fail fast; answer what was queued before, as pykka's teardown does.
         self._drain(inbox)
         inbox.actor = None  # an ActorRef may outlive the actor; don't let it pin the state

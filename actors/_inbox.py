@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Emergency", "TerminationCallback", "TwoLaneInbox", "is_emergency"]
 
-# Scheduling states of an inbox. Only the dispatcher changes them, under its lock.
+# Scheduling states of an inbox. Only the dispatcher (and a put that finds the actor
+# idle) changes them, under the dispatcher's lock; a normal put reads them without. The
+# READY_* and RUNNING values must stay contiguous: `put` tests them as one range.
 NEW: Final = 0  # created, actor not started yet: mail is kept, nothing is scheduled
 IDLE: Final = 1  # started, no mail, not queued
 READY_NORMAL: Final = 2  # queued in the dispatcher's normal ready queue
@@ -45,8 +47,8 @@ class TwoLaneInbox:
 
     It satisfies pykka's inbox protocol (`put`, `get`, `empty`), but `get` never blocks:
     the dispatcher, not a thread per actor, decides when the actor runs. All scheduling
-    state is guarded by the dispatcher's lock; the lanes are deques, so a worker may pop
-    from them without the lock while producers append.
+    state is changed under the dispatcher's lock; the lanes are deques, so a worker may
+    pop from them without the lock while producers append.
     """
 
     __slots__ = (
@@ -95,13 +97,31 @@ class TwoLaneInbox:
             self.emergency.append(envelope)
             dispatcher.hint_emergency(self)
             return
-        with dispatcher.lock:
+        # Append first, then read the state, both without the lock. If the actor is
+        # ready or running, the worker that runs it will see this envelope: a worker
+        # that finds the lanes empty sets IDLE and then looks at the lanes again (see
+        # Dispatcher._end_turn), so under the GIL either it sees the envelope or this sees
+        # IDLE. Only the idle -> ready change (and NEW/DEAD) takes the lock. Taking it
+        # for every tell made the producer and the workers convoy on it.
+        normal = self.normal
+        normal.append(envelope)
+        if READY_NORMAL <= self.state <= RUNNING:
+            return
+        dispatcher.take_lock()
+        try:
             state = self.state
             if state != DEAD:
-                self.normal.append(envelope)
-                if state == IDLE:
+                if state == IDLE and normal:
                     dispatcher.make_ready(self, emergency=False)
                 return
+        finally:
+            dispatcher.lock.release()
+        # Dead: the teardown drains the lanes after it sets DEAD, and may have answered
+        # this envelope already. Exactly one of it and this remove() gets the envelope.
+        try:
+            normal.remove(envelope)  # Envelope compares by identity
+        except ValueError:
+            return
         dispatcher.reject(self, envelope)
 
     def get(self) -> Envelope[Any]:

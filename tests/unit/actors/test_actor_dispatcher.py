@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 import structlog
 from prometheus_client import CollectorRegistry, generate_latest
 
-from actors import ActorMetrics, Dispatcher
+from actors import ActorMetrics, Dispatcher, DispatcherActor, Emergency
 
 from .probes import DispatcherProbe, Journal, Note, Stop, hold
 
@@ -180,7 +181,7 @@ def test_workers_sleep_when_there_is_no_mail(dispatcher: Dispatcher) -> None:
     ref.ask("started", timeout=5)
     before = time.process_time()
     time.sleep(0.2)
-    # Idle workers wait on a condition; busy-polling would burn CPU here.
+    # Idle workers sleep on their wake locks; busy-polling would burn CPU here.
     assert time.process_time() - before < 0.05
     ref.stop()
 
@@ -207,3 +208,84 @@ def test_invalid_sizes_are_refused() -> None:
         Dispatcher(workers=0)
     with pytest.raises(ValueError, match="at least 1"):
         Dispatcher(batch=0)
+
+
+class _Sequenced(Emergency):
+    __slots__ = ("number", "source")
+
+    def __init__(self, source: int, number: int) -> None:
+        self.source = source
+        self.number = number
+
+
+class _OrderChecker(DispatcherActor):
+    """Records each lane's arrival order per producer and any overlapping handling."""
+
+    def __init__(self, *, dispatcher: Dispatcher, handled: threading.Semaphore) -> None:
+        super().__init__(dispatcher=dispatcher)
+        self.handled_signal = handled
+        self.last: dict[tuple[bool, int], int] = {}
+        self.errors: list[str] = []
+        self.handled = 0
+        self.busy = False
+
+    def on_receive(self, message: Any) -> Any:
+        if self.busy:
+            self.errors.append("two messages at once")
+        self.busy = True
+        if isinstance(message, _Sequenced):
+            key, number = (True, message.source), message.number
+        else:
+            key, number = (False, message[0]), message[1]
+        if self.last.get(key, -1) >= number:
+            self.errors.append(f"out of order: {key} {number}")
+        self.last[key] = number
+        self.handled += 1
+        self.handled_signal.release()
+        if number % 97 == 0:
+            time.sleep(0)  # give the GIL away mid-handler, as real handlers may
+        self.busy = False
+        return (self.handled, list(self.errors))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_concurrent_producers_lose_no_mail_and_keep_lane_order(workers: int) -> None:
+    # Normal puts to a ready or running actor skip the lock; this races them against
+    # workers letting actors go idle, from several producer threads at once.
+    # A tiny switch interval makes the GIL change hands far more often than usual.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _race_producers_against_workers(workers)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _race_producers_against_workers(workers: int) -> None:
+    dispatcher = Dispatcher(workers=workers, batch=4)
+    dispatcher.start()
+    signal = threading.Semaphore(0)
+    refs = [_OrderChecker.start(dispatcher=dispatcher, handled=signal) for _ in range(20)]
+    per_producer = 3_000
+
+    def produce(source: int) -> None:
+        for number in range(per_producer):
+            ref = refs[(number * 7 + source) % len(refs)]
+            ref.tell(_Sequenced(source, number) if number % 11 == 0 else (source, number))
+
+    producers = [threading.Thread(target=produce, args=(source,)) for source in range(3)]
+    for producer in producers:
+        producer.start()
+    for producer in producers:
+        producer.join()
+    # Wait without sending more mail: a later put would rescue a message left behind.
+    deadline = time.monotonic() + 10
+    for _ in range(3 * per_producer):
+        assert signal.acquire(timeout=max(0.0, deadline - time.monotonic()))
+    handled = 0
+    for ref in refs:
+        count, errors = ref.ask((99, 0), timeout=10)
+        assert errors == []
+        handled += count - 1
+    assert handled == 3 * per_producer
+    assert dispatcher.stop(timeout=10)
