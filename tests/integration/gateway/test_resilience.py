@@ -12,6 +12,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+import aiohttp
 import msgspec
 import pytest
 
@@ -85,7 +86,9 @@ async def test_nats_restart_under_load(own_nats_server: NatsServer, sim: Simulat
         await bus.drain()
 
 
-def _spawn_gateway(url: str, mowers_json: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _spawn_gateway(
+    url: str, mowers_json: str, port: int, log: Path, shard: tuple[int, int] = (0, 1)
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "MOWDECK_NATS_URL": url,
@@ -94,6 +97,8 @@ def _spawn_gateway(url: str, mowers_json: str, port: int, log: Path) -> subproce
         "MOWDECK_LOG_FORMAT": "json",
         "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
         "MOWDECK_SHUTDOWN_TIMEOUT_SECONDS": "30",
+        "MOWDECK_SHARD_INDEX": str(shard[0]),
+        "MOWDECK_SHARD_COUNT": str(shard[1]),
     }
     with log.open("ab") as sink:  # a file, not a pipe: a full pipe would block the gateway
         return subprocess.Popen(
@@ -149,3 +154,60 @@ async def test_sigterm_under_load(
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)
+
+
+async def _metric(port: int, name: str) -> float:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        text = await response.text()
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
+
+
+@pytest.mark.slow
+async def test_two_shard_processes_split_the_fleet_exactly(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    mowers = sim.registrations()
+    mowers_json = msgspec.json.encode(mowers).decode()
+    ports = [free_port(), free_port()]
+    procs = [
+        _spawn_gateway(nats_server.url, mowers_json, ports[i], tmp_path / f"g{i}.log", (i, 2))
+        for i in range(2)
+    ]
+    try:
+        for i, port in enumerate(ports):
+            owned = sum(1 for m in mowers if m.mower_id.int % 2 == i)
+
+            async def connected(port: int = port, owned: int = owned) -> bool:
+                try:
+                    return await _metric(port, "mowdeck_gateway_mowers_connected") >= owned
+                except aiohttp.ClientError:
+                    return False
+
+            await eventually(connected, timeout=30)
+        envs = [
+            command(m, SetSpeed(speed_mps=0.3 + i / 10), ttl_s=60) for i in range(5) for m in mowers
+        ]
+        for env in envs:
+            await bus.publish_command(env, now=datetime.now(UTC))
+        for env in envs:
+            assert (await results.wait_final(env.command_id, timeout=30)).status == "executed"
+        counts = executions(sim, [m.mower_id for m in mowers])
+        assert all(counts[e.command_id] == 1 for e in envs)
+        # Each process admitted exactly the commands of its own mowers.
+        for i, port in enumerate(ports):
+            mine = sum(1 for e in envs if e.mower_id.int % 2 == i)
+            admitted = await _metric(port, "mowdeck_gateway_commands_admitted_total")
+            foreign = await _metric(port, "mowdeck_gateway_commands_foreign_total")
+            assert (admitted, foreign) == (mine, len(envs) - mine)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            assert await asyncio.to_thread(proc.wait, 60) == 0
