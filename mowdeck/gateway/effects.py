@@ -23,7 +23,7 @@ from contracts.v1 import (
     MowerState,
     encode,
 )
-from contracts.v1.subjects import event_subject, result_subject, telemetry_subject
+from contracts.v1.subjects import MSG_ID_HEADER, event_subject, result_subject, telemetry_subject
 from mowdeck.gateway.actor import DriveCheck, Outcome
 from mowdeck.gateway.connections import CommandTimeoutError, LinkDownError, MowerConnection
 from mowdeck.gateway.controller import (
@@ -233,8 +233,10 @@ class EffectRunner:
 
     async def _publish(self) -> None:
         # A result whose ack fails, or does not come within ACK_TIMEOUT, is queued again:
-        # its msg id `<command_id>:<status>` makes the repeat harmless. A state is not
-        # repeated; a newer one supersedes it.
+        # its msg id `<command_id>:<status>` makes the repeat harmless. A state is
+        # published without waiting for the stream's ack (the stream still stores and
+        # de-duplicates it): a newer state supersedes a lost one, and an ack that never
+        # comes must not hold a slot of the pipelined publisher.
         loop = asyncio.get_running_loop()
         outgoing = self._outgoing
         delay = 0.05
@@ -253,7 +255,10 @@ class EffectRunner:
                     data = encode(state)
                     msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
                 try:
-                    ack = await self._bus.publish_nowait(subject, data, msg_id=msg_id)
+                    if isinstance(item, CommandResult):
+                        ack = await self._bus.publish_nowait(subject, data, msg_id=msg_id)
+                    else:
+                        await self._bus.nc.publish(subject, data, headers={MSG_ID_HEADER: msg_id})
                 except Exception as err:
                     self._metrics.publish_failures.labels("publish").inc()
                     log.warning("publish failed; retrying", error=str(err), retry_in_s=delay)
@@ -269,7 +274,7 @@ class EffectRunner:
                     self._unacked.append((loop.time() + ACK_TIMEOUT, ack))
                     ack.add_done_callback(functools.partial(self._result_acked, item))
                 else:
-                    ack.add_done_callback(functools.partial(self._state_acked, item[1]))
+                    (self._metrics.heartbeats if item[1] else self._metrics.telemetry).inc()
 
     async def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
@@ -305,12 +310,6 @@ class EffectRunner:
                 status=result.status,
                 reason=result.reason,
             )
-
-    def _state_acked(self, heartbeat: bool, ack: asyncio.Future[Any]) -> None:
-        if ack.cancelled() or ack.exception() is not None:
-            self._metrics.publish_failures.labels("telemetry").inc()
-        else:
-            (self._metrics.heartbeats if heartbeat else self._metrics.telemetry).inc()
 
     async def _publish_event(self, event: EventEnvelope[Any]) -> None:
         delay = 0.05
