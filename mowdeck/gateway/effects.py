@@ -37,6 +37,7 @@ from mowdeck.gateway.controller import (
 )
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.pipeline import PipelinedPublisher
 
 __all__ = ["EffectRunner", "PendingCommands"]
 
@@ -111,11 +112,13 @@ class EffectRunner:
         self._wake = asyncio.Event()
         # Result acks in publish order with their deadlines; the sweeper walks from the left.
         self._unacked: deque[tuple[float, asyncio.Future[Any]]] = deque()
+        self._acks = PipelinedPublisher(bus.nc)
         self._publisher: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Start the ordered publisher and the ack sweeper."""
+        await self._acks.start()
         self._publisher = asyncio.create_task(self._publish(), name="gateway-publisher")
         self._sweeper = asyncio.create_task(self._sweep(), name="gateway-ack-sweeper")
 
@@ -256,7 +259,7 @@ class EffectRunner:
                     msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
                 try:
                     if isinstance(item, CommandResult):
-                        ack = await self._bus.publish_nowait(subject, data, msg_id=msg_id)
+                        ack = await self._acks.publish(subject, data, {MSG_ID_HEADER: msg_id})
                     else:
                         await self._bus.nc.publish(subject, data, headers={MSG_ID_HEADER: msg_id})
                 except Exception as err:
@@ -341,6 +344,7 @@ class EffectRunner:
             if loop_task is not None:
                 loop_task.cancel()
                 await asyncio.gather(loop_task, return_exceptions=True)
+        await self._acks.stop()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 

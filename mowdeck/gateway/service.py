@@ -140,7 +140,7 @@ class GatewayService:
             device_timeout=s.device_command_timeout_seconds,
             producer=self._producer,
         )
-        self.effects.start()
+        await self.effects.start()
         self._outbox = EffectOutbox(loop, self.effects)
         for registration in s.bootstrap_mowers:
             await self.apply(registration)

@@ -1,0 +1,50 @@
+"""The pipelined publisher against a real JetStream."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.pipeline import PipelinedPublisher, PublishRefusedError
+
+
+async def test_acks_settle_their_own_futures_and_duplicates_are_stored_once(bus: Bus) -> None:
+    publisher = PipelinedPublisher(bus.nc)
+    await publisher.start()
+    try:
+        futures = [
+            await publisher.publish(
+                f"telemetry.mower.{i % 3}", b"{}", {"Nats-Msg-Id": f"m-{i % 50}"}
+            )
+            for i in range(200)
+        ]
+        await asyncio.wait_for(asyncio.gather(*futures), timeout=10)
+        assert publisher.in_flight == 0
+        assert (await bus.js.stream_info("TELEMETRY")).state.messages == 50
+    finally:
+        await publisher.stop()
+
+
+async def test_a_subject_no_stream_takes_is_refused(bus: Bus) -> None:
+    publisher = PipelinedPublisher(bus.nc)
+    await publisher.start()
+    try:
+        future = await publisher.publish("nowhere.at.all", b"x", {"Nats-Msg-Id": "x"})
+        with pytest.raises(PublishRefusedError):
+            await asyncio.wait_for(future, timeout=5)
+    finally:
+        await publisher.stop()
+
+
+async def test_a_cancelled_future_is_forgotten(bus: Bus) -> None:
+    publisher = PipelinedPublisher(bus.nc)
+    await publisher.start()
+    try:
+        future = await publisher.publish("telemetry.mower.x", b"{}", {"Nats-Msg-Id": "c"})
+        future.cancel()
+        await asyncio.sleep(0.1)
+        assert publisher.in_flight == 0
+    finally:
+        await publisher.stop()
