@@ -11,26 +11,24 @@ __all__ = ["GatewayMetrics"]
 _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+class _Children:
+    """A labelled counter's children by label value, cached: ``labels()`` is not free."""
+
+    def __init__(self, counter: Counter) -> None:
+        self._counter = counter
+        self._children: dict[str, Any] = {}
+
+    def __call__(self, value: str) -> Any:
+        child = self._children.get(value)
+        if child is None:
+            child = self._children[value] = self._counter.labels(value)
+        return child
+
+
 class GatewayMetrics:
     """Counters, gauges and histograms of one gateway instance."""
 
-    def admitted_kind(self, kind: str) -> Any:
-        """The admitted counter of one kind (children cached: ``labels()`` is not free)."""
-        child = self._admitted_by_kind.get(kind)
-        if child is None:
-            child = self._admitted_by_kind[kind] = self.admitted.labels(kind)
-        return child
-
-    def result_status(self, status: str) -> Any:
-        """The results counter of one status (cached child)."""
-        child = self._results_by_status.get(status)
-        if child is None:
-            child = self._results_by_status[status] = self.results.labels(status)
-        return child
-
     def __init__(self, registry: CollectorRegistry) -> None:
-        self._admitted_by_kind: dict[str, Any] = {}
-        self._results_by_status: dict[str, Any] = {}
         self.admitted = Counter(
             "mowdeck_gateway_commands_admitted_total",
             "Commands admitted.",
@@ -100,3 +98,5 @@ class GatewayMetrics:
             ["what"],
             registry=registry,
         )
+        self.admitted_kind = _Children(self.admitted)
+        self.result_status = _Children(self.results)
