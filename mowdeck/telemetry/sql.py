@@ -153,36 +153,40 @@ ORDER BY at, command_id, status LIMIT $5
 _ORIGIN = "TIMESTAMPTZ '2000-01-01 00:00:00+00'"
 # Mirrored by bins.downsample: per bin the last activity, fix and error code, the rounded
 # mean and the extremes of the battery, charging if any sample charged, the sample count,
-# and the last track point of the same bin. Order-free aggregates let PostgreSQL hash the
-# bins; the last row and the last point are then one index lookup per bin.
+# and the last track point of the same bin. The bins are generated (``date_bin`` places
+# the first, the rest follow at ``step``), and each is three index range scans: the
+# aggregate over the bin's rows (index-only: the primary key carries account, battery and
+# charging), its last row, and its last track point. Grouping the rows instead costs a
+# hash or a sort of every row; this walks the index in order and never does either.
+# The mean is ``sum / count`` in numeric: ``avg`` of a smallint keeps an array as its
+# state, several times the cost per row, for the same result.
+_BIN = "observed_at >= greatest(b.bin, $3) AND observed_at < least(b.bin + $5::interval, $4)"
 HISTORY_BINS = f"""
-WITH agg AS (
-    SELECT bin, max(observed_at) AS last_at, round(avg(battery))::int AS battery,
+SELECT b.bin, h.activity, h.rtk_fix, h.error_code, a.battery, a.battery_min, a.battery_max,
+    a.charging, a.samples, p.lat, p.lon, p.heading_deg
+FROM generate_series(
+    date_bin($5::interval, $3::timestamptz, {_ORIGIN}),
+    $4::timestamptz - interval '1 microsecond',
+    $5::interval
+) AS b(bin)
+CROSS JOIN LATERAL (
+    SELECT round(sum(battery)::numeric / count(*))::int AS battery,
         min(battery)::int AS battery_min, max(battery)::int AS battery_max,
         bool_or(charging) AS charging, count(*)::int AS samples
-    FROM (
-        -- OFFSET 0 keeps the subquery, so the planner estimates few bins and hashes them
-        -- instead of sorting every row.
-        SELECT date_bin($5::interval, observed_at, {_ORIGIN}) AS bin, observed_at, battery,
-            charging
-        FROM mower_history WHERE {_RANGE} OFFSET 0
-    ) rows
-    GROUP BY bin
-)
-SELECT agg.bin, h.activity, h.rtk_fix, h.error_code, agg.battery, agg.battery_min,
-    agg.battery_max, agg.charging, agg.samples, p.lat, p.lon, p.heading_deg
-FROM agg
+    FROM mower_history WHERE account_id = $1 AND mower_id = $2 AND {_BIN}
+) a
 CROSS JOIN LATERAL (
     SELECT activity, rtk_fix, error_code FROM mower_history
-    WHERE mower_id = $2 AND observed_at = agg.last_at LIMIT 1
+    WHERE account_id = $1 AND mower_id = $2 AND {_BIN}
+    ORDER BY observed_at DESC LIMIT 1
 ) h
 LEFT JOIN LATERAL (
     SELECT lat, lon, heading_deg FROM mower_positions
-    WHERE account_id = $1 AND mower_id = $2
-      AND observed_at >= greatest(agg.bin, $3) AND observed_at < least(agg.bin + $5::interval, $4)
+    WHERE account_id = $1 AND mower_id = $2 AND {_BIN}
     ORDER BY observed_at DESC LIMIT 1
 ) p ON true
-ORDER BY agg.bin
+WHERE a.samples > 0
+ORDER BY b.bin
 """
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import asyncpg
 import pytest
 
+from mowdeck.telemetry import sql
 from mowdeck.telemetry.postgres import PostgresTelemetryStore
 from tests.unit.telemetry.samples import MOWER
 from tests.unit.telemetry.store_contract import StoreContract
@@ -25,10 +28,15 @@ async def test_tables_have_the_keys_and_indexes_of_the_adr(pool: asyncpg.Pool) -
         " AND tablename LIKE ANY (ARRAY['mower_%', 'command_timeline'])"
     )
     defs = {(r["tablename"], r["indexdef"].split(" USING ")[1]) for r in rows}
+    # The primary key is also the ADR's (mower_id, observed_at desc) index: a second
+    # btree on the same columns would only double the write cost. History's carries what
+    # the chart aggregates, so that scan is index-only.
+    assert (
+        "mower_history",
+        "btree (mower_id, observed_at) INCLUDE (account_id, battery, charging)",
+    ) in defs
+    assert ("mower_positions", "btree (mower_id, observed_at)") in defs
     for table in ("mower_history", "mower_positions"):
-        # The primary key is also the ADR's (mower_id, observed_at desc) index: a second
-        # btree on the same columns would only double the write cost.
-        assert (table, "btree (mower_id, observed_at)") in defs
         assert (table, "btree (mower_id, observed_at DESC)") not in defs
         assert (table, "btree (account_id, observed_at DESC)") in defs
         assert (table, "brin (observed_at)") in defs
@@ -51,6 +59,24 @@ async def test_the_primary_key_serves_the_newest_first_order(pool: asyncpg.Pool)
             )
             plan = "\n".join(row[0] for row in rows)
             assert f"Index Scan Backward using {table}_pkey" in plan, plan
+
+
+async def test_history_bins_walk_the_index_without_grouping_rows(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        for plan_kind in ("seqscan", "bitmapscan"):
+            await conn.execute(f"SET LOCAL enable_{plan_kind} = off")
+        rows = await conn.fetch(
+            "EXPLAIN " + sql.HISTORY_BINS,
+            MOWER,
+            MOWER,
+            datetime(2026, 1, 1, tzinfo=UTC),
+            datetime(2026, 2, 1, tzinfo=UTC),
+            timedelta(hours=1),
+        )
+    plan = "\n".join(row[0] for row in rows)
+    assert "Index Only Scan using mower_history_pkey" in plan, plan
+    assert "HashAggregate" not in plan, plan
+    assert "GroupAggregate" not in plan, plan
 
 
 async def test_latest_rows_leave_room_for_in_place_updates(pool: asyncpg.Pool) -> None:
