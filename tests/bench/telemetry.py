@@ -13,6 +13,8 @@ Run: python -m tests.bench.telemetry [--smoke]
     Python publisher alone cannot outrun the service on this machine.
   - backlog: everything is published to JetStream first; states per second from the
     service's start to every message committed and acknowledged.
+- Transport alone: the same messages delivered by the same kind of consumer whose
+  callback only acknowledges; the ceiling of any ingest on this machine.
 - Naive baseline, same run, same kind of messages: every state stored, one transaction
   per message (read FOR UPDATE, upsert latest, insert history and position), then ack.
 - History rows per idle mower and day: idle mowers' heartbeats over a simulated day.
@@ -35,9 +37,16 @@ from datetime import UTC, datetime, timedelta
 import aiohttp
 import asyncpg
 import msgspec
+from nats.aio.msg import Msg
+from nats.js import api
 
 from contracts.v1 import MowerState, Position, encode
-from contracts.v1.subjects import MSG_ID_HEADER, TELEMETRY, telemetry_subject
+from contracts.v1.subjects import (
+    MSG_ID_HEADER,
+    TELEMETRY,
+    TELEMETRY_FILTER,
+    telemetry_subject,
+)
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import (
     InMemoryTupleStore,
@@ -255,6 +264,49 @@ async def naive(bus: Bus, pool: asyncpg.Pool, batch: list[MowerState]) -> float:
     return len(batch) / elapsed
 
 
+async def transport(bus: Bus, url: str, batch: list[MowerState]) -> float:
+    """States per second that JetStream and nats-py alone deliver and acknowledge.
+
+    The same stream, messages and kind of consumer as the service (a push queue
+    subscription, explicit acks), on a connection of its own, with a callback that only
+    acknowledges: the ceiling of any ingest on this machine, whatever it does per state.
+    """
+    await fresh_stream(bus)
+    await publish(bus, batch)
+    consumer = await Bus.connect(url, name="bench-transport")
+    done = asyncio.get_running_loop().create_future()
+    count = 0
+
+    async def ack(msg: Msg) -> None:
+        nonlocal count
+        await msg.ack()
+        count += 1
+        if count == len(batch):
+            done.set_result(None)
+
+    durable = "transport"
+    config = api.ConsumerConfig(
+        durable_name=durable,
+        deliver_group=durable,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        max_ack_pending=20_000,
+    )
+    started = time.perf_counter()
+    await consumer.js.subscribe(
+        TELEMETRY_FILTER,
+        durable=durable,
+        queue=durable,
+        config=config,
+        cb=ack,
+        manual_ack=True,
+        stream=TELEMETRY.name,
+    )
+    await done
+    elapsed = time.perf_counter() - started
+    await consumer.drain()
+    return len(batch) / elapsed
+
+
 async def run(smoke: bool) -> None:
     """Run every phase and print the figures."""
     mowers = 1000
@@ -296,6 +348,9 @@ async def run(smoke: bool) -> None:
                 f"live: {total} states in {total / rate:.2f} s ({rate:,.0f}/s);"
                 f" published at {publisher_rate:,.0f}/s (first publish to last stream ack)"
             )
+            # -- the transport alone: delivery and acks, nothing else ----------------
+            transport_rate = await transport(bus, server.url, states(mowers, rounds))
+            print(f"transport: {transport_rate:,.0f} states/s delivered and acknowledged")
             await pool.execute(f"TRUNCATE {TABLES}")
             await fresh_stream(bus)
             await publish(bus, states(mowers, rounds))
@@ -344,11 +399,13 @@ async def run(smoke: bool) -> None:
     print(
         f"naive: {naive_rate:,.0f} states/s; live: {rate:,.0f} states/s "
         f"({rate / naive_rate:.1f}x); backlog: {backlog_rate:,.0f} states/s "
-        f"({backlog_rate / naive_rate:.1f}x)"
+        f"({backlog_rate / naive_rate:.1f}x); transport alone: {transport_rate:,.0f} states/s "
+        f"(backlog ingest at {backlog_rate / transport_rate:.0%} of it)"
     )
     print(
         f"RESULT states_per_s={rate:.0f} backlog_states_per_s={backlog_rate:.0f} "
-        f"publisher_states_per_s={publisher_rate:.0f} naive_states_per_s={naive_rate:.0f} "
+        f"publisher_states_per_s={publisher_rate:.0f} transport_states_per_s={transport_rate:.0f} "
+        f"naive_states_per_s={naive_rate:.0f} "
         f"history_rows_per_idle_mower_day={per_day:.0f} history_query_p99_ms={http_ms.p99:.1f} "
         f"history_query_p50_ms={http_ms.p50:.1f} history_sql_p99_ms={sql_ms.p99:.1f} "
         f"history_sql_p50_ms={sql_ms.p50:.1f}"
