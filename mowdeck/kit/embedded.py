@@ -53,6 +53,13 @@ class EmbeddedNats:
         """The client URL."""
         return f"nats://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (while it runs)."""
+        if self._proc is None:
+            raise EmbeddedError("nats-server is not running")
+        return self._proc.pid
+
     def start(self) -> None:
         """Start and wait until it accepts connections."""
         args = [

@@ -229,33 +229,59 @@ async def publish(bus: Bus, env: CommandEnvelope) -> Any:
     )
 
 
-async def throughput(bus: Bus, fleet: Fleet, total: int) -> dict[str, float]:
-    """Commands per second over every mower and publish-to-result latency."""
+async def throughput(
+    bus: Bus, fleet: Fleet, total: int, pids: dict[str, int], window_per_mower: int = 4
+) -> dict[str, float]:
+    """Commands per second over every mower, publish-to-result latency, CPU per command.
+
+    Closed loop: at most ``window_per_mower`` commands per mower on average are queued or
+    in flight, and each final result lets the next command go. That keeps every mower
+    busy (its controller always has the next command waiting) while the queues stay
+    bounded, so the rate is what the chain sustains and the latency is service time
+    plus a bounded queue, not the age of an open-loop flood.
+    """
     results = Results()
-    sub = await bus.nc.subscribe("command.result.mower.*", cb=results.on)
+    window = asyncio.Semaphore(window_per_mower * len(fleet.mowers))
+    ours: set[uuid.UUID] = set()
+
+    async def on_result(msg: Any) -> None:
+        await results.on(msg)
+        result = decode_result(msg.data)
+        if result.is_final and result.command_id in ours:
+            ours.discard(result.command_id)
+            window.release()
+
+    sub = await bus.nc.subscribe("command.result.mower.*", cb=on_result)
     sent: dict[uuid.UUID, float] = {}
     envs = [
         envelope(fleet.mowers[i % len(fleet.mowers)], SetBladeHeight(height_mm=20 + i % 80))
         for i in range(total)
     ]
+    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
     start = time.perf_counter()
     acks = []
     for env in envs:
+        await window.acquire()
+        ours.add(env.command_id)
         sent[env.command_id] = time.perf_counter()
         acks.append(await publish(bus, env))
     await asyncio.gather(*acks)
     deadline = time.monotonic() + 120
     while len(results.final_at) < total and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.01)
     end = max(results.final_at.values())
+    cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
     await sub.unsubscribe()
     lat = [(results.final_at[c] - t) * 1000 for c, t in sent.items() if c in results.final_at]
+    done = len(results.final_at)
     return {
-        "commands_per_s": len(results.final_at) / (end - start),
+        "commands_per_s": done / (end - start),
         "command_p50_ms": pct(lat, 50),
         "command_p99_ms": pct(lat, 99),
-        "completed": len(results.final_at),
+        "completed": done,
         "executed": results.statuses.get("executed", 0),
+        **{f"{name}_cpu_ms_per_command": sec * 1000 / max(1, done) for name, sec in cpu.items()},
+        **{f"{name}_cores": sec / (end - start) for name, sec in cpu.items()},
     }
 
 
@@ -379,12 +405,13 @@ async def main_async(args: argparse.Namespace) -> None:
         bus = await Bus.connect(nats.url, name="bench")
         await bus.ensure_streams()
         fleet = Fleet(nats, args.mowers, workdir)
-        with fleet.run():
+        with fleet.run() as (sim, gw):
             listing = await fleet.serve_fleet_list(bus)
             async with aiohttp.ClientSession() as http:
                 await fleet.wait_connected(http)
-                await throughput(bus, fleet, min(500, args.commands))  # warm up
-                tput = await throughput(bus, fleet, args.commands)
+                pids = {"gateway": gw.pid, "simulator": sim.pid, "nats": nats.pid}
+                await throughput(bus, fleet, min(500, args.commands), pids)  # warm up
+                tput = await throughput(bus, fleet, args.commands, pids)
                 targets = fleet.mowers[: args.estops]
                 s0, n0 = await estop_inside(http, fleet)
                 idle = await estop_latency(bus, http, fleet, targets, loaded=False)

