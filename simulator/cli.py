@@ -15,6 +15,7 @@ import msgspec
 import structlog
 
 from contracts.v1 import MowerRegistration
+from mowdeck.kit.collector import freeze_long_lived, set_young_threshold
 from mowdeck.kit.logging import configure_logging
 from simulator.fleet import FleetConfig
 from simulator.server import SimulatorServer
@@ -23,6 +24,7 @@ __all__ = ["configure", "register", "run"]
 
 log = structlog.get_logger("simulator")
 _REGISTER_CONCURRENCY = 16
+_GC_YOUNG_THRESHOLD = 20_000
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -82,6 +84,10 @@ async def run(args: argparse.Namespace) -> int:
     stop = _stop_on_signals()
     server = SimulatorServer(config, host=host, port=port, public_host=args.public_host)
     await server.start()
+    # The mowers live as long as the process: keep full collections from walking them,
+    # and let the frames and commands in flight die young (see mowdeck.kit.collector).
+    freeze_long_lived("mowers built")
+    set_young_threshold(_GC_YOUNG_THRESHOLD)
     try:
         regs = server.registrations()
         if args.bootstrap_file is not None:

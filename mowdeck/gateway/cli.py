@@ -6,6 +6,7 @@ import argparse
 
 from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
+from mowdeck.kit.collector import set_young_threshold
 from mowdeck.kit.lifecycle import run_services
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.settings import load_settings
@@ -25,6 +26,7 @@ async def run(args: argparse.Namespace) -> int:
     del args  # every setting comes from the environment
     settings = load_settings(GatewaySettings)
     configure_logging(settings.log_level, settings.log_format)
-    service = GatewayService(settings)
+    set_young_threshold(settings.gateway_gc_young_threshold)
+    service = GatewayService(settings, freeze_after_seed=True)
     await run_services([service], shutdown_timeout=settings.shutdown_timeout_seconds + 10)
     return 0

@@ -42,6 +42,7 @@ from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Change, FleetFeed, Registry
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.collector import GcPauses, freeze_long_lived
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, with_ops_routes
 
@@ -86,7 +87,11 @@ class GatewayService:
         bus: Bus | None = None,
         registry: CollectorRegistry | None = None,
         connections: ConnectionRegistry | None = None,
+        freeze_after_seed: bool = False,
     ) -> None:
+        """``freeze_after_seed``: once the registry is seeded from Fleet, move what is
+        alive out of the garbage collector's sight (``mowdeck gateway`` sets it; a test
+        process that builds and drops gateways must not)."""
         self.settings = settings
         self._own_bus = bus is None
         self.bus: Bus | None = bus
@@ -97,6 +102,8 @@ class GatewayService:
         self.readiness = Readiness()
         self.connections: dict[uuid.UUID, MowerConnection] = {}
         self._actor_metrics = ActorMetrics(self.metrics_registry)
+        self._gc_pauses = GcPauses(self.metrics_registry)
+        self._freeze_after_seed = freeze_after_seed
         self.dispatcher = Dispatcher(
             workers=settings.dispatcher_workers, metrics=self._actor_metrics
         )
@@ -156,6 +163,9 @@ class GatewayService:
             retry_max=s.fleet_retry_max_seconds,
         )
         await self._feed.start()
+        self._gc_pauses.install()
+        if self._freeze_after_seed:
+            self._tasks.append(asyncio.create_task(self._freeze_when_seeded(), name="gc-freeze"))
         self.intake = CommandIntake(
             shard_index=s.shard_index,
             shard_count=s.shard_count,
@@ -202,6 +212,13 @@ class GatewayService:
         assert self._http is not None
         return self._http.url
 
+    async def _freeze_when_seeded(self) -> None:
+        # The controllers, links and registrations live as long as the process; a full
+        # collection walking them all is a pause in every mower's command path.
+        assert self._feed is not None
+        await self._feed.seeded.wait()
+        freeze_long_lived("registry seeded")
+
     async def stop(self) -> None:
         """Graceful shutdown in ADR 0013's order."""
         timeout = self.settings.shutdown_timeout_seconds
@@ -233,6 +250,7 @@ class GatewayService:
         if self._supervisor is not None:
             await self._supervisor.stop_all()
         await self.effects.stop()
+        self._gc_pauses.uninstall()
         self.dispatcher.stop()
         if self._http is not None:
             await self._http.stop()

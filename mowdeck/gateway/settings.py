@@ -28,6 +28,8 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     fleet_retry_initial_seconds: Positive = 1.0
     fleet_retry_max_seconds: Positive = 30.0
     command_ack_wait_seconds: Positive = 30.0
+    # Allocations between young collections (0 keeps Python's 700); see docs/gateway.md.
+    gateway_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 20_000
 
     def __post_init__(self) -> None:
         if self.shard_index >= self.shard_count:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from contracts.v1.subjects import (
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.collector import set_young_threshold
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
 from mowdeck.kit.http import HttpServer, Readiness
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
@@ -248,9 +248,7 @@ class TelemetryService:
 
 def configure_gc(settings: TelemetrySettings) -> None:
     """Apply ``telemetry_gc_young_threshold`` to this process (the CLI's composition root)."""
-    if settings.telemetry_gc_young_threshold:
-        _, older, oldest = gc.get_threshold()
-        gc.set_threshold(settings.telemetry_gc_young_threshold, older, oldest)
+    set_young_threshold(settings.telemetry_gc_young_threshold)
 
 
 def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:

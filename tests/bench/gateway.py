@@ -39,9 +39,13 @@ from contracts.v1 import (
 )
 from contracts.v1.subjects import FLEET_MOWERS_LIST, PRIORITY_HEADER, command_subject
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.collector import set_young_threshold
 from tests.support.natsserver import NatsServer, free_port
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000bec1")
+# In the "busy" e-stop run every other mower takes this long over each command, as long
+# as the target's own command: each mower is always busy, with two more queued.
+BUSY_DEVICE_MS = 2000
 
 
 def pct(values: list[float], q: float) -> float:
@@ -304,10 +308,18 @@ async def estop_latency(
     targets: list[MowerRegistration],
     *,
     loaded: bool,
+    device_ms: int = 0,
 ) -> list[float]:
-    """Publish-to-mower latency of an emergency stop per target, in ms."""
+    """Publish-to-mower latency of an emergency stop per target, in ms.
+
+    ``device_ms``: every other mower takes that long over each ordinary command (a
+    latency fault), so the load keeps each mower busy without the commands being
+    instant; with 0 they are instant and the load saturates the machine's CPU instead.
+    """
     stop_load = asyncio.Event()
     others = [m for m in fleet.mowers if m not in targets]
+    if loaded and device_ms:
+        await set_latency(http, fleet, others, device_ms)
     # Closed loop: every other mower always has two commands queued or in flight, so the
     # mowers are saturated without an ever-growing backlog (an open-loop flood past
     # capacity only measures how long the queues have grown).
@@ -364,7 +376,28 @@ async def estop_latency(
                 window.release()  # let the loader see the stop
             await loader
         await results_sub.unsubscribe()
+        if loaded and device_ms:
+            await set_latency(http, fleet, others, None)
     return latencies
+
+
+async def set_latency(
+    http: aiohttp.ClientSession, fleet: Fleet, mowers: list[MowerRegistration], ms: int | None
+) -> None:
+    """Give ``mowers`` a device latency of ``ms`` (None: clear their faults)."""
+    limit = asyncio.Semaphore(32)
+
+    async def one(mower: MowerRegistration) -> None:
+        url = f"{fleet.sim_url}/sim/mowers/{mower.mower_id}/faults"
+        async with limit:
+            if ms is None:
+                async with http.delete(url) as r:
+                    r.raise_for_status()
+            else:
+                async with http.post(url, json={"kind": "latency", "ms": ms}) as r:
+                    r.raise_for_status()
+
+    await asyncio.gather(*(one(m) for m in mowers))
 
 
 async def estop_inside(http: aiohttp.ClientSession, fleet: Fleet) -> tuple[float, float]:
@@ -372,6 +405,16 @@ async def estop_inside(http: aiohttp.ClientSession, fleet: Fleet) -> tuple[float
     total = await gauge(http, fleet.gw_url, "mowdeck_gateway_emergency_stop_seconds_sum")
     count = await gauge(http, fleet.gw_url, "mowdeck_gateway_emergency_stop_seconds_count")
     return total, count
+
+
+async def gc_pauses(http: aiohttp.ClientSession, fleet: Fleet) -> dict[str, float]:
+    """The gateway's garbage collections so far, per generation: count and total ms."""
+    out: dict[str, float] = {}
+    for gen in range(3):
+        name = f'mowdeck_gc_pause_seconds_{{}}{{{{generation="{gen}"}}}}'
+        out[f"gen{gen}_collections"] = await gauge(http, fleet.gw_url, name.format("count"))
+        out[f"gen{gen}_ms"] = await gauge(http, fleet.gw_url, name.format("sum")) * 1000
+    return out
 
 
 async def footprint(
@@ -398,6 +441,9 @@ async def footprint(
 
 async def main_async(args: argparse.Namespace) -> None:
     """Run every measurement and print the RESULT line."""
+    # This process is the load generator and the stopwatch: its own collections must not
+    # land between a stop's timestamp and its publish.
+    set_young_threshold(20_000)
     nats = NatsServer()
     nats.start()
     workdir = Path(tempfile.mkdtemp(prefix="mowdeck-bench-gw-"))
@@ -414,21 +460,32 @@ async def main_async(args: argparse.Namespace) -> None:
                 tput = await throughput(bus, fleet, args.commands, pids)
                 targets = fleet.mowers[: args.estops]
                 s0, n0 = await estop_inside(http, fleet)
+                collections_before = await gc_pauses(http, fleet)
                 idle = await estop_latency(bus, http, fleet, targets, loaded=False)
                 s1, n1 = await estop_inside(http, fleet)
                 targets = fleet.mowers[args.estops : 2 * args.estops]
                 loaded = await estop_latency(bus, http, fleet, targets, loaded=True)
                 s2, n2 = await estop_inside(http, fleet)
+                targets = fleet.mowers[2 * args.estops : 3 * args.estops]
+                busy = await estop_latency(
+                    bus, http, fleet, targets, loaded=True, device_ms=BUSY_DEVICE_MS
+                )
+                s3, n3 = await estop_inside(http, fleet)
                 inside = {
                     "idle_mean_ms": (s1 - s0) / max(1, n1 - n0) * 1000,
                     "loaded_mean_ms": (s2 - s1) / max(1, n2 - n1) * 1000,
+                    "busy_mean_ms": (s3 - s2) / max(1, n3 - n2) * 1000,
+                }
+                collections_after = await gc_pauses(http, fleet)
+                collections = {  # during the three e-stop runs
+                    k: v - collections_before[k] for k, v in collections_after.items()
                 }
             await listing.unsubscribe()
         big = await footprint(bus, nats, workdir, args.big, args.footprint_seconds)
         await bus.drain()
     finally:
         nats.close()
-    idle_p99, loaded_p99 = pct(idle, 99), pct(loaded, 99)
+    idle_p99, loaded_p99, busy_p99 = pct(idle, 99), pct(loaded, 99), pct(busy, 99)
     print(
         json.dumps(
             {
@@ -436,7 +493,10 @@ async def main_async(args: argparse.Namespace) -> None:
                 "estop_idle_ms": {"p50": pct(idle, 50), "p99": idle_p99, "n": len(idle)},
                 "estop_loaded_ms": {"p50": pct(loaded, 50), "p99": loaded_p99, "n": len(loaded)},
                 "loaded_over_idle_p99": loaded_p99 / idle_p99 if idle_p99 else None,
+                "estop_busy_ms": {"p50": pct(busy, 50), "p99": busy_p99, "n": len(busy)},
+                "busy_over_idle_p99": busy_p99 / idle_p99 if idle_p99 else None,
                 "estop_inside_gateway": inside,
+                "gateway_gc": collections,
                 f"gateway_{args.big}": big,
             },
             indent=2,
@@ -447,7 +507,8 @@ async def main_async(args: argparse.Namespace) -> None:
     print(
         f"RESULT commands_per_s={tput['commands_per_s']:.0f} "
         f"command_p99_ms={tput['command_p99_ms']:.1f} estop_idle_p99_ms={idle_p99:.1f} "
-        f"estop_loaded_p99_ms={loaded_p99:.1f} rss_{size}_mowers_mb={big['rss_mb']:.0f}"
+        f"estop_loaded_p99_ms={loaded_p99:.1f} estop_busy_p99_ms={busy_p99:.1f} "
+        f"rss_{size}_mowers_mb={big['rss_mb']:.0f}"
     )
 
 

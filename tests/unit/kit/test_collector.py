@@ -1,0 +1,74 @@
+"""The garbage collector helpers: pause metric, young threshold, freeze."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from mowdeck.kit.collector import GcPauses, freeze_long_lived, set_young_threshold
+
+
+@pytest.fixture
+def thresholds() -> Iterator[None]:
+    saved = gc.get_threshold()
+    yield
+    gc.set_threshold(*saved)
+
+
+def _sample(registry: CollectorRegistry, name: str, generation: str) -> float:
+    value = registry.get_sample_value(name, {"generation": generation})
+    return 0.0 if value is None else value
+
+
+def test_every_collection_is_observed_by_generation() -> None:
+    registry = CollectorRegistry()
+    pauses = GcPauses(registry)
+    pauses.install()
+    try:
+        gc.collect(0)
+        gc.collect(2)
+        gc.collect(2)
+    finally:
+        pauses.uninstall()
+    assert _sample(registry, "mowdeck_gc_pause_seconds_count", "0") >= 1
+    assert _sample(registry, "mowdeck_gc_pause_seconds_count", "2") >= 2
+    assert _sample(registry, "mowdeck_gc_pause_seconds_sum", "2") > 0
+    observed = _sample(registry, "mowdeck_gc_pause_seconds_count", "2")
+    gc.collect(2)  # after uninstall: not observed
+    assert _sample(registry, "mowdeck_gc_pause_seconds_count", "2") == observed
+
+
+def test_install_twice_observes_once() -> None:
+    registry = CollectorRegistry()
+    pauses = GcPauses(registry)
+    pauses.install()
+    pauses.install()
+    try:
+        assert gc.callbacks.count(pauses._on_gc) == 1
+    finally:
+        pauses.uninstall()
+    assert pauses._on_gc not in gc.callbacks
+
+
+@pytest.mark.usefixtures("thresholds")
+def test_young_threshold_leaves_the_older_generations() -> None:
+    gc.set_threshold(700, 10, 10)
+    set_young_threshold(20_000)
+    assert gc.get_threshold() == (20_000, 10, 10)
+    set_young_threshold(0)  # 0 leaves it as it is
+    assert gc.get_threshold() == (20_000, 10, 10)
+
+
+def test_freeze_moves_live_objects_out_of_sight() -> None:
+    registry = CollectorRegistry()
+    GcPauses(registry)  # its gauge reads the freeze count at scrape time
+    try:
+        freeze_long_lived("test")
+        assert gc.get_freeze_count() > 0
+        assert registry.get_sample_value("mowdeck_gc_frozen_objects") == gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+    assert registry.get_sample_value("mowdeck_gc_frozen_objects") == 0
