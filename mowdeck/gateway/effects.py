@@ -38,6 +38,7 @@ from mowdeck.gateway.controller import (
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.pipeline import PipelinedPublisher
+from mowdeck.kit.priority import eager_task
 
 __all__ = ["EffectRunner", "PendingCommands"]
 
@@ -106,7 +107,7 @@ class EffectRunner:
         # Emergency stops: when the gateway first saw each (bounded: the stream copy of a
         # stop the fast path brought is never sent, so its entry is never taken out).
         self._delivered_at: OrderedDict[uuid.UUID, float] = OrderedDict()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         # Results and states leave through one task, in decision order, acks pipelined.
         self._outgoing: deque[CommandResult | tuple[MowerState, bool]] = deque()
         self._wake = asyncio.Event()
@@ -130,6 +131,9 @@ class EffectRunner:
                     if result.status == "accepted":
                         self.pending.add(result.command_id)
                     self._enqueue(result)
+                case SendToDevice(envelope) if envelope.is_emergency:
+                    # Written to the device inside this call, not a loop turn later.
+                    self._track(eager_task(self._send(envelope)))
                 case SendToDevice(envelope):
                     self._spawn(self._send(envelope))
                 case PublishState(state, heartbeat):
@@ -163,9 +167,12 @@ class EffectRunner:
                 self._delivered_at.popitem(last=False)
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._track(asyncio.get_running_loop().create_task(coro))
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        if not task.done():
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _enqueue(self, item: CommandResult | tuple[MowerState, bool]) -> None:
         self._outgoing.append(item)

@@ -1,4 +1,4 @@
-"""Command intake: the emergency fast path, the stream consumer's callback, admission."""
+"""Command intake: the emergency lane's stops, the stream consumer's callback, admission."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import structlog
 from nats.aio.msg import Msg
 
+from contracts.v1 import CommandEnvelope
 from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.gateway.actor import EmergencySubmit, Submit
 from mowdeck.gateway.admission import Admitted, Expired, Foreign, Invalid, Rejected, admit
@@ -20,6 +21,7 @@ from mowdeck.gateway.controller import SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Registry
+from mowdeck.kit.priority import call_first_threadsafe
 
 __all__ = ["CommandIntake"]
 
@@ -58,12 +60,12 @@ class CommandIntake:
         self._normal_ready = asyncio.Event()
         self._callbacks = 0
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
         """Start admitting ordinary commands."""
-        self._task = asyncio.get_running_loop().create_task(
-            self._admit_normal(), name="admit-normal"
-        )
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._admit_normal(), name="admit-normal")
 
     async def release(self) -> None:
         """Refuse new deliveries and give back what was not admitted yet."""
@@ -99,11 +101,17 @@ class CommandIntake:
         if self._callbacks % 32 == 0:
             await asyncio.sleep(0)
 
-    async def on_fast_path(self, msg: Msg) -> None:
-        """A command as it was published (core subscription): only stops are acted on."""
+    def on_lane_message(self, msg: Msg) -> None:
+        """On the emergency lane's thread: a command as it was published.
+
+        Only stops are acted on: admitted here (admission is pure and only reads the
+        registry), then handed to the loop ahead of everything it has queued. Refusals
+        are answered when the stream delivers the stop.
+        """
+        if self.closing:
+            return
         headers = msg.headers
-        if self.closing or headers is None or headers.get(PRIORITY_HEADER) != "emergency":
-            await self._turn()
+        if headers is None or headers.get(PRIORITY_HEADER) != "emergency":
             return  # everything but a stop waits for the stream
         delivered = time.perf_counter()
         decision = admit(
@@ -114,15 +122,19 @@ class CommandIntake:
             registry=self._registry,
             now=datetime.now(UTC),
         )
-        # Refusals are answered when the stream delivers the stop; only act here. An
-        # admitted stop has one possible decision, so it goes to the device from here,
-        # without waiting for a worker; the controller is told it was sent.
         if isinstance(decision, Admitted) and decision.envelope.is_emergency:
-            envelope = decision.envelope
-            if self._effects.first_sight(envelope.command_id):
-                self._effects.stop_delivered(envelope.command_id, delivered)
-                self._effects(envelope.mower_id, [SendToDevice(envelope)])
-                self._tell(envelope.mower_id, EmergencySubmit(envelope, None, sent=True))
+            assert self._loop is not None
+            call_first_threadsafe(self._loop, self._send_stop, decision.envelope, delivered)
+
+    def _send_stop(self, envelope: CommandEnvelope, delivered: float) -> None:
+        # On the loop, before anything else it had ready. An admitted stop has one
+        # possible decision, so it goes to the device from here, without waiting for a
+        # worker; the controller is told it was sent.
+        if self.closing or not self._effects.first_sight(envelope.command_id):
+            return
+        self._effects.stop_delivered(envelope.command_id, delivered)
+        self._effects(envelope.mower_id, [SendToDevice(envelope)])
+        self._tell(envelope.mower_id, EmergencySubmit(envelope, None, sent=True))
 
     async def _admit_normal(self) -> None:
         while True:

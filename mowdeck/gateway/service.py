@@ -38,6 +38,7 @@ from mowdeck.gateway.actor import (
 from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.intake import CommandIntake
+from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Change, FleetFeed, Registry
 from mowdeck.gateway.settings import GatewaySettings
@@ -117,7 +118,7 @@ class GatewayService:
         self._tasks: list[asyncio.Task[None]] = []
         self._tells: list[tuple[pykka.ActorRef[Any], object]] = []
         self._tells_scheduled = False
-        self._fast_bus: Bus | None = None
+        self._lane: EmergencyLane | None = None
         self._http: HttpServer | None = None
         self.durable = f"device-gateway-{settings.shard_index}"
         self._producer = f"gateway-{settings.shard_index}"
@@ -176,10 +177,16 @@ class GatewayService:
         )
         self.intake.start()
         self._tasks.append(asyncio.create_task(self._heartbeats(), name="heartbeats"))
-        # The fast path: a connection of its own that sees every command as it is
-        # published, so an emergency stop is not queued behind the stream's backlog.
-        self._fast_bus = await Bus.connect(s.nats_url, name=f"{self._producer}-estop")
-        await self._fast_bus.nc.subscribe(COMMAND_FILTER, cb=self.intake.on_fast_path)
+        # The emergency lane: a thread and a connection of its own that see every
+        # command as it is published, so a stop is neither queued behind the stream's
+        # backlog nor behind a busy turn of this loop (docs/gateway.md).
+        self._lane = EmergencyLane(
+            s.nats_url,
+            name=f"{self._producer}-estop",
+            subject=COMMAND_FILTER,
+            handle=self.intake.on_lane_message,
+        )
+        await self._lane.start()
         self._consumer = Consumer(
             self.bus,
             ConsumerSpec(
@@ -225,8 +232,8 @@ class GatewayService:
         self.readiness.set_not_ready("shutting down")
         if self.intake is not None:
             self.intake.closing = True
-        if self._fast_bus is not None:
-            await self._fast_bus.drain()
+        if self._lane is not None:
+            await self._lane.stop()
         if self._consumer is not None:
             await self._consumer.stop()
         if self.intake is not None:

@@ -1,0 +1,88 @@
+"""The emergency lane: every command as it is published, on a thread of its own.
+
+The gateway's event loop also carries every ordinary command, result, state and device
+frame; at full load one turn of it lasts tens to hundreds of milliseconds. A stop that
+waits for the loop to read it, then for a task to send it, waits for those turns. So the
+lane reads commands on a NATS connection and an event loop of its own, in a thread that
+the interpreter switches to within its switch interval, admits a stop there (admission
+is pure and only reads the registry), and puts the device send at the front of the main
+loop's queue (``call_first_threadsafe``), where it runs as soon as the callback running
+now returns. Ordinary commands are ignored here (the stream delivers them); only the
+header is looked at before deciding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+
+import structlog
+from nats.aio.msg import Msg
+
+from mowdeck.kit.bus import Bus
+
+__all__ = ["EmergencyLane"]
+
+log = structlog.get_logger("mowdeck.gateway")
+
+
+class EmergencyLane:
+    """A NATS subscription served by its own thread and event loop.
+
+    ``handle`` is called on the lane's thread for every message; it must be quick and
+    must not touch the main loop's objects except through thread-safe calls.
+    """
+
+    def __init__(
+        self, nats_url: str, *, name: str, subject: str, handle: Callable[[Msg], None]
+    ) -> None:
+        self._url = nats_url
+        self._name = name
+        self._subject = subject
+        self._handle = handle
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    async def start(self) -> None:
+        """Start the thread; return once the subscription is in place (or raise)."""
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+        await asyncio.wrap_future(self._ready)
+
+    async def stop(self) -> None:
+        """Drain the lane's connection and end its thread."""
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 10.0)
+            self._thread = None
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        finally:
+            loop.close()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        try:
+            bus = await Bus.connect(self._url, name=self._name)
+            await bus.nc.subscribe(self._subject, cb=self._on_message)
+        except BaseException as err:
+            self._ready.set_exception(err)
+            return
+        self._ready.set_result(None)
+        await self._stop.wait()
+        await bus.drain()
+
+    async def _on_message(self, msg: Msg) -> None:
+        try:
+            self._handle(msg)
+        except Exception:
+            log.exception("emergency lane failed on a message", subject=msg.subject)
