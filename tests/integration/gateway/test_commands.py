@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from contracts.v1 import (
     EmergencyStop,
@@ -138,6 +141,70 @@ async def test_emergency_stop_overtakes_a_slow_command_and_a_queue(
         got = [c for c, _, _ in received(sim, mower.mower_id)]
         assert got == [slow.command_id, stop.command_id]
         assert sim.fleet.mower(mower.mower_id).state(datetime.now(UTC)).activity == "stopped"
+
+
+async def test_a_stop_is_sent_ahead_of_a_busy_loop(
+    sim: SimulatorServer, results: ResultLog, nats_server
+) -> None:  # type: ignore[no-untyped-def]
+    """The loop has a second of work queued when the stop is published: the stop's send
+    runs within a few of those callbacks, not after them (the emergency lane)."""
+    mowers = sim.registrations()
+    mower = mowers[0]
+    async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
+        await wait_connected(gw, len(mowers))
+        order: list[object] = []
+
+        class Recording:
+            """The mower's link, noting when a stop is handed to it."""
+
+            def __init__(self, link: Any) -> None:
+                self._link = link
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._link, name)
+
+            async def send(self, envelope: Any, *, timeout: float) -> Any:
+                if envelope.is_emergency:
+                    order.append("stop sent")
+                return await self._link.send(envelope, timeout=timeout)
+
+        gw.connections[mower.mower_id] = Recording(gw.connections[mower.mower_id])  # type: ignore[assignment]
+        stop = command(mower, EmergencyStop(reason="lane test"))
+        # A publisher on another thread and loop: this loop is about to be busy.
+        go = threading.Event()
+        published = threading.Event()
+
+        def publisher() -> None:
+            async def run() -> None:
+                other = await Bus.connect(nats_server.url, name="lane-test")
+                await asyncio.to_thread(go.wait, 10)
+                await other.publish_command(stop, now=datetime.now(UTC))
+                published.set()
+                await other.drain()
+
+            asyncio.run(run())
+
+        thread = threading.Thread(target=publisher)
+        thread.start()
+        await asyncio.sleep(0.2)  # the publisher is connected
+
+        def busy(i: int) -> None:
+            until = time.perf_counter() + 0.0005
+            while time.perf_counter() < until:
+                pass
+            order.append(i)
+
+        loop = asyncio.get_running_loop()
+        for i in range(2000):
+            loop.call_soon(busy, i)
+        go.set()
+        await eventually(lambda: "stop sent" in order and len(order) > 2000, timeout=20)
+        thread.join(10)
+        assert published.is_set()
+        # About a second of callbacks was queued; the stop went out within the first
+        # fraction of it (the lane thread waits for the interpreter's switch interval).
+        assert order.index("stop sent") < 1000, order.index("stop sent")
+        assert (await results.wait_final(stop.command_id)).status == "executed"
 
 
 async def test_a_slow_mower_does_not_delay_another(
