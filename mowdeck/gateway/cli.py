@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
@@ -10,6 +11,8 @@ from mowdeck.kit.collector import set_young_threshold
 from mowdeck.kit.lifecycle import run_services
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.settings import load_settings
+
+_SWITCH_INTERVAL_S = 0.001
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +30,9 @@ async def run(args: argparse.Namespace) -> int:
     settings = load_settings(GatewaySettings)
     configure_logging(settings.log_level, settings.log_format)
     set_young_threshold(settings.gateway_gc_young_threshold)
+    # The emergency lane's thread needs the interpreter a few times per stop; a busy
+    # main thread hands it over at most every switch interval (5 ms by default).
+    sys.setswitchinterval(_SWITCH_INTERVAL_S)
     service = GatewayService(settings, freeze_after_seed=True)
     await run_services([service], shutdown_timeout=settings.shutdown_timeout_seconds + 10)
     return 0
