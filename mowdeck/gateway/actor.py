@@ -87,7 +87,7 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class EmergencySubmit(Emergency):
-    """An admitted emergency stop: the emergency lane (sequence None: the fast path)."""
+    """An admitted emergency stop (sequence None: it came by the lane, ahead of the stream)."""
 
     envelope: CommandEnvelope
     sequence: int | None

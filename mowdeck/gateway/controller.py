@@ -140,17 +140,17 @@ class Controller:
     ) -> list[Effect]:
         """An admitted emergency stop: to the device now; overtaken commands are rejected.
 
-        ``sequence`` is None when the stop came by the fast path (a core subscription that
-        sees it as it is published, ahead of the stream's backlog). Until its stream copy
+        ``sequence`` is None when the stop came by the emergency lane (a core subscription
+        that sees it as it is published, ahead of the stream's backlog). Until its stream copy
         arrives, every ordinary command the stream delivers was published before it, so
         each is rejected; the stream copy then sets the boundary by sequence.
 
-        ``sent``: the fast path already handed the stop to the device (admission passed,
-        so sending is the only possible decision); its outcome comes back as usual.
+        ``sent``: the emergency lane already handed the stop to the device (admission
+        passed, so sending is the only possible decision); its outcome comes back as usual.
         """
         cid = envelope.command_id
         if self._remember(cid):
-            if sequence is not None:  # the stream copy of a stop the fast path brought
+            if sequence is not None:  # the stream copy of a stop the lane brought
                 self._estop_sequence = max(self._estop_sequence, sequence)
                 self._fast_stops.pop(cid, None)
             return []

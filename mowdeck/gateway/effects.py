@@ -105,7 +105,7 @@ class EffectRunner:
         self._clock = clock
         self.pending = PendingCommands()
         # Emergency stops: when the gateway first saw each (bounded: the stream copy of a
-        # stop the fast path brought is never sent, so its entry is never taken out).
+        # stop the emergency lane brought is never sent, so its entry is never taken out).
         self._delivered_at: OrderedDict[uuid.UUID, float] = OrderedDict()
         self._tasks: set[asyncio.Future[Any]] = set()
         # Results and states leave through one task, in decision order, acks pipelined.
@@ -156,7 +156,7 @@ class EffectRunner:
                     self._spawn(self._publish_event(event))
 
     def first_sight(self, command_id: uuid.UUID) -> bool:
-        """True the first time the fast path sees this stop (duplicates are not resent)."""
+        """True the first time the emergency lane sees this stop (duplicates are not resent)."""
         return command_id not in self._delivered_at
 
     def stop_delivered(self, command_id: uuid.UUID, at: float) -> None:
