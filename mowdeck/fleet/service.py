@@ -36,6 +36,7 @@ from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.gateway.connections.registry import ENTRY_POINT_GROUP, ConnectionRegistry
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, with_ops_routes
 
 __all__ = ["FleetService", "installed_connection_kinds"]
@@ -101,6 +102,7 @@ class FleetService:
         self._verifier = verifier
         self._kinds = connection_kinds
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._gc_pauses = GcPauses(self.registry)
         self._clock = clock
         self.readiness = Readiness()
         self._owned: list[Callable[[], Any]] = []
@@ -119,6 +121,7 @@ class FleetService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start the background parts, then listen."""
+        self._gc_pauses.install()
         try:
             await self._start()
         except BaseException:
@@ -235,6 +238,7 @@ class FleetService:
     async def stop(self) -> None:
         """Refuse traffic, finish requests, stop the parts, then close what Fleet owns."""
         self.readiness.set_not_ready("shutting down")
+        self._gc_pauses.uninstall()
         if self._http is not None:
             await self._http.stop()
         for sub in self._subs:

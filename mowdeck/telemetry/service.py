@@ -25,7 +25,7 @@ from contracts.v1.subjects import (
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.collector import set_young_threshold
+from mowdeck.kit.collector import GcPauses, set_young_threshold
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
 from mowdeck.kit.http import HttpServer, Readiness
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
@@ -88,6 +88,7 @@ class TelemetryService:
         self._authorizer = authorizer
         self._verifier = verifier
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._gc_pauses = GcPauses(self.registry)
         self.metrics = TelemetryMetrics(self.registry)
         self._clock = clock
         self._seed_enabled = seed
@@ -116,6 +117,7 @@ class TelemetryService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start consumers and timers, then listen."""
+        self._gc_pauses.install()
         try:
             await self._start()
         except BaseException:
@@ -217,6 +219,7 @@ class TelemetryService:
     async def stop(self) -> None:
         """Stop consuming, finish the batch in hand, stop actors and timers, close what we own."""
         self.readiness.set_not_ready("stopping")
+        self._gc_pauses.uninstall()
         for consumer in reversed(self._consumers):
             await consumer.stop()
         self._consumers.clear()
