@@ -23,7 +23,7 @@ from contracts.v1 import (
     MowerState,
     encode,
 )
-from contracts.v1.subjects import MSG_ID_HEADER, event_subject, result_subject, telemetry_subject
+from contracts.v1.subjects import MSG_ID_HEADER, event_subject
 from mowdeck.gateway.actor import DriveCheck, Outcome
 from mowdeck.gateway.connections import CommandTimeoutError, LinkDownError, MowerConnection
 from mowdeck.gateway.controller import (
@@ -36,6 +36,7 @@ from mowdeck.gateway.controller import (
     SendToDevice,
 )
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.names import MowerNames
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.pipeline import PipelinedPublisher
 from mowdeck.kit.priority import eager_task
@@ -104,6 +105,7 @@ class EffectRunner:
         self._producer = producer
         self._clock = clock
         self.pending = PendingCommands()
+        self.names = MowerNames()
         # Emergency stops: when the gateway first saw each (bounded: the stream copy of a
         # stop the emergency lane brought is never sent, so its entry is never taken out).
         self._delivered_at: OrderedDict[uuid.UUID, float] = OrderedDict()
@@ -249,6 +251,7 @@ class EffectRunner:
         # comes must not hold a slot of the pipelined publisher.
         loop = asyncio.get_running_loop()
         outgoing = self._outgoing
+        names = self.names
         delay = 0.05
         sent = 0
         while True:
@@ -257,11 +260,11 @@ class EffectRunner:
             while outgoing:
                 item = outgoing[0]
                 if isinstance(item, CommandResult):
-                    subject = result_subject(item.mower_id)
+                    subject = names.result_subject(item.mower_id)
                     data, msg_id = encode(item), item.msg_id
                 else:
                     state = item[0]
-                    subject = telemetry_subject(state.mower_id)
+                    subject = names.telemetry_subject(state.mower_id)
                     data = encode(state)
                     msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
                 try:

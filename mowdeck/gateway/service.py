@@ -284,7 +284,8 @@ class GatewayService:
         it. Emergency messages are handed over at once.
         """
         assert self._supervisor is not None
-        ref = self._supervisor.get(str(mower_id))
+        assert self.effects is not None
+        ref = self._supervisor.get(self.effects.names.key(mower_id))
         if ref is None:
             return
         if is_emergency(message):
