@@ -23,7 +23,7 @@ from contracts.v1 import (
     MowerState,
     encode,
 )
-from contracts.v1.subjects import MSG_ID_HEADER, event_subject
+from contracts.v1.subjects import MSG_ID_HEADER, event_subject, result_subject, telemetry_subject
 from mowdeck.gateway.actor import DriveCheck, Outcome
 from mowdeck.gateway.connections import CommandTimeoutError, LinkDownError, MowerConnection
 from mowdeck.gateway.controller import (
@@ -251,7 +251,6 @@ class EffectRunner:
         # comes must not hold a slot of the pipelined publisher.
         loop = asyncio.get_running_loop()
         outgoing = self._outgoing
-        names = self.names
         delay = 0.05
         sent = 0
         while True:
@@ -260,11 +259,11 @@ class EffectRunner:
             while outgoing:
                 item = outgoing[0]
                 if isinstance(item, CommandResult):
-                    subject = names.result_subject(item.mower_id)
+                    subject = result_subject(item.mower_id)
                     data, msg_id = encode(item), item.msg_id
                 else:
                     state = item[0]
-                    subject = names.telemetry_subject(state.mower_id)
+                    subject = telemetry_subject(state.mower_id)
                     data = encode(state)
                     msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
                 try:
