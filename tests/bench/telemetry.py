@@ -362,7 +362,7 @@ async def run(smoke: bool) -> None:
             total = 1000 * rounds
             print(
                 f"live: {total} states in {total / rate:.2f} s ({rate:,.0f}/s);"
-                f" published at {publisher_rate:,.0f}/s (first publish to last stream ack)"
+                f" published at {publisher_rate:,.0f}/s (first publish to the last flush)"
             )
             # -- the transport alone: delivery and acks, nothing else ----------------
             transport_rate = await transport(bus, server.url, states(mowers, rounds))
