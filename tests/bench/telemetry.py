@@ -111,32 +111,24 @@ def states(mowers: int, rounds: int, *, mowing_share: float = 0.2) -> list[Mower
     return out
 
 
-async def publish(bus: Bus, batch: list[MowerState]) -> None:
-    """Publish pipelined and wait for every stream ack."""
-    js = bus.js
-    for n, state in enumerate(batch):
-        await js.publish_async(
-            telemetry_subject(state.mower_id),
-            encode(state),
-            headers={MSG_ID_HEADER: f"{state.mower_id}:{n}"},
-        )
-    await js.publish_async_completed()
+async def publish(bus: Bus, batch: list[MowerState], *, acked: bool = True) -> None:
+    """Publish the states, pipelined, and wait for every stream ack.
 
-
-async def publish_like_gateway(bus: Bus, batch: list[MowerState]) -> None:
-    """Publish as the gateway publishes states: core publishes the stream stores, no acks.
-
-    The stream still de-duplicates by ``Nats-Msg-Id``; the run checks at the end that it
-    holds every message.
+    ``acked=False`` publishes as the gateway publishes states: core publishes that the
+    stream stores (and de-duplicates by ``Nats-Msg-Id``), no per-message ack; the run
+    checks at the end that the stream holds every message.
     """
-    nc = bus.nc
+    send = bus.js.publish_async if acked else bus.nc.publish
     for n, state in enumerate(batch):
-        await nc.publish(
+        await send(
             telemetry_subject(state.mower_id),
             encode(state),
             headers={MSG_ID_HEADER: f"{state.mower_id}:{n}"},
         )
-    await nc.flush()
+    if acked:
+        await bus.js.publish_async_completed()
+    else:
+        await bus.nc.flush()
 
 
 async def publisher_main(url: str, rounds: int, part: int, parts: int) -> None:
@@ -149,7 +141,7 @@ async def publisher_main(url: str, rounds: int, part: int, parts: int) -> None:
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     started = time.perf_counter()
-    await publish_like_gateway(bus, load)
+    await publish(bus, load, acked=False)
     print(f"published {len(load) / (time.perf_counter() - started):.0f}", flush=True)
     await bus.drain()
 
