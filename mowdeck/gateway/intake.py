@@ -21,6 +21,7 @@ from mowdeck.gateway.controller import SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Registry
+from mowdeck.kit.bus import header
 from mowdeck.kit.priority import call_first_threadsafe
 
 __all__ = ["CommandIntake"]
@@ -85,8 +86,7 @@ class CommandIntake:
         if self.closing:
             await msg.nak()
             return
-        headers = msg.headers
-        if headers is not None and headers.get(PRIORITY_HEADER) == "emergency":
+        if header(msg, PRIORITY_HEADER) == "emergency":
             await self._admit(msg)
             return
         self._normal.append(msg)
@@ -110,8 +110,7 @@ class CommandIntake:
         """
         if self.closing:
             return
-        headers = msg.headers
-        if headers is None or headers.get(PRIORITY_HEADER) != "emergency":
+        if header(msg, PRIORITY_HEADER) != "emergency":
             return  # everything but a stop waits for the stream
         delivered = time.perf_counter()
         decision = admit(

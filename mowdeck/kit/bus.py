@@ -10,6 +10,7 @@ from typing import Any
 import nats
 import structlog
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
 
@@ -26,7 +27,7 @@ from contracts.v1.subjects import (
 )
 from mowdeck.errors import MowdeckError
 
-__all__ = ["Bus", "BusError", "ExpiredCommandError", "stream_config"]
+__all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "stream_config"]
 
 log = structlog.get_logger("mowdeck.bus")
 
@@ -37,6 +38,22 @@ class BusError(MowdeckError):
 
 class ExpiredCommandError(BusError):
     """A publisher tried to send a command that has already expired (ADR 0009)."""
+
+
+def header(msg: Msg, name: str) -> str | None:
+    """A header of a received message, or None.
+
+    nats-py gives each value as a string, unless the optional ``fast_mail_parser`` package
+    is installed, when it gives a list of strings; an emergency stop must be recognised
+    either way.
+    """
+    headers = msg.headers
+    if not headers:
+        return None
+    value: Any = headers.get(name)
+    if isinstance(value, list):
+        return str(value[0]) if value else None
+    return value  # type: ignore[no-any-return]
 
 
 def stream_config(spec: StreamSpec) -> api.StreamConfig:

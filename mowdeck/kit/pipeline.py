@@ -16,6 +16,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from mowdeck.errors import MowdeckError
+from mowdeck.kit.bus import header
 
 __all__ = ["PipelinedPublisher", "PublishRefusedError"]
 
@@ -58,7 +59,7 @@ class PipelinedPublisher:
         future = self._futures.get(msg.subject[len(self._prefix) :])
         if future is None or future.done():
             return
-        if msg.headers and msg.headers.get("Status") == "503":
+        if header(msg, "Status") == "503":
             future.set_exception(PublishRefusedError(f"no stream takes {msg.subject}"))
         elif b'"error"' in msg.data:
             future.set_exception(PublishRefusedError(msg.data.decode(errors="replace")))
