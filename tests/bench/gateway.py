@@ -4,6 +4,8 @@ Run: python -m tests.bench.gateway [--smoke]
 
 Processes: a nats-server, ``mowdeck sim`` and ``mowdeck gateway`` as subprocesses; this
 process publishes commands and reads results. Latencies are wall-clock on one machine.
+The transport phase runs the gateway's NATS traffic alone (no gateway, no simulator): the
+ceiling of any gateway with this message pattern on this machine.
 """
 
 from __future__ import annotations
@@ -26,21 +28,33 @@ from typing import Any
 
 import aiohttp
 import msgspec
+from nats.js import api
 
 from contracts.v1 import (
     CommandEnvelope,
+    CommandResult,
     EmergencyStop,
     MowerListRequest,
     MowerRegistration,
+    MowerState,
     SetBladeHeight,
     StartMow,
     decode,
     decode_result,
     encode,
 )
-from contracts.v1.subjects import FLEET_MOWERS_LIST, PRIORITY_HEADER, command_subject
+from contracts.v1.subjects import (
+    COMMAND_FILTER,
+    COMMANDS,
+    FLEET_MOWERS_LIST,
+    PRIORITY_HEADER,
+    command_subject,
+    result_subject,
+    telemetry_subject,
+)
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.collector import set_young_threshold
+from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from tests.support.natsserver import NatsServer, free_port
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000bec1")
@@ -290,6 +304,102 @@ async def throughput(
     }
 
 
+async def transport(bus: Bus, url: str, mowers: list[MowerRegistration], total: int) -> float:
+    """Commands per second that the gateway's NATS traffic alone sustains on this machine.
+
+    A stand-in gateway in a process of its own (``standin_main``) does per command only
+    what the gateway does on the bus; the load is the throughput phase's closed loop from
+    this process. The ceiling of any gateway with this message pattern on this machine.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.bench.gateway",
+        "--standin",
+        url,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert (await proc.stdout.readline()).strip() == b"ready"
+    try:
+        fleet = _Stand(mowers)
+        rate = (await throughput(bus, fleet, total, {}))["commands_per_s"]  # type: ignore[arg-type]
+    finally:
+        proc.stdin.close()
+        await proc.wait()
+    return rate
+
+
+async def standin_main(url: str) -> None:
+    """The stand-in gateway: the bus traffic of each command, nothing else.
+
+    The durable consumer's delivery and its ack, the emergency lane's copy (a core
+    subscription on a connection of its own), the ``accepted`` and ``executed`` results
+    published to the stream with their acks awaited, and one state; no actors, no device.
+    Runs until its standard input closes.
+    """
+    gw = await Bus.connect(url, name="bench-standin")
+    lane = await Bus.connect(url, name="bench-standin-lane")
+    pending: set[asyncio.Future[Any]] = set()
+
+    async def on_command(msg: Any) -> None:
+        env = decode(msg.data, CommandEnvelope)
+        await msg.ack()
+        for status in ("accepted", "executed"):
+            result = CommandResult(
+                command_id=env.command_id,
+                mower_id=env.mower_id,
+                status=status,
+                at=datetime.now(UTC),
+            )
+            ack = await gw.publish_nowait(
+                result_subject(env.mower_id), encode(result), msg_id=result.msg_id
+            )
+            pending.add(ack)
+            ack.add_done_callback(pending.discard)
+        state = MowerState(
+            mower_id=env.mower_id,
+            account_id=env.account_id,
+            observed_at=datetime.now(UTC),
+            activity="mowing",
+            battery=80,
+        )
+        await gw.nc.publish(telemetry_subject(env.mower_id), encode(state))
+
+    async def on_lane(msg: Any) -> None:
+        del msg  # the lane only looks at the header of each command
+
+    await lane.nc.subscribe(COMMAND_FILTER, cb=on_lane)
+    consumer = Consumer(
+        gw,
+        ConsumerSpec(
+            stream=COMMANDS.name,
+            subject=COMMAND_FILTER,
+            durable="bench-standin",
+            max_ack_pending=2000,
+            deliver_policy=api.DeliverPolicy.NEW,
+        ),
+        on_command,
+    )
+    await consumer.start()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await consumer.stop()
+    if pending:
+        await asyncio.wait(pending, timeout=10)
+    await lane.drain()
+    await gw.drain()
+
+
+class _Stand:
+    """What ``throughput`` needs of a fleet: its mowers."""
+
+    def __init__(self, mowers: list[MowerRegistration]) -> None:
+        self.mowers = mowers
+
+
 async def received_at(
     http: aiohttp.ClientSession, fleet: Fleet, mower_id: uuid.UUID, command_id: uuid.UUID
 ) -> float | None:
@@ -526,6 +636,8 @@ async def main_async(args: argparse.Namespace) -> None:
                     k: v - collections_before[k] for k, v in collections_after.items()
                 }
             await listing.unsubscribe()
+        # The same message pattern with nothing else: the gateway and simulator are gone.
+        transport_rate = await transport(bus, nats.url, fleet.mowers, args.commands)
         big = await footprint(bus, nats, workdir, args.big, args.footprint_seconds)
         await bus.drain()
     finally:
@@ -535,6 +647,7 @@ async def main_async(args: argparse.Namespace) -> None:
         json.dumps(
             {
                 "throughput": tput,
+                "transport_alone_commands_per_s": transport_rate,
                 "estop_idle_ms": {"p50": pct(idle, 50), "p99": idle_p99, "n": len(idle)},
                 "estop_loaded_ms": {"p50": pct(loaded, 50), "p99": loaded_p99, "n": len(loaded)},
                 "loaded_over_idle_p99": loaded_p99 / idle_p99 if idle_p99 else None,
@@ -551,6 +664,7 @@ async def main_async(args: argparse.Namespace) -> None:
     size = "10k" if args.big == 10_000 else str(args.big)
     print(
         f"RESULT commands_per_s={tput['commands_per_s']:.0f} "
+        f"transport_commands_per_s={transport_rate:.0f} "
         f"command_p99_ms={tput['command_p99_ms']:.1f} estop_idle_p99_ms={idle_p99:.1f} "
         f"estop_loaded_p99_ms={loaded_p99:.1f} estop_busy_p99_ms={busy_p99:.1f} "
         f"rss_{size}_mowers_mb={big['rss_mb']:.0f}"
@@ -566,7 +680,11 @@ def main() -> None:
     parser.add_argument("--estops", type=int, default=30)
     parser.add_argument("--big", type=int, default=10_000)
     parser.add_argument("--footprint-seconds", type=float, default=20.0)
+    parser.add_argument("--standin", metavar="NATS_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.standin:
+        asyncio.run(standin_main(args.standin))
+        return
     if args.smoke:
         args.mowers, args.commands, args.estops, args.big = 10, 200, 2, 50
         args.footprint_seconds = 1.0
