@@ -26,6 +26,7 @@ from mowdeck.fleet.ports import (
     PruneCutoffs,
     StatusRecord,
 )
+from mowdeck.kit.pg import delete_in_batches
 
 __all__ = [
     "PostgresCommandLog",
@@ -296,11 +297,6 @@ class PostgresCommandLog:
         return command, [StatusRecord(r["status"], r["at"], r["reason"]) for r in rows]
 
 
-def _deleted(status: str) -> int:
-    # asyncpg returns the command tag, e.g. "DELETE 5000".
-    return int(status.rsplit(" ", 1)[-1])
-
-
 class PostgresPruning:
     """``Pruning`` on Fleet's tables: batched deletes under ``pg_try_advisory_lock``."""
 
@@ -348,12 +344,7 @@ class PostgresPruning:
         deleted: dict[str, int] = {}
         for table, which, statement in self._STATEMENTS:
             cutoff = cutoffs.outbox if which == "outbox" else cutoffs.commands
-            deleted[table] = 0
-            while True:
-                count = _deleted(await conn.execute(statement, cutoff, batch_rows))
-                deleted[table] += count
-                if count < batch_rows:
-                    break
+            deleted[table] = await delete_in_batches(conn, statement, cutoff, batch_rows)
         return deleted
 
 

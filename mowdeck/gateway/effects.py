@@ -36,7 +36,6 @@ from mowdeck.gateway.controller import (
     SendToDevice,
 )
 from mowdeck.gateway.metrics import GatewayMetrics
-from mowdeck.gateway.names import MowerNames
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.pipeline import PipelinedPublisher
 from mowdeck.kit.priority import eager_task
@@ -105,7 +104,6 @@ class EffectRunner:
         self._producer = producer
         self._clock = clock
         self.pending = PendingCommands()
-        self.names = MowerNames()
         # Emergency stops: when the gateway first saw each (bounded: the stream copy of a
         # stop the emergency lane brought is never sent, so its entry is never taken out).
         self._delivered_at: OrderedDict[uuid.UUID, float] = OrderedDict()

@@ -16,7 +16,15 @@ from nats.aio.msg import Msg
 from contracts.v1 import CommandEnvelope
 from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.gateway.actor import EmergencySubmit, Submit
-from mowdeck.gateway.admission import Admitted, Expired, Foreign, Invalid, Rejected, admit
+from mowdeck.gateway.admission import (
+    Admitted,
+    Decision,
+    Expired,
+    Foreign,
+    Invalid,
+    Rejected,
+    admit,
+)
 from mowdeck.gateway.controller import SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
@@ -113,17 +121,21 @@ class CommandIntake:
         if header(msg, PRIORITY_HEADER) != "emergency":
             return  # everything but a stop waits for the stream
         delivered = time.perf_counter()
-        decision = admit(
+        decision = self._decide(msg, datetime.now(UTC))
+        if isinstance(decision, Admitted) and decision.envelope.is_emergency:
+            assert self._loop is not None
+            call_first_threadsafe(self._loop, self._send_stop, decision.envelope, delivered)
+
+    def _decide(self, msg: Msg, now: datetime) -> Decision:
+        # Admission of this shard (pure; safe on the lane's thread too).
+        return admit(
             msg.subject,
             msg.data,
             shard_index=self._shard_index,
             shard_count=self._shard_count,
             registry=self._registry,
-            now=datetime.now(UTC),
+            now=now,
         )
-        if isinstance(decision, Admitted) and decision.envelope.is_emergency:
-            assert self._loop is not None
-            call_first_threadsafe(self._loop, self._send_stop, decision.envelope, delivered)
 
     def _send_stop(self, envelope: CommandEnvelope, delivered: float) -> None:
         # On the loop, before anything else it had ready. An admitted stop has one
@@ -152,15 +164,7 @@ class CommandIntake:
         if metadata.num_delivered > 1:
             self._metrics.redeliveries.inc()
         now = datetime.now(UTC)
-        decision = admit(
-            msg.subject,
-            msg.data,
-            shard_index=self._shard_index,
-            shard_count=self._shard_count,
-            registry=self._registry,
-            now=now,
-        )
-        match decision:
+        match self._decide(msg, now):
             case Invalid(reason):
                 self._metrics.refused.labels("invalid").inc()
                 await msg.term()

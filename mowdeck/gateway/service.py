@@ -40,6 +40,7 @@ from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.intake import CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.names import MowerNames
 from mowdeck.gateway.registry import Change, FleetFeed, Registry
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
@@ -118,6 +119,7 @@ class GatewayService:
         self._tasks: list[asyncio.Task[None]] = []
         self._tells: list[tuple[pykka.ActorRef[Any], object]] = []
         self._tells_scheduled = False
+        self._names = MowerNames()
         self._lane: EmergencyLane | None = None
         self._http: HttpServer | None = None
         self.durable = f"device-gateway-{settings.shard_index}"
@@ -284,8 +286,7 @@ class GatewayService:
         it. Emergency messages are handed over at once.
         """
         assert self._supervisor is not None
-        assert self.effects is not None
-        ref = self._supervisor.get(self.effects.names.key(mower_id))
+        ref = self._supervisor.get(self._names.key(mower_id))
         if ref is None:
             return
         if is_emergency(message):

@@ -12,6 +12,7 @@ import asyncpg
 import msgspec
 
 from contracts.v1 import MowerState, Position
+from mowdeck.kit.pg import delete_in_batches, rows_affected
 from mowdeck.telemetry import sql
 from mowdeck.telemetry.errors import StoreError
 from mowdeck.telemetry.model import (
@@ -29,11 +30,6 @@ __all__ = ["PostgresTelemetryStore"]
 _RETENTION_LOCK = 0x74656C65  # "tele"
 _raw = msgspec.json.Encoder()
 _decode_raw = msgspec.json.Decoder(dict[str, Any])
-
-
-def _count(status: str) -> int:
-    # asyncpg returns the command tag, e.g. "INSERT 0 17" or "DELETE 5000".
-    return int(status.rsplit(" ", 1)[-1])
 
 
 def _memory(row: asyncpg.Record) -> Memory:
@@ -99,21 +95,21 @@ class PostgresTelemetryStore:
         status = await self._pool.execute(
             sql.SEED, [m for m, _ in entries], [a for _, a in entries]
         )
-        return _count(status)
+        return rows_affected(status)
 
     async def register_mower(
         self, mower_id: uuid.UUID, account_id: uuid.UUID, occurred_at: datetime
     ) -> bool:
         """Apply a registration unless a newer event was applied."""
         status = await self._pool.execute(sql.REGISTER, mower_id, account_id, occurred_at)
-        return _count(status) == 1
+        return rows_affected(status) == 1
 
     async def remove_mower(self, mower_id: uuid.UUID, occurred_at: datetime) -> int:
         """Purge the mower in one transaction and tombstone it."""
         deleted = 0
         async with self._pool.acquire() as conn, conn.transaction():
             for statement in sql.PURGE:
-                deleted += _count(await conn.execute(statement, mower_id))
+                deleted += rows_affected(await conn.execute(statement, mower_id))
             await conn.execute(sql.TOMBSTONE, mower_id, occurred_at)
         return deleted
 
@@ -128,7 +124,7 @@ class PostgresTelemetryStore:
             row.at,
             row.reason,
         )
-        return _count(status) == 1
+        return rows_affected(status) == 1
 
     # -- queries -------------------------------------------------------------------
 
@@ -230,13 +226,8 @@ class PostgresTelemetryStore:
                     # Only tombstones have a removed_at; live entries are never touched.
                     ("mower_directory", "removed_at", cutoffs.tombstones),
                 ):
-                    deleted[table] = 0
                     statement = sql.retention_delete(table, column)
-                    while True:
-                        count = _count(await conn.execute(statement, cutoff, batch_rows))
-                        deleted[table] += count
-                        if count < batch_rows:
-                            break
+                    deleted[table] = await delete_in_batches(conn, statement, cutoff, batch_rows)
                 return deleted
             finally:
                 await conn.execute("SELECT pg_advisory_unlock($1)", _RETENTION_LOCK)
@@ -264,13 +255,13 @@ class _Writer:
         latest = history = positions = 0
         if batch.latest:
             rows = sorted(batch.latest, key=lambda item: item[0].mower_id)
-            latest = _count(await conn.execute(sql.UPSERT_LATEST, *sql.latest_columns(rows)))
+            latest = rows_affected(await conn.execute(sql.UPSERT_LATEST, *sql.latest_columns(rows)))
         if batch.history:
-            history = _count(
+            history = rows_affected(
                 await conn.execute(sql.INSERT_HISTORY, *sql.history_columns(batch.history))
             )
         if batch.positions:
-            positions = _count(
+            positions = rows_affected(
                 await conn.execute(sql.INSERT_POSITIONS, *sql.position_columns(batch.positions))
             )
         return WriteCounts(latest, history, positions)
