@@ -26,6 +26,7 @@ from pykka import ActorDeadError
 from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import mower_id_from_subject
+from mowdeck.kit.collector import freeze
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.metrics import TelemetryMetrics
@@ -287,7 +288,7 @@ class StateBatcher:
             if len(missing) >= _FREEZE_AFTER_STARTS:
                 # The actors and their memories live as long as the service; without this
                 # every full collection walks them again (docs/actors.md).
-                gc.freeze()
+                freeze()
             for mower_id, result in zip(missing, started, strict=True):
                 if isinstance(result, BaseException):
                     log.error(

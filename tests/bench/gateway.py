@@ -151,6 +151,7 @@ class Fleet:
     @contextmanager
     def run(self) -> Iterator[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
         boot = self.workdir / f"mowers-{self.n}.json"
+        boot.unlink(missing_ok=True)  # a fleet of the same size earlier in the run wrote one
         sim_args = [
             sys.executable,
             "-m",

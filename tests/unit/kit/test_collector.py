@@ -8,7 +8,12 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from mowdeck.kit.collector import GcPauses, freeze_long_lived, set_young_threshold
+from mowdeck.kit.collector import (
+    GcPauses,
+    freeze_long_lived,
+    set_young_threshold,
+    unfreeze,
+)
 
 
 @pytest.fixture
@@ -64,11 +69,11 @@ def test_young_threshold_leaves_the_older_generations() -> None:
 
 def test_freeze_moves_live_objects_out_of_sight() -> None:
     registry = CollectorRegistry()
-    GcPauses(registry)  # its gauge reads the freeze count at scrape time
+    GcPauses(registry)  # its gauge reads the count taken at the last freeze
     try:
         freeze_long_lived("test")
         assert gc.get_freeze_count() > 0
         assert registry.get_sample_value("mowdeck_gc_frozen_objects") == gc.get_freeze_count()
     finally:
-        gc.unfreeze()
+        unfreeze()
     assert registry.get_sample_value("mowdeck_gc_frozen_objects") == 0
