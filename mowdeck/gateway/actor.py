@@ -76,13 +76,21 @@ class EffectOutbox:
             self._scheduled = True
             self._loop.call_soon(self._drain)
 
+    def flush(self) -> None:
+        """Perform every queued decision now (on the loop; for shutdown's barriers)."""
+        items = self._items
+        while items:
+            mower_id, effects = items.popleft()
+            self._sink(mower_id, effects)
+
 
 @dataclass(frozen=True, slots=True)
 class Submit:
-    """An admitted ordinary command with its stream sequence."""
+    """An admitted ordinary command with its stream sequence and admission time."""
 
     envelope: CommandEnvelope
     sequence: int
+    admitted_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +100,7 @@ class EmergencySubmit(Emergency):
     envelope: CommandEnvelope
     sequence: int | None
     sent: bool = False
+    admitted_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +176,12 @@ class ControllerActor(DispatcherActor):
         match message:
             case StateReported(state):
                 effects = controller.state(state)
-            case Submit(envelope, sequence):
-                effects = controller.submit(envelope, sequence, self._clock())
-            case EmergencySubmit(envelope, sequence, sent):
-                effects = controller.emergency(envelope, sequence, self._clock(), sent=sent)
+            case Submit(envelope, sequence, admitted_at):
+                effects = controller.submit(envelope, sequence, self._clock(), admitted_at)
+            case EmergencySubmit(envelope, sequence, sent, admitted_at):
+                effects = controller.emergency(
+                    envelope, sequence, self._clock(), sent=sent, admitted_at=admitted_at
+                )
             case Outcome(envelope, status, reason):
                 effects = controller.outcome(envelope, status, reason, self._clock())
             case Heartbeat():

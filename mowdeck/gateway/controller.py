@@ -59,9 +59,14 @@ class EndDrive:
 
 @dataclass(frozen=True, slots=True)
 class PublishResult:
-    """Publish a command status transition."""
+    """Publish a command status transition.
+
+    ``admitted_at`` (an ``accepted`` result only): when the gateway admitted the command,
+    on the loop's performance counter, for the admission-to-result latency.
+    """
 
     result: CommandResult
+    admitted_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +122,17 @@ class Controller:
 
     # Commands.
 
-    def submit(self, envelope: CommandEnvelope, sequence: int, now: datetime) -> list[Effect]:
-        """An admitted ordinary command."""
+    def submit(
+        self,
+        envelope: CommandEnvelope,
+        sequence: int,
+        now: datetime,
+        admitted_at: float | None = None,
+    ) -> list[Effect]:
+        """An admitted ordinary command (``admitted_at``: see ``PublishResult``)."""
         if self._remember(envelope.command_id):
             return []
-        effects: list[Effect] = [result_effect(envelope, "accepted", now)]
+        effects: list[Effect] = [_accepted(envelope, now, admitted_at)]
         if self._preempted(sequence, now):
             effects.append(result_effect(envelope, "rejected", now, PREEMPTED))
             return effects
@@ -137,6 +148,7 @@ class Controller:
         now: datetime,
         *,
         sent: bool = False,
+        admitted_at: float | None = None,
     ) -> list[Effect]:
         """An admitted emergency stop: to the device now; overtaken commands are rejected.
 
@@ -154,7 +166,7 @@ class Controller:
                 self._estop_sequence = max(self._estop_sequence, sequence)
                 self._fast_stops.pop(cid, None)
             return []
-        effects: list[Effect] = [result_effect(envelope, "accepted", now)]
+        effects: list[Effect] = [_accepted(envelope, now, admitted_at)]
         if sequence is None:
             self._fast_stops[cid] = envelope.expires_at
         else:
@@ -222,6 +234,11 @@ class Controller:
                 effects.append(SendToDevice(env))
                 if isinstance(env.command, ManualDrive):
                     effects.append(self._arm_drive(env.command.ttl_ms))
+                elif self._driving:
+                    # Any other command takes the mower out of manual drive; the session's
+                    # timer must not end it later (it would undo a dock or a start).
+                    self._driving = False
+                    self._drive_token += 1
         return effects
 
     def _arm_drive(self, ttl_ms: int) -> ScheduleDriveCheck:
@@ -313,3 +330,8 @@ def result_effect(
             reason=reason,
         )
     )
+
+
+def _accepted(envelope: CommandEnvelope, now: datetime, admitted_at: float | None) -> PublishResult:
+    effect = result_effect(envelope, "accepted", now)
+    return PublishResult(effect.result, admitted_at)

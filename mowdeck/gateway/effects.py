@@ -25,7 +25,12 @@ from contracts.v1 import (
 )
 from contracts.v1.subjects import MSG_ID_HEADER, event_subject, result_subject, telemetry_subject
 from mowdeck.gateway.actor import DriveCheck, Outcome
-from mowdeck.gateway.connections import CommandTimeoutError, LinkDownError, MowerConnection
+from mowdeck.gateway.connections import (
+    CommandTimeoutError,
+    LinkDownError,
+    LinkLostError,
+    MowerConnection,
+)
 from mowdeck.gateway.controller import (
     Effect,
     EndDrive,
@@ -58,13 +63,15 @@ class PendingCommands:
         self._empty = asyncio.Event()
         self._empty.set()
 
-    def add(self, command_id: uuid.UUID) -> None:
-        """A command was accepted by its controller."""
-        self._started.setdefault(command_id, time.perf_counter())
+    def add(self, command_id: uuid.UUID, admitted_at: float | None = None) -> None:
+        """A command was accepted by its controller (admitted at ``admitted_at``, if known)."""
+        self._started.setdefault(
+            command_id, time.perf_counter() if admitted_at is None else admitted_at
+        )
         self._empty.clear()
 
     def finish(self, command_id: uuid.UUID) -> float | None:
-        """Its final result is published; returns the seconds since acceptance."""
+        """Its final result is published; returns the seconds since admission."""
         started = self._started.pop(command_id, None)
         if not self._started:
             self._empty.set()
@@ -104,12 +111,13 @@ class EffectRunner:
         self._producer = producer
         self._clock = clock
         self.pending = PendingCommands()
-        # Emergency stops: when the gateway first saw each (bounded: the stream copy of a
-        # stop the emergency lane brought is never sent, so its entry is never taken out).
+        # Emergency stops: when the gateway first saw each, for the latency metric (bounded:
+        # the stream copy of a stop the emergency lane brought is never sent, so its entry
+        # is never taken out).
         self._delivered_at: OrderedDict[uuid.UUID, float] = OrderedDict()
         self._tasks: set[asyncio.Future[Any]] = set()
         # Results and states leave through one task, in decision order, acks pipelined.
-        self._outgoing: deque[CommandResult | tuple[MowerState, bool]] = deque()
+        self._outgoing: deque[CommandResult | tuple[MowerState, str]] = deque()
         self._wake = asyncio.Event()
         # Result acks in publish order with their deadlines; the sweeper walks from the left.
         self._unacked: deque[tuple[float, asyncio.Future[Any]]] = deque()
@@ -127,9 +135,9 @@ class EffectRunner:
         """Perform the effects of one controller decision (called on the loop)."""
         for effect in effects:
             match effect:
-                case PublishResult(result):
+                case PublishResult(result, admitted_at):
                     if result.status == "accepted":
-                        self.pending.add(result.command_id)
+                        self.pending.add(result.command_id, admitted_at)
                     self._enqueue(result)
                 case SendToDevice(envelope) if envelope.is_emergency:
                     # Written to the device inside this call, not a loop turn later.
@@ -137,7 +145,10 @@ class EffectRunner:
                 case SendToDevice(envelope):
                     self._spawn(self._send(envelope))
                 case PublishState(state, heartbeat):
-                    self._enqueue((state, heartbeat))
+                    # A heartbeat gets an id of its own (the time it was due): republishing
+                    # an unchanged state under the state's id would be dropped by the
+                    # stream's duplicate window (30 s), and most heartbeats with it.
+                    self._enqueue((state, f":hb:{time.time():.3f}" if heartbeat else ""))
                 case EndDrive(mower):
                     self._spawn(self._end_drive(mower))
                 case ScheduleDriveCheck(delay_s, token):
@@ -155,10 +166,6 @@ class EffectRunner:
                     )
                     self._spawn(self._publish_event(event))
 
-    def first_sight(self, command_id: uuid.UUID) -> bool:
-        """True the first time the emergency lane sees this stop (duplicates are not resent)."""
-        return command_id not in self._delivered_at
-
     def stop_delivered(self, command_id: uuid.UUID, at: float) -> None:
         """An emergency stop reached the gateway at ``at`` (perf counter); first wins."""
         if command_id not in self._delivered_at:
@@ -174,13 +181,13 @@ class EffectRunner:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _enqueue(self, item: CommandResult | tuple[MowerState, bool]) -> None:
+    def _enqueue(self, item: CommandResult | tuple[MowerState, str]) -> None:
         self._outgoing.append(item)
         self._wake.set()
 
     async def _send(self, envelope: CommandEnvelope) -> None:
         if envelope.is_emergency:
-            delivered = self._delivered_at.get(envelope.command_id)
+            delivered = self._delivered_at.pop(envelope.command_id, None)
             if delivered is not None:
                 self._metrics.estop_seconds.observe(time.perf_counter() - delivered)
         # Checked again right before sending: the command may have waited in the queue.
@@ -202,6 +209,8 @@ class EffectRunner:
             outcome = await conn.send(envelope, timeout=self._device_timeout)
         except LinkDownError as err:
             self._tell(envelope.mower_id, Outcome(envelope, "failed", f"link down: {err}"))
+        except LinkLostError as err:
+            self._tell(envelope.mower_id, Outcome(envelope, "failed", str(err)))
         except CommandTimeoutError:
             reason = f"no answer from the mower within {self._device_timeout:g} s"
             self._tell(envelope.mower_id, Outcome(envelope, "failed", reason))
@@ -260,10 +269,10 @@ class EffectRunner:
                     subject = result_subject(item.mower_id)
                     data, msg_id = encode(item), item.msg_id
                 else:
-                    state = item[0]
+                    state, heartbeat = item
                     subject = telemetry_subject(state.mower_id)
                     data = encode(state)
-                    msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}"
+                    msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}{heartbeat}"
                 try:
                     if isinstance(item, CommandResult):
                         ack = await self._acks.publish(subject, data, {MSG_ID_HEADER: msg_id})

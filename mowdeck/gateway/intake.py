@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -39,6 +39,47 @@ _debug = logging.getLogger("mowdeck.gateway")
 
 Tell = Callable[[uuid.UUID, object], None]
 
+REMEMBER_AFTER_EXPIRY_S = 300.0
+REMEMBER_LIMIT = 100_000
+
+
+class AdmittedCommands:
+    """The ids of the commands this shard admitted, kept a while after they expire.
+
+    A redelivery of an admitted command (its ack was lost with a reconnect, or the stream
+    copy of a stop the emergency lane brought) must produce no second result: without
+    this memory it would be refused at admission (``expired`` once its time is up,
+    ``rejected`` once its mower is gone) under a msg id its first result did not have.
+    Each id is kept until ``REMEMBER_AFTER_EXPIRY_S`` after its command expires, and at
+    most ``REMEMBER_LIMIT`` ids (the oldest go first); a redelivery later than that is
+    answered as any delivery is.
+    """
+
+    def __init__(
+        self, *, after_expiry_s: float = REMEMBER_AFTER_EXPIRY_S, limit: int = REMEMBER_LIMIT
+    ) -> None:
+        self._after_expiry_s = after_expiry_s
+        self._limit = limit
+        self._ids: OrderedDict[uuid.UUID, float] = OrderedDict()
+
+    def __contains__(self, command_id: object) -> bool:
+        return command_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, envelope: CommandEnvelope, now: datetime) -> None:
+        """Remember an admitted command (on the loop)."""
+        ids = self._ids
+        if envelope.command_id in ids:
+            return
+        now_s = now.timestamp()
+        ids[envelope.command_id] = envelope.expires_at.timestamp() + self._after_expiry_s
+        # Insertion order is admission order; expiries differ per command, so a long-lived
+        # id can hold shorter ones behind it until the limit takes them.
+        while ids and (len(ids) > self._limit or next(iter(ids.values())) < now_s):
+            ids.popitem(last=False)
+
 
 class CommandIntake:
     """Admits delivered commands in ADR 0013's order and hands them to the controllers.
@@ -65,6 +106,7 @@ class CommandIntake:
         self._effects = effects
         self._tell = tell
         self.closing = False
+        self.admitted = AdmittedCommands()
         self._normal: deque[Msg] = deque()
         self._normal_ready = asyncio.Event()
         self._callbacks = 0
@@ -92,10 +134,10 @@ class CommandIntake:
     async def on_command(self, msg: Msg) -> None:
         """A delivery of the durable consumer."""
         if self.closing:
-            await msg.nak()
+            await self._refuse_while_closing(msg)
             return
         if header(msg, PRIORITY_HEADER) == "emergency":
-            await self._admit(msg)
+            await self._admit_safely(msg)
             return
         self._normal.append(msg)
         self._normal_ready.set()
@@ -141,11 +183,14 @@ class CommandIntake:
         # On the loop, before anything else it had ready. An admitted stop has one
         # possible decision, so it goes to the device from here, without waiting for a
         # worker; the controller is told it was sent.
-        if self.closing or not self._effects.first_sight(envelope.command_id):
-            return
+        if self.closing or envelope.command_id in self.admitted:
+            return  # a duplicate publish of a stop is sent once
+        self.admitted.add(envelope, datetime.now(UTC))
         self._effects.stop_delivered(envelope.command_id, delivered)
         self._effects(envelope.mower_id, [SendToDevice(envelope)])
-        self._tell(envelope.mower_id, EmergencySubmit(envelope, None, sent=True))
+        self._tell(
+            envelope.mower_id, EmergencySubmit(envelope, None, sent=True, admitted_at=delivered)
+        )
 
     async def _admit_normal(self) -> None:
         while True:
@@ -153,10 +198,37 @@ class CommandIntake:
             self._normal_ready.clear()
             handled = 0
             while self._normal:
-                await self._admit(self._normal.popleft())
+                await self._admit_safely(self._normal.popleft())
                 handled += 1
                 if handled % 64 == 0:
                     await asyncio.sleep(0)  # let the emergency lane and the links in
+
+    async def _refuse_while_closing(self, msg: Msg) -> None:
+        # Given back, for the next owner of the shard to run; unless this gateway admitted
+        # it already (the stream copy of a stop the emergency lane brought, a redelivery):
+        # the next owner has no memory of it and would run it a second time.
+        decision = self._decide(msg, datetime.now(UTC))
+        envelope = getattr(decision, "envelope", None)
+        try:
+            if envelope is not None and envelope.command_id in self.admitted:
+                await msg.ack()
+            else:
+                await msg.nak()
+        except Exception as err:
+            log.warning("could not settle a delivery while closing", error=str(err))
+
+    async def _admit_safely(self, msg: Msg) -> None:
+        # One failure (a settle on a connection being replaced, a bug) must cost this
+        # delivery at most, never the admission of every command after it.
+        try:
+            await self._admit(msg)
+        except Exception:
+            self._metrics.refused.labels("error").inc()
+            log.exception("admission failed; the delivery is given back", subject=msg.subject)
+            try:
+                await msg.nak(delay=1.0)
+            except Exception as err:
+                log.warning("could not give a delivery back", error=str(err))
 
     async def _admit(self, msg: Msg) -> None:
         delivered = time.perf_counter()
@@ -164,7 +236,16 @@ class CommandIntake:
         if metadata.num_delivered > 1:
             self._metrics.redeliveries.inc()
         now = datetime.now(UTC)
-        match self._decide(msg, now):
+        decision = self._decide(msg, now)
+        if (
+            isinstance(decision, Rejected | Expired)
+            and decision.envelope.command_id in self.admitted
+        ):
+            # Admitted before (its ack was lost): its results are out or on their way.
+            self._metrics.duplicates.inc()
+            await msg.ack()
+            return
+        match decision:
             case Invalid(reason):
                 self._metrics.refused.labels("invalid").inc()
                 await msg.term()
@@ -189,13 +270,17 @@ class CommandIntake:
                 await msg.ack()
             case Admitted(envelope, _):
                 sequence = metadata.sequence.stream
+                self.admitted.add(envelope, now)
                 self._metrics.admitted_kind(envelope.kind).inc()
                 if envelope.is_emergency:
                     # A stop whose header was missing still wins once decoded.
                     self._effects.stop_delivered(envelope.command_id, delivered)
-                    self._tell(envelope.mower_id, EmergencySubmit(envelope, sequence))
+                    self._tell(
+                        envelope.mower_id,
+                        EmergencySubmit(envelope, sequence, admitted_at=delivered),
+                    )
                 else:
-                    self._tell(envelope.mower_id, Submit(envelope, sequence))
+                    self._tell(envelope.mower_id, Submit(envelope, sequence, delivered))
                 await msg.ack()
                 if _debug.isEnabledFor(logging.DEBUG):
                     log.debug(

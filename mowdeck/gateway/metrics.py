@@ -37,7 +37,8 @@ class GatewayMetrics:
         )
         self.refused = Counter(
             "mowdeck_gateway_commands_refused_total",
-            "Commands not admitted, by reason (invalid, unknown_mower, account_mismatch, expired).",
+            "Commands not admitted, by reason (invalid, unknown_mower, account_mismatch,"
+            " expired; error: admission failed and the delivery was given back).",
             ["reason"],
             registry=registry,
         )
@@ -90,6 +91,11 @@ class GatewayMetrics:
         self.redeliveries = Counter(
             "mowdeck_gateway_redeliveries_total",
             "Commands delivered more than once.",
+            registry=registry,
+        )
+        self.duplicates = Counter(
+            "mowdeck_gateway_commands_duplicate_total",
+            "Deliveries of commands this shard had admitted already (acknowledged, no result).",
             registry=registry,
         )
         self.publish_failures = Counter(

@@ -22,7 +22,7 @@ from contracts.v1 import (
     shard_of,
 )
 from contracts.v1.subjects import EVENTS, FLEET_MOWERS_LIST
-from mowdeck.kit.bus import Bus, BusError
+from mowdeck.kit.bus import Bus
 
 __all__ = ["Change", "FleetFeed", "Registry"]
 
@@ -153,10 +153,10 @@ class FleetFeed:
             attempt += 1
             try:
                 registrations = await self._list_all()
-            except (BusError, ContractError) as err:
+            except Exception as err:  # Fleet absent, a bad page, a bus being replaced
                 self._on_retry()
                 log.warning(
-                    "fleet did not answer the mower list; retrying",
+                    "fleet mower list failed; retrying",
                     attempt=attempt,
                     retry_in_s=delay,
                     error=str(err),

@@ -10,6 +10,7 @@ from typing import Any
 import pykka
 import structlog
 from aiohttp import web
+from nats.js import api
 from prometheus_client import CollectorRegistry
 
 from actors import (
@@ -198,6 +199,11 @@ class GatewayService:
                 ack_wait=s.command_ack_wait_seconds,
                 # Bounds the local queue of ordinary commands awaiting admission.
                 max_ack_pending=2000,
+                # A shard's consumer created now (a first deployment, a new index after
+                # MOWDECK_SHARD_COUNT grew) starts at the stream's end: replaying the
+                # stream's day of commands would answer commands other instances answered
+                # and run again those not yet expired. An existing durable keeps its place.
+                deliver_policy=api.DeliverPolicy.NEW,
             ),
             self.intake.on_command,
         )
@@ -364,6 +370,8 @@ class GatewayService:
 
     async def _close_controllers(self, reason: str) -> None:
         await asyncio.gather(*(self._close_one(m, reason) for m in list(self.registry)))
+        if self._outbox is not None:
+            self._outbox.flush()  # the closes' effects, before anyone waits for their work
 
     async def _barrier(self) -> None:
         # Every Submit told before this point is decided once each controller answers.
@@ -375,6 +383,11 @@ class GatewayService:
             *(self._bridge.ask(r, Heartbeat(), timeout=5.0) for r in refs if r is not None),
             return_exceptions=True,
         )
+        # The answers can overtake the decisions' effects, which the outbox hands over a
+        # slice per loop turn: perform the rest now, so every command accepted before the
+        # barrier is pending before anyone waits for the pending set to empty.
+        if self._outbox is not None:
+            self._outbox.flush()
 
     async def _heartbeats(self) -> None:
         interval = self.settings.telemetry_heartbeat_seconds

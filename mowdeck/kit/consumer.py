@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -161,12 +163,19 @@ class Consumer:
             return
         await self._on_message(msg)
 
-    async def stop(self) -> None:
-        """Stop receiving; the durable consumer stays for the next start."""
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop receiving; the durable consumer stays for the next start.
+
+        The subscription is drained, not just unsubscribed: deliveries already in the
+        client's queue still reach the callback, which naks them, so they are redelivered
+        at once instead of after ``ack_wait``.
+        """
         self._closing = True
         if self._sub is not None:
             try:
-                await self._sub.unsubscribe()
+                await asyncio.wait_for(self._sub.drain(), timeout)
             except Exception as err:
-                log.debug("unsubscribe failed", error=str(err), consumer=self.spec.durable)
+                log.warning("consumer drain failed", error=repr(err), consumer=self.spec.durable)
+                with contextlib.suppress(Exception):
+                    await self._sub.unsubscribe()
             self._sub = None

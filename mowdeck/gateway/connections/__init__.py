@@ -7,6 +7,7 @@ from mowdeck.gateway.connections.port import (
     ConnectionEvents,
     ConnectionFactory,
     LinkDownError,
+    LinkLostError,
     MowerConnection,
 )
 from mowdeck.gateway.connections.registry import ConnectionRegistry, UnknownConnectionKindError
@@ -19,6 +20,7 @@ __all__ = [
     "ConnectionFactory",
     "ConnectionRegistry",
     "LinkDownError",
+    "LinkLostError",
     "MowerConnection",
     "UnknownConnectionKindError",
 ]

@@ -32,6 +32,10 @@ class CommandTimeoutError(ConnectionError):
     """The mower did not answer within the timeout; it may or may not have acted."""
 
 
+class LinkLostError(CommandTimeoutError):
+    """The link dropped after the command was sent; the mower may or may not have acted."""
+
+
 class CommandOutcome(msgspec.Struct, frozen=True):
     """What the mower said about one command."""
 

@@ -25,6 +25,7 @@ from mowdeck.gateway.connections.port import (
     ConnectionError,
     ConnectionEvents,
     LinkDownError,
+    LinkLostError,
 )
 from simulator.protocol import (
     PROTOCOL_VERSION,
@@ -38,13 +39,9 @@ from simulator.protocol import (
     encode_frame,
 )
 
-__all__ = ["LinkLostError", "SimulatorConnection", "SimulatorOptions"]
+__all__ = ["SimulatorConnection", "SimulatorOptions"]
 
 log = structlog.get_logger("mowdeck.gateway.simulator")
-
-
-class LinkLostError(CommandTimeoutError):
-    """The link dropped after the command was sent; the mower may or may not have acted."""
 
 
 class SimulatorOptions(msgspec.Struct, frozen=True, kw_only=True):

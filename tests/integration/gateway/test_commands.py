@@ -9,6 +9,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from nats.aio.msg import Msg
+
 from contracts.v1 import (
     EmergencyStop,
     PauseMow,
@@ -285,3 +287,54 @@ async def test_a_device_that_does_not_answer_in_time_fails_the_command(
         assert final.status == "failed"
         assert final.reason is not None
         assert "no answer" in final.reason
+
+
+async def test_a_shard_consumer_created_now_starts_at_the_end_of_the_stream(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server
+) -> None:  # type: ignore[no-untyped-def]
+    # A new shard index (a first deployment, MOWDECK_SHARD_COUNT grown) must not replay
+    # the stream's day of commands, which other instances answered and ran already.
+    mowers = sim.registrations()
+    mower = mowers[0]
+    before = command(mower, SetBladeHeight(height_mm=31), ttl_s=120)
+    await bus.publish_command(before, now=datetime.now(UTC))
+    async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
+        await wait_connected(gw, len(mowers))
+        after = command(mower, SetBladeHeight(height_mm=32))
+        await bus.publish_command(after, now=datetime.now(UTC))
+        assert (await results.wait_final(after.command_id)).status == "executed"
+        await asyncio.sleep(0.3)
+        assert results.of(before.command_id) == []
+        assert before.command_id not in [c for c, _, _ in received(sim, mower.mower_id)]
+
+
+async def test_a_real_redelivery_after_expiry_gets_no_second_result(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # The gateway's ack of one command is lost; JetStream redelivers it after ack_wait,
+    # when it has expired. Its results are the first delivery's, and nothing else.
+    mowers = sim.registrations()
+    mower = mowers[0]
+    env = command(mower, SetBladeHeight(height_mm=44), ttl_s=1.0)
+    marker = str(env.command_id).encode()
+    real_ack = Msg.ack
+    lost: list[int] = []
+
+    async def ack(self: Msg) -> None:
+        if marker in self.data and not lost:
+            lost.append(self.metadata.num_delivered)
+            return  # lost on the way to the server
+        await real_ack(self)
+
+    monkeypatch.setattr(Msg, "ack", ack)
+    settings = settings_for(nats_server.url, mowers, command_ack_wait_seconds=2.0)
+    async with running_gateway(settings) as gw:
+        await wait_connected(gw, len(mowers))
+        await bus.publish_command(env, now=datetime.now(UTC))
+        assert (await results.wait_final(env.command_id)).status == "executed"
+        assert lost == [1]
+        await eventually(lambda: gw.metrics.duplicates._value.get() == 1, timeout=10)
+        assert gw.metrics.redeliveries._value.get() >= 1
+        await asyncio.sleep(0.3)
+        assert results.of(env.command_id) == ["accepted", "executed"]
+        assert [c for c, _, _ in received(sim, mower.mower_id)].count(env.command_id) == 1

@@ -118,8 +118,11 @@ async def test_sigterm_under_load(
     for m in mowers:
         await sim.inject(m.mower_id, LatencyFault(ms=100))
     mowers_json = msgspec.json.encode(mowers).decode()
-    proc = _spawn_gateway(nats_server.url, mowers_json, free_port(), log)
+    port = free_port()
+    proc = _spawn_gateway(nats_server.url, mowers_json, port, log)
     try:
+        # A shard's consumer, created at its first start, takes what is published after.
+        await eventually(lambda: _ready(port), timeout=30)
         first = [command(mowers[i % 4], SetSpeed(speed_mps=0.5), ttl_s=120) for i in range(40)]
         for env in first:
             await bus.publish_command(env, now=datetime.now(UTC))
@@ -154,6 +157,17 @@ async def test_sigterm_under_load(
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)
+
+
+async def _ready(port: int) -> bool:
+    try:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{port}/readyz") as response,
+        ):
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
 
 
 async def _metric(port: int, name: str) -> float:

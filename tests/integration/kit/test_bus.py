@@ -184,3 +184,48 @@ async def test_stopping_consumer_leaves_the_durable_for_the_next_start(bus: Bus)
         await asyncio.sleep(0.02)
     await again.stop()
     assert handled == ["user:test"]
+
+
+async def test_stopping_gives_back_what_the_client_had_queued_at_once(bus: Bus) -> None:
+    # Deliveries already in the client's queue when stop() begins are nak'd, so the next
+    # start gets them now, not after ack_wait (30 s here).
+    sent = [_command() for _ in range(5)]
+    for env in sent:
+        await bus.publish_command(env, now=datetime.now(UTC))
+    spec = ConsumerSpec(
+        stream="COMMANDS", subject="command.mower.*", durable="t-giveback", ack_wait=30
+    )
+    entered, release = asyncio.Event(), asyncio.Event()
+    first: list[uuid.UUID] = []
+
+    async def slow(msg: Msg) -> None:
+        first.append(decode_command(msg.data).command_id)
+        entered.set()
+        await release.wait()  # the other four wait in the client's queue meanwhile
+        await msg.ack()
+
+    consumer = Consumer(bus, spec, slow)
+    await consumer.start()
+    await asyncio.wait_for(entered.wait(), 5)
+    stopping = asyncio.create_task(consumer.stop())
+    await asyncio.sleep(0.1)
+    release.set()
+    await asyncio.wait_for(stopping, 5)
+    assert len(first) == 1
+
+    later: list[uuid.UUID] = []
+
+    async def collect(msg: Msg) -> None:
+        later.append(decode_command(msg.data).command_id)
+        await msg.ack()
+
+    again = Consumer(bus, spec, collect)
+    await again.start()
+    try:
+        for _ in range(150):
+            if len(later) == 4:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await again.stop()
+    assert sorted(later) == sorted(e.command_id for e in sent if e.command_id not in first)

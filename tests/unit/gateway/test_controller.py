@@ -15,6 +15,7 @@ from contracts.v1 import (
     MowerRegistration,
     MowerState,
     PauseMow,
+    ReturnToDock,
     StartMow,
 )
 from mowdeck.gateway.controller import (
@@ -149,6 +150,29 @@ def test_manual_drive_arms_the_dead_man_and_a_newer_drive_rearms_it() -> None:
     assert c.drive_check(check1.token) == []  # superseded
     assert c.drive_check(check2.token) == [EndDrive(MOWER)]
     assert c.drive_check(check2.token) == []  # once
+
+
+def test_another_command_ends_the_drive_session_without_the_dead_man_undoing_it() -> None:
+    c = Controller(REG)
+    drive = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
+    check = next(e for e in c.submit(drive, 1, T0) if isinstance(e, ScheduleDriveCheck))
+    c.outcome(drive, "executed", None, T0)
+    dock = cmd(ReturnToDock())
+    assert sent(c.submit(dock, 2, T0)) == [dock.command_id]
+    # The drive's ttl passes while the mower docks: nothing may stop it.
+    assert c.drive_check(check.token) == []
+    # And closing later has no drive session to end.
+    assert EndDrive(MOWER) not in c.close(T0, "gateway shutting down")
+
+
+def test_a_command_that_is_not_sent_leaves_the_drive_session_running() -> None:
+    c = Controller(REG)
+    drive = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
+    check = next(e for e in c.submit(drive, 1, T0) if isinstance(e, ScheduleDriveCheck))
+    c.outcome(drive, "executed", None, T0)
+    late = cmd(StartMow(), at=T0 - timedelta(seconds=60))  # expired: never reaches the mower
+    assert sent(c.submit(late, 2, T0)) == []
+    assert c.drive_check(check.token) == [EndDrive(MOWER)]
 
 
 def state(at: datetime, **kw: object) -> MowerState:

@@ -1,0 +1,118 @@
+"""The effect runner: the last expiry check before the device, the ids of published states."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from contracts.v1 import CommandEnvelope, MowerState, StartMow
+from contracts.v1.subjects import MSG_ID_HEADER
+from mowdeck.gateway.actor import Outcome
+from mowdeck.gateway.controller import PublishState, SendToDevice
+from mowdeck.gateway.effects import EffectRunner
+from mowdeck.gateway.metrics import GatewayMetrics
+
+MOWER = uuid.UUID("00000000-0000-4000-8000-000000000003")
+ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
+T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+
+
+class RecordingConnection:
+    connected = True
+
+    def __init__(self) -> None:
+        self.sent: list[CommandEnvelope] = []
+
+    async def send(self, envelope: CommandEnvelope, *, timeout: float) -> Any:
+        self.sent.append(envelope)
+        return SimpleNamespace(status="executed", reason=None)
+
+
+def runner(now: datetime) -> tuple[EffectRunner, RecordingConnection, list[object]]:
+    conn = RecordingConnection()
+    told: list[object] = []
+    effects = EffectRunner(
+        SimpleNamespace(nc=None),  # type: ignore[arg-type]  # no publish in these tests
+        GatewayMetrics(CollectorRegistry()),
+        connections={MOWER: conn},  # type: ignore[dict-item]
+        tell=lambda _mower_id, message: told.append(message),
+        device_timeout=1.0,
+        producer="test",
+        clock=lambda: now,
+    )
+    return effects, conn, told
+
+
+def envelope(ttl_s: float) -> CommandEnvelope:
+    return CommandEnvelope.issue(
+        mower_id=MOWER,
+        account_id=ACCOUNT,
+        command=StartMow(),
+        issued_by="user:a",
+        now=T0,
+        ttl=timedelta(seconds=ttl_s),
+    )
+
+
+async def test_a_command_that_expired_on_its_way_to_the_device_is_not_sent() -> None:
+    # The controller sent it while valid; by the time the loop performs the send it is not.
+    env = envelope(ttl_s=5)
+    effects, conn, told = runner(now=T0 + timedelta(seconds=6))
+    effects(MOWER, [SendToDevice(env)])
+    await effects.settle(timeout=1.0)
+    assert conn.sent == []
+    assert told == [Outcome(env, "expired", None)]
+
+
+async def test_a_valid_command_is_sent_and_its_outcome_reported() -> None:
+    env = envelope(ttl_s=5)
+    effects, conn, told = runner(now=T0 + timedelta(seconds=1))
+    effects(MOWER, [SendToDevice(env)])
+    await effects.settle(timeout=1.0)
+    assert conn.sent == [env]
+    assert told == [Outcome(env, "executed", None)]
+
+
+class CapturingNats:
+    def __init__(self) -> None:
+        self.published: list[tuple[str, str]] = []
+
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
+        self.published.append((subject, headers[MSG_ID_HEADER]))
+
+
+async def test_heartbeats_of_an_unchanged_state_are_not_duplicates_of_it() -> None:
+    # The stream drops a repeated msg id within its duplicate window (30 s), so a
+    # heartbeat republishing a state the device has not changed needs an id of its own.
+    nc = CapturingNats()
+    effects = EffectRunner(
+        SimpleNamespace(nc=nc),  # type: ignore[arg-type]
+        GatewayMetrics(CollectorRegistry()),
+        connections={},
+        tell=lambda _mower_id, _message: None,
+        device_timeout=1.0,
+        producer="test",
+    )
+    state = MowerState(
+        mower_id=MOWER, account_id=ACCOUNT, observed_at=T0, activity="docked", battery=90
+    )
+    publisher = asyncio.create_task(effects._publish())
+    try:
+        effects(MOWER, [PublishState(state, heartbeat=False)])
+        for _ in range(2):
+            await asyncio.sleep(0.01)  # heartbeats are due at different times
+            effects(MOWER, [PublishState(state, heartbeat=True)])
+        for _ in range(100):
+            if len(nc.published) == 3:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        publisher.cancel()
+    ids = [msg_id for _, msg_id in nc.published]
+    assert len(ids) == len(set(ids)) == 3
+    assert ids[0] == f"{MOWER}:{T0.timestamp():.6f}"  # a change keeps the state's own id

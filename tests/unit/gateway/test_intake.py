@@ -1,0 +1,221 @@
+"""Command intake around admission: redeliveries of admitted commands, closing, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from contracts.v1 import (
+    CommandEnvelope,
+    Connection,
+    EmergencyStop,
+    MowerRegistration,
+    StartMow,
+    encode,
+)
+from contracts.v1.subjects import PRIORITY_HEADER, command_subject
+from mowdeck.gateway import intake as intake_module
+from mowdeck.gateway.actor import EmergencySubmit, Submit
+from mowdeck.gateway.controller import PublishResult
+from mowdeck.gateway.intake import AdmittedCommands, CommandIntake
+from mowdeck.gateway.metrics import GatewayMetrics
+
+MOWER = uuid.UUID("00000000-0000-4000-8000-000000000002")  # shard 0 of 1
+ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
+REG = MowerRegistration(
+    mower_id=MOWER, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator")
+)
+
+
+@dataclass
+class FakeMsg:
+    """A JetStream delivery as the intake reads it."""
+
+    data: bytes
+    subject: str
+    headers: dict[str, str] | None = None
+    num_delivered: int = 1
+    sequence: int = 1
+    settled: list[str] = field(default_factory=list)
+
+    @property
+    def metadata(self) -> Any:
+        return SimpleNamespace(
+            num_delivered=self.num_delivered, sequence=SimpleNamespace(stream=self.sequence)
+        )
+
+    async def ack(self) -> None:
+        self.settled.append("ack")
+
+    async def nak(self, delay: float | None = None) -> None:
+        self.settled.append("nak")
+
+    async def term(self) -> None:
+        self.settled.append("term")
+
+
+class FakeEffects:
+    def __init__(self) -> None:
+        self.results: list[tuple[uuid.UUID, str]] = []
+        self.sent: list[uuid.UUID] = []
+
+    def __call__(self, mower_id: uuid.UUID, effects: Any) -> None:
+        for effect in effects:
+            if isinstance(effect, PublishResult):
+                self.results.append((effect.result.command_id, effect.result.status))
+            else:
+                self.sent.append(effect.envelope.command_id)
+
+    def stop_delivered(self, command_id: uuid.UUID, at: float) -> None:
+        pass
+
+
+def envelope(command: Any = None, *, ttl_s: float = 30.0, now: datetime | None = None) -> Any:
+    return CommandEnvelope.issue(
+        mower_id=MOWER,
+        account_id=ACCOUNT,
+        command=command or StartMow(),
+        issued_by="user:a",
+        now=now or datetime.now(UTC),
+        ttl=timedelta(seconds=ttl_s),
+    )
+
+
+def delivery(env: Any, **kw: Any) -> FakeMsg:
+    headers = {PRIORITY_HEADER: "emergency"} if env.is_emergency else None
+    return FakeMsg(encode(env), command_subject(env.mower_id), headers, **kw)
+
+
+def intake(registry: dict[uuid.UUID, MowerRegistration] | None = None) -> Any:
+    told: list[object] = []
+    effects = FakeEffects()
+    metrics = GatewayMetrics(CollectorRegistry())
+    it = CommandIntake(
+        shard_index=0,
+        shard_count=1,
+        registry={MOWER: REG} if registry is None else registry,  # type: ignore[arg-type]
+        metrics=metrics,
+        effects=effects,  # type: ignore[arg-type]
+        tell=lambda _mower_id, message: told.append(message),
+    )
+    return it, told, effects, metrics
+
+
+async def test_an_admitted_command_redelivered_after_it_expired_gets_no_second_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    it, told, effects, metrics = intake()
+    env = envelope(ttl_s=30)
+    first = delivery(env)
+    await it._admit(first)
+    assert first.settled == ["ack"]
+    assert [type(m) for m in told] == [Submit]
+    # The ack was lost; JetStream redelivers after ack_wait, when the command has expired.
+    later = env.expires_at + timedelta(seconds=1)
+
+    class Later(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:  # noqa: ARG003
+            return later
+
+    monkeypatch.setattr(intake_module, "datetime", Later)
+    again = delivery(env, num_delivered=2)
+    await it._admit(again)
+    assert again.settled == ["ack"]
+    assert effects.results == []  # not "expired": its results came from the first delivery
+    assert len(told) == 1
+    assert metrics.duplicates._value.get() == 1
+
+
+async def test_a_redelivery_after_the_mower_was_removed_gets_no_second_result() -> None:
+    registry = {MOWER: REG}
+    it, _, effects, _ = intake(registry)
+    env = envelope()
+    await it._admit(delivery(env))
+    registry.clear()
+    again = delivery(env, num_delivered=2)
+    await it._admit(again)
+    assert again.settled == ["ack"]
+    assert effects.results == []
+
+
+async def test_an_unknown_command_delivered_late_is_still_answered_expired() -> None:
+    it, _, effects, _ = intake()
+    env = envelope(ttl_s=1, now=datetime.now(UTC) - timedelta(seconds=5))
+    msg = delivery(env, num_delivered=3)
+    await it._admit(msg)
+    assert msg.settled == ["ack"]
+    assert effects.results == [(env.command_id, "expired")]
+
+
+async def test_while_closing_a_stop_the_lane_already_sent_is_acknowledged_not_given_back() -> None:
+    it, told, effects, _ = intake()
+    it._loop = asyncio.get_running_loop()
+    stop = envelope(EmergencyStop(reason="test"))
+    it._send_stop(stop, 0.0)  # the lane brought it and it went to the device
+    assert effects.sent == [stop.command_id]
+    assert isinstance(told[0], EmergencySubmit)
+    it.closing = True
+    copy = delivery(stop)
+    other = delivery(envelope())
+    await it.on_command(copy)
+    await it.on_command(other)
+    assert copy.settled == ["ack"]  # the next owner would send it a second time
+    assert other.settled == ["nak"]  # never admitted: the next owner runs it
+
+
+async def test_a_duplicate_publish_of_a_stop_reaches_the_device_once() -> None:
+    it, _, effects, _ = intake()
+    stop = envelope(EmergencyStop(reason="test"))
+    it._send_stop(stop, 0.0)
+    it._send_stop(stop, 0.0)
+    assert effects.sent == [stop.command_id]
+
+
+async def test_a_failing_admission_gives_that_delivery_back_and_admits_the_next() -> None:
+    it, told, _, metrics = intake()
+    it.start()
+    try:
+        broken, fine = delivery(envelope()), delivery(envelope())
+
+        async def ack_fails() -> None:
+            raise ConnectionError("connection being replaced")
+
+        broken.ack = ack_fails  # type: ignore[method-assign]
+        await it.on_command(broken)
+        await it.on_command(fine)
+        for _ in range(100):
+            if fine.settled:
+                break
+            await asyncio.sleep(0.01)
+        assert broken.settled == ["nak"]
+        assert fine.settled == ["ack"]
+        assert len(told) == 2  # both reached the controller; the first is redelivered
+        assert metrics.refused.labels("error")._value.get() == 1
+    finally:
+        await it.stop()
+
+
+def test_admitted_commands_are_forgotten_after_expiry_and_beyond_the_limit() -> None:
+    now = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+    memory = AdmittedCommands(after_expiry_s=60, limit=3)
+    old = envelope(ttl_s=10, now=now)
+    memory.add(old, now)
+    assert old.command_id in memory
+    later = now + timedelta(seconds=71)  # 10 s ttl + 60 s kept + 1
+    fresh = envelope(ttl_s=10, now=later)
+    memory.add(fresh, later)
+    assert old.command_id not in memory
+    assert fresh.command_id in memory
+    extra = [envelope(ttl_s=10, now=later) for _ in range(3)]
+    for env in extra:
+        memory.add(env, later)
+    assert len(memory) == 3
+    assert fresh.command_id not in memory  # the oldest went first
