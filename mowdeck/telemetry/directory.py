@@ -11,9 +11,8 @@ from nats.aio.msg import Msg
 
 from contracts.v1 import ContractError, MowerListReply, MowerListRequest, decode, decode_event
 from contracts.v1.subjects import FLEET_MOWERS_LIST
-from mowdeck.kit.bus import Bus, BusError
+from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import DropMessage
-from mowdeck.telemetry.errors import StoreError
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import TelemetryStore
 
@@ -33,7 +32,11 @@ async def seed_directory(
     retry_max: float = 30.0,
     sleep: Sleep = asyncio.sleep,
 ) -> int:
-    """Ask Fleet for every mower (shard_count 1) until it answers; returns mowers seeded."""
+    """Ask Fleet for every mower (shard_count 1) until it answers; returns mowers seeded.
+
+    Any failure is retried: the seed is the only one there is, and a task that died
+    would leave the directory to the events without a word.
+    """
     delay = retry_initial
     while True:
         try:
@@ -45,8 +48,13 @@ async def seed_directory(
                 pairs += [(m.mower_id, m.account_id) for m in reply.mowers]
                 request = request.next_page(reply)
             seeded = await store.seed_directory(pairs)
-        except (BusError, ContractError, StoreError, OSError) as err:
-            log.warning("directory seed failed, retrying", error=str(err), retry_in=delay)
+        except Exception as err:
+            log.warning(
+                "directory seed failed, retrying",
+                error=str(err),
+                error_type=type(err).__name__,
+                retry_in=delay,
+            )
             await sleep(delay)
             delay = min(delay * 2, retry_max)
             continue

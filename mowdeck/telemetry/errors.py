@@ -2,7 +2,7 @@
 
 from mowdeck.errors import MowdeckError
 
-__all__ = ["QueryLimitError", "StoreError", "TelemetryError"]
+__all__ = ["QueryLimitError", "StoreError", "StoreRejectedError", "TelemetryError"]
 
 
 class TelemetryError(MowdeckError):
@@ -11,6 +11,10 @@ class TelemetryError(MowdeckError):
 
 class StoreError(TelemetryError):
     """The telemetry store failed an operation."""
+
+
+class StoreRejectedError(StoreError):
+    """The store refused the data itself (PostgreSQL's class 22): retrying cannot help."""
 
 
 class QueryLimitError(TelemetryError):

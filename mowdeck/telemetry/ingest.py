@@ -1,18 +1,20 @@
 """State ingest: micro-batches of states, decided by per-mower actors, one commit, then acks.
 
-Per batch: decode (malformed payloads and subjects naming another mower are terminated),
+Per batch: decode (malformed payloads, payloads PostgreSQL cannot store and subjects
+naming another mower are terminated),
 ask each mower's actor for its decisions, then in one transaction lock the batch's latest
 rows FOR UPDATE and read their directory entries, drop states whose account differs,
 re-decide a mower from the stored row when another replica moved it, a state was dropped
 or the batch before corrected the memory, write one statement per table, commit, and
-only then ack. The next batch is decoded and decided while this one commits.
+only then ack. The next batch is decoded and decided while this one commits. A batch
+whose data the store refuses is split by mowers until the mower it refuses is alone;
+that mower's messages are terminated and the others committed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 import uuid
 from collections.abc import Sequence
@@ -28,10 +30,12 @@ from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import mower_id_from_subject
 from mowdeck.kit.collector import freeze
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
+from mowdeck.telemetry.errors import StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.plan import Plan, plan_batch
 from mowdeck.telemetry.ports import TelemetryStore, WriteCounts
+from mowdeck.telemetry.storable import BACKSLASH, NUL_ESCAPE, nul_field
 
 __all__ = ["StateBatcher"]
 
@@ -103,6 +107,7 @@ class StateBatcher:
         )
         self._malformed = metrics.dropped.labels(reason="malformed")
         self._mismatch = metrics.dropped.labels(reason="subject-mismatch")
+        self._refused = metrics.dropped.labels(reason="rejected-by-store")
 
     async def on_message(self, msg: Msg) -> None:
         """The consumer callback: queue the message; it is settled after its batch."""
@@ -168,14 +173,21 @@ class StateBatcher:
         mowers: dict[uuid.UUID, _Mower] = {}
         rejected: list[tuple[Msg, str, str | None]] = []
         subjects = self._subjects
+        backslash, nul_escape = BACKSLASH, NUL_ESCAPE
         for msg in msgs:
+            data = msg.data
             try:
-                state = decode_state(msg.data)
+                state = decode_state(data)
                 subject_mower = subjects.get(msg.subject)
                 if subject_mower is None:
                     subject_mower = self._subject_mower(msg.subject)
             except ContractError as err:
                 rejected.append((msg, "malformed", str(err)))
+                continue
+            # PostgreSQL refuses a NUL character in text and jsonb, and would fail the whole
+            # batch's commit. A byte search per state; the fields only when the escape is there.
+            if backslash in data and nul_escape in data and (nul := nul_field(state)) is not None:
+                rejected.append((msg, "malformed", f"{nul} holds a NUL character (\\u0000)"))
                 continue
             if subject_mower != state.mower_id:
                 rejected.append((msg, "subject-mismatch", str(state.mower_id)))
@@ -210,14 +222,33 @@ class StateBatcher:
             return WriteCounts()
 
     async def _commit(self, prepared: _Prepared) -> WriteCounts:
-        mowers = prepared.mowers
+        return await self._commit_mowers(prepared.mowers, prepared.outcomes)
+
+    async def _commit_mowers(
+        self, mowers: dict[uuid.UUID, _Mower], outcomes: dict[uuid.UUID, Outcome]
+    ) -> WriteCounts:
         states = {m: e.states for m, e in mowers.items()}
         started = time.perf_counter()
         try:
             async with self._store.state_writer() as tx:
                 stored, directory = await tx.lock(list(mowers))
-                plan, drops = plan_batch(states, prepared.outcomes, stored, directory, self._rules)
+                plan, drops = plan_batch(states, outcomes, stored, directory, self._rules)
                 counts = await tx.write(plan.batch)
+        except StoreRejectedError as err:
+            # Redelivering data the store refused would be refused again, forever, and
+            # would take every mower batched with it along. Split until the mower is alone.
+            if len(mowers) == 1:
+                await self._refuse(mowers, err)
+                return WriteCounts()
+            log.info("batch refused by the store, splitting", mowers=len(mowers), error=str(err))
+            ids = list(mowers)
+            total = WriteCounts()
+            for part in (ids[: len(ids) // 2], ids[len(ids) // 2 :]):
+                done = await self._commit_mowers(
+                    {m: mowers[m] for m in part}, {m: outcomes[m] for m in part}
+                )
+                total = _added(total, done)
+            return total
         except Exception:
             log.exception("batch commit failed", mowers=len(mowers))
             # The actors decided against memories that were never committed: restart them
@@ -244,6 +275,22 @@ class StateBatcher:
                 else:
                     await msg.ack()
         return counts
+
+    async def _refuse(self, mowers: dict[uuid.UUID, _Mower], err: StoreRejectedError) -> None:
+        # The actor decided against a memory that was never committed: restart it from the
+        # stored row, as after any failed commit.
+        [(mower_id, entry)] = mowers.items()
+        log.warning(
+            "states terminated",
+            reason="rejected-by-store",
+            mower_id=str(mower_id),
+            states=len(entry.msgs),
+            error=str(err),
+        )
+        await self._supervisor.stop(self._key(mower_id))
+        self._refused.inc(len(entry.msgs))
+        for msg in entry.msgs:
+            await msg.term()
 
     def _subject_mower(self, subject: str) -> uuid.UUID:
         # Parsing a UUID per message is a measurable share of the hot path; a mower keeps
@@ -327,6 +374,10 @@ class StateBatcher:
             mower_id=str(state.mower_id),
             account_id=str(state.account_id),
         )
+
+
+def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:
+    return WriteCounts(a.latest + b.latest, a.history + b.history, a.positions + b.positions)
 
 
 async def _settle_all(msgs: Sequence[Msg], *, ack: bool) -> None:

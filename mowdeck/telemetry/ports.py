@@ -85,7 +85,11 @@ class StateWriter(Protocol):
 
 
 class TelemetryStore(Protocol):
-    """Telemetry storage. Contract: ``tests/integration/telemetry/contract.py``."""
+    """Telemetry storage. Contract: ``tests/unit/telemetry/store_contract.py``.
+
+    Writes raise ``StoreRejectedError`` when the store refuses the data itself (a retry
+    would be refused again) and ``StoreError`` when it failed otherwise.
+    """
 
     def state_writer(self) -> AbstractAsyncContextManager[StateWriter]:
         """A transaction for one ingest batch; commits on a clean exit."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,7 +14,7 @@ import msgspec
 from contracts.v1 import MowerState, Position
 from mowdeck.kit.pg import delete_in_batches, rows_affected
 from mowdeck.telemetry import sql
-from mowdeck.telemetry.errors import StoreError
+from mowdeck.telemetry.errors import StoreError, StoreRejectedError
 from mowdeck.telemetry.model import (
     HistoryBin,
     HistoryRow,
@@ -25,11 +25,39 @@ from mowdeck.telemetry.model import (
 )
 from mowdeck.telemetry.ports import Cutoffs, WriteBatch, WriteCounts
 
-__all__ = ["PostgresTelemetryStore"]
+__all__ = ["PostgresTelemetryStore", "create_pool"]
 
 _RETENTION_LOCK = 0x74656C65  # "tele"
+# The SQLSTATE class of data exceptions: the values themselves were refused.
+_DATA_EXCEPTION = "22"
 _raw = msgspec.json.Encoder()
 _decode_raw = msgspec.json.Decoder(dict[str, Any])
+
+
+async def create_pool(dsn: str, *, max_size: int) -> asyncpg.Pool:
+    """A pool whose sessions run in UTC, whatever the server's or database's default."""
+    pool: asyncpg.Pool = await asyncpg.create_pool(
+        dsn, min_size=1, max_size=max_size, server_settings={"timezone": "UTC"}
+    )
+    return pool
+
+
+def _refused(err: Exception) -> bool:
+    # asyncpg raises DataError for class 22 and for arguments it cannot encode; a class 22
+    # code it does not know yet comes as UnknownPostgresError with the code.
+    sqlstate = getattr(err, "sqlstate", None) or ""
+    return isinstance(err, asyncpg.DataError) or sqlstate.startswith(_DATA_EXCEPTION)
+
+
+@contextmanager
+def _translated(operation: str) -> Iterator[None]:
+    """asyncpg's errors as ``StoreRejectedError`` (the data) or ``StoreError`` (the rest)."""
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError) as err:
+        if _refused(err):
+            raise StoreRejectedError(f"{operation} refused: {err}") from err
+        raise StoreError(f"{operation} failed: {err}") from err
 
 
 def _memory(row: asyncpg.Record) -> Memory:
@@ -70,11 +98,9 @@ class PostgresTelemetryStore:
     @asynccontextmanager
     async def state_writer(self) -> AsyncIterator[_Writer]:
         """One transaction for an ingest batch."""
-        try:
+        with _translated("ingest batch"):
             async with self._pool.acquire() as conn, conn.transaction():
                 yield _Writer(conn)
-        except asyncpg.PostgresError as err:
-            raise StoreError(f"ingest batch failed: {err}") from err
 
     async def memories(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
         """The stored memories of ``mower_ids``."""
@@ -92,9 +118,10 @@ class PostgresTelemetryStore:
         """Add pairs no event has spoken about (events win)."""
         if not entries:
             return 0
-        status = await self._pool.execute(
-            sql.SEED, [m for m, _ in entries], [a for _, a in entries]
-        )
+        with _translated("directory seed"):
+            status = await self._pool.execute(
+                sql.SEED, [m for m, _ in entries], [a for _, a in entries]
+            )
         return rows_affected(status)
 
     async def register_mower(
@@ -115,15 +142,16 @@ class PostgresTelemetryStore:
 
     async def add_timeline(self, row: TimelineRow) -> bool:
         """Store a status transition once."""
-        status = await self._pool.execute(
-            sql.TIMELINE_INSERT,
-            row.command_id,
-            row.status,
-            row.mower_id,
-            row.account_id,
-            row.at,
-            row.reason,
-        )
+        with _translated("timeline row"):
+            status = await self._pool.execute(
+                sql.TIMELINE_INSERT,
+                row.command_id,
+                row.status,
+                row.mower_id,
+                row.account_id,
+                row.at,
+                row.reason,
+            )
         return rows_affected(status) == 1
 
     # -- queries -------------------------------------------------------------------

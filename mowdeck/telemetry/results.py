@@ -8,6 +8,7 @@ from nats.aio.msg import Msg
 from contracts.v1 import ContractError, decode_result
 from contracts.v1.subjects import mower_id_from_subject
 from mowdeck.kit.consumer import DropMessage, RetryLater, delivery_count
+from mowdeck.telemetry.errors import StoreRejectedError
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.model import TimelineRow
 from mowdeck.telemetry.ports import TelemetryStore
@@ -18,7 +19,11 @@ log = structlog.get_logger("mowdeck.telemetry.results")
 
 
 class ResultHandler:
-    """Stores command results; an unknown mower is retried, then dropped with a warning."""
+    """Stores command results; an unknown mower is retried, then dropped with a warning.
+
+    A result the store refuses as data (a NUL character in the reason) is dropped with a
+    warning: redelivering it would be refused again, every time.
+    """
 
     def __init__(
         self,
@@ -32,6 +37,7 @@ class ResultHandler:
         self._metrics = metrics
         self._attempts = unknown_attempts
         self._delay = retry_delay
+        self._rows = metrics.rows_written.labels(table="command_timeline")
 
     def _drop(self, reason: str, detail: str) -> DropMessage:
         self._metrics.dropped.labels(reason=reason).inc()
@@ -58,15 +64,25 @@ class ResultHandler:
                 )
                 raise self._drop("unknown-mower", str(result.mower_id))
             raise RetryLater(f"mower {result.mower_id} not in the directory yet", self._delay)
-        stored = await self._store.add_timeline(
-            TimelineRow(
-                command_id=result.command_id,
-                status=result.status,
-                mower_id=result.mower_id,
-                account_id=account,
-                at=result.at,
-                reason=result.reason,
-            )
+        row = TimelineRow(
+            command_id=result.command_id,
+            status=result.status,
+            mower_id=result.mower_id,
+            account_id=account,
+            at=result.at,
+            reason=result.reason,
         )
+        try:
+            stored = await self._store.add_timeline(row)
+        except StoreRejectedError as err:
+            log.warning(
+                "result refused by the store, dropped",
+                mower_id=str(result.mower_id),
+                command_id=str(result.command_id),
+                status=result.status,
+                error=str(err),
+            )
+            raise self._drop("rejected-by-store", str(err)) from err
         if stored:
             self._metrics.results_stored.inc()
+            self._rows.inc()

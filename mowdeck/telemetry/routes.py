@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
+import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -28,6 +29,8 @@ from mowdeck.telemetry.ports import TelemetryStore
 from mowdeck.telemetry.settings import TelemetrySettings
 
 __all__ = ["QueryDeps", "create_app"]
+
+log = structlog.get_logger("mowdeck.telemetry.routes")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _DEFAULT_WINDOW = timedelta(hours=24)
@@ -175,14 +178,24 @@ async def list_states(request: web.Request) -> web.Response:
         if await deps.authorizer.check(user, "can_view_mowers", account_object(caller.account_id)):
             visible = None
         else:
-            objects = await deps.authorizer.list_objects(user, "can_view", "mower")
-            visible = {uuid.UUID(o.partition(":")[2]) for o in objects}
+            visible = _mower_ids(await deps.authorizer.list_objects(user, "can_view", "mower"))
     except AuthzUnavailableError as err:
         raise Problem(503, "Service Unavailable", "authorization is unavailable") from err
     states = (
         [] if visible == set() else await deps.store.latest_of_account(caller.account_id, visible)
     )
     return json_response({"items": [_state_body(s, deps) for s in states]})
+
+
+def _mower_ids(objects: Iterable[str]) -> set[uuid.UUID]:
+    # A tuple may name a mower by something that is no mower id; no row can match it.
+    ids: set[uuid.UUID] = set()
+    for ref in objects:
+        try:
+            ids.add(uuid.UUID(ref.partition(":")[2]))
+        except ValueError:
+            log.debug("visible object skipped: not a mower id", object=ref)
+    return ids
 
 
 def _timed(route: str, handler: Handler, metrics: TelemetryMetrics) -> Handler:

@@ -34,7 +34,7 @@ from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.ingest import StateBatcher
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import TelemetryStore
-from mowdeck.telemetry.postgres import PostgresTelemetryStore
+from mowdeck.telemetry.postgres import PostgresTelemetryStore, create_pool
 from mowdeck.telemetry.results import ResultHandler
 from mowdeck.telemetry.retention import Retention
 from mowdeck.telemetry.routes import QueryDeps, create_app
@@ -132,9 +132,7 @@ class TelemetryService:
         bus = self._bus
         await bus.ensure_streams()
         if self._pool is None and (self.store is None or self._authorizer is None):
-            self._pool = await asyncpg.create_pool(
-                s.database_url, min_size=1, max_size=s.telemetry_db_pool_size
-            )
+            self._pool = await create_pool(s.database_url, max_size=s.telemetry_db_pool_size)
             self._owned.append(self._pool.close)
         if self.store is None:
             assert self._pool is not None

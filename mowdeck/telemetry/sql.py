@@ -160,14 +160,19 @@ _ORIGIN = "TIMESTAMPTZ '2000-01-01 00:00:00+00'"
 # hash or a sort of every row; this walks the index in order and never does either.
 # The mean is ``sum / count`` in numeric: ``avg`` of a smallint keeps an array as its
 # state, several times the cost per row, for the same result.
-_BIN = "observed_at >= greatest(b.bin, $3) AND observed_at < least(b.bin + $5::interval, $4)"
+# The step ($5) is rebuilt from its seconds: an interval with days ("1 day", as asyncpg
+# sends a timedelta) added to a timestamptz steps by calendar days in the session's time
+# zone (23 or 25 hours across a DST change); one of seconds only is a fixed length, as
+# ``date_bin`` and the pure helper count.
+_STEP = "make_interval(secs => extract(epoch FROM $5::interval)::float8)"
+_BIN = f"observed_at >= greatest(b.bin, $3) AND observed_at < least(b.bin + {_STEP}, $4)"
 HISTORY_BINS = f"""
 SELECT b.bin, h.activity, h.rtk_fix, h.error_code, a.battery, a.battery_min, a.battery_max,
     a.charging, a.samples, p.lat, p.lon, p.heading_deg
 FROM generate_series(
-    date_bin($5::interval, $3::timestamptz, {_ORIGIN}),
+    date_bin({_STEP}, $3::timestamptz, {_ORIGIN}),
     $4::timestamptz - interval '1 microsecond',
-    $5::interval
+    {_STEP}
 ) AS b(bin)
 CROSS JOIN LATERAL (
     SELECT round(sum(battery)::numeric / count(*))::int AS battery,

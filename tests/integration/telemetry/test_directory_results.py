@@ -112,7 +112,7 @@ async def _nothing_pending(bus: Bus, durable: str, stream: str = "TELEMETRY") ->
 async def test_results_become_the_timeline_with_the_directory_account(
     make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool
 ) -> None:
-    await make_service()
+    service = await make_service()
     await bus.publish_event(registration_event("mower.registered", MOWER, ACCOUNT))
     command = uuid.uuid4()
     for status, seconds in (("accepted", 1), ("executed", 2)):
@@ -122,6 +122,36 @@ async def test_results_become_the_timeline_with_the_directory_account(
     await eventually(lambda: _nothing_pending(bus, RESULTS_DURABLE, "COMMANDS"))
     rows = await pool.fetch("SELECT status, account_id FROM command_timeline ORDER BY at")
     assert [(r[0], r[1]) for r in rows] == [("accepted", ACCOUNT), ("executed", ACCOUNT)]
+    written = service.registry.get_sample_value(
+        "mowdeck_telemetry_rows_written_total", {"table": "command_timeline"}
+    )
+    assert written == 2
+
+
+async def test_a_result_postgresql_refuses_is_terminated(
+    make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool
+) -> None:
+    service = await make_service()
+    store = service.store
+    assert store is not None
+    await bus.publish_event(registration_event("mower.registered", MOWER, ACCOUNT))
+    await eventually(lambda: store.directory_account(MOWER))  # no redelivery for that
+    command = uuid.uuid4()
+    await bus.publish_result(
+        CommandResult(
+            command_id=command, mower_id=MOWER, status="failed", at=at(1), reason="motor\x00stalled"
+        )
+    )
+    await bus.publish_result(
+        CommandResult(command_id=command, mower_id=MOWER, status="accepted", at=at(0))
+    )
+    await eventually(lambda: _nothing_pending(bus, RESULTS_DURABLE, "COMMANDS"))
+    rows = await pool.fetch("SELECT status FROM command_timeline")
+    assert [r[0] for r in rows] == ["accepted"]
+    sample = service.registry.get_sample_value
+    assert sample("mowdeck_telemetry_dropped_total", {"reason": "rejected-by-store"}) == 1
+    info = await bus.js.consumer_info("COMMANDS", RESULTS_DURABLE)
+    assert info.num_redelivered == 0
 
 
 async def test_result_for_unknown_mower_is_redelivered_then_dropped(

@@ -6,10 +6,12 @@ import random
 import uuid
 
 import asyncpg
+import pytest
 
 from contracts.v1 import encode
 from contracts.v1.subjects import telemetry_subject
 from mowdeck.kit.bus import Bus
+from mowdeck.telemetry import ingest
 from mowdeck.telemetry.service import STATES_DURABLE
 from tests.integration.telemetry.conftest import (
     ServiceFactory,
@@ -150,5 +152,48 @@ async def test_drop_paths_terminate_without_redelivery(
     latest = await pool.fetch("SELECT mower_id, observed_at, account_id FROM mower_latest")
     assert [(r[0], r[1], r[2]) for r in latest] == [(MOWER, at(0), ACCOUNT)]
     assert await _count(pool, "mower_history", registered) == 0
+    info = await bus.js.consumer_info("TELEMETRY", STATES_DURABLE)
+    assert info.num_redelivered == 0
+
+
+async def test_states_postgresql_cannot_store_are_terminated(
+    make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool
+) -> None:
+    service = await make_service()
+    mowers = [uuid.UUID(int=i + 1) for i in range(4)]
+    poisoned = {
+        mowers[1]: {"error_code": "E\x00"},
+        mowers[2]: {"raw": {"fw": "1.2\x00"}},
+    }
+    # One batch: without the check the whole commit fails and every mower is redelivered.
+    await publish_states(bus, [state(0, mower_id=m, **poisoned.get(m, {})) for m in mowers])
+    await eventually(lambda: _settled(bus))
+    rows = await pool.fetch("SELECT mower_id FROM mower_latest ORDER BY mower_id")
+    assert [r[0] for r in rows] == [mowers[0], mowers[3]]
+    assert await _metric(service, "mowdeck_telemetry_dropped_total", reason="malformed") == 2
+    info = await bus.js.consumer_info("TELEMETRY", STATES_DURABLE)
+    assert info.num_redelivered == 0
+
+
+async def test_a_mower_postgresql_refuses_is_split_off_its_batch(
+    make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stands for any value the decode-time check does not know PostgreSQL refuses.
+    monkeypatch.setattr(ingest, "nul_field", lambda _: None)
+    service = await make_service(telemetry_batch_linger_ms=200.0)
+    mowers = [uuid.UUID(int=i + 1) for i in range(6)]
+    refused = mowers[3]
+    states = [
+        state(seconds, mower_id=m, error_code="E\x00" if m == refused and seconds else None)
+        for m in mowers
+        for seconds in (0, 10)
+    ]
+    await publish_states(bus, states)
+    await eventually(lambda: _settled(bus))
+    rows = await pool.fetch("SELECT mower_id, observed_at FROM mower_latest ORDER BY mower_id")
+    assert [(r[0], r[1]) for r in rows] == [(m, at(10)) for m in mowers if m != refused]
+    assert await _count(pool, "mower_history", refused) == 0
+    dropped = await _metric(service, "mowdeck_telemetry_dropped_total", reason="rejected-by-store")
+    assert dropped in (1, 2)  # the refused state, and the clean one if it shared its batch
     info = await bus.js.consumer_info("TELEMETRY", STATES_DURABLE)
     assert info.num_redelivered == 0

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import structlog
 from prometheus_client import CollectorRegistry
 
 from mowdeck.telemetry.metrics import TelemetryMetrics
@@ -127,11 +128,31 @@ async def test_a_replica_skips_while_another_holds_the_lock(
 
 async def test_two_replicas_racing_only_one_deletes(pool: asyncpg.Pool, migrated: str) -> None:
     await _fill(pool, "mower_history", 40, 12_000)  # three batches of 5,000
-    a, b = _replica(pool, migrated), _replica(pool, migrated)
-    results = await asyncio.gather(a.run_once(), b.run_once())
-    deleting = [r for r in results if r is not None and any(r.values())]
-    assert len(deleting) == 1
-    assert deleting[0]["mower_history"] == 12_000
+    # Every old row locked by a transaction of the test: whichever replica takes the
+    # advisory lock first waits in its first delete, holding the lock, until the other
+    # replica's attempt is over. Without this the first could finish before the second
+    # even tried, and the second would run a round of its own that finds nothing.
+    blocker: asyncpg.Connection = await asyncpg.connect(migrated)
+    try:
+        rows = blocker.transaction()
+        await rows.start()
+        await blocker.execute("SELECT 1 FROM mower_history FOR UPDATE")
+        replicas = [
+            asyncio.create_task(_replica(pool, migrated).run_once()),
+            asyncio.create_task(_replica(pool, migrated).run_once()),
+        ]
+        with structlog.testing.capture_logs() as logs:
+            done, _ = await asyncio.wait(replicas, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert [task.result() for task in done] == [None]  # skipped: the other holds the lock
+        assert [e["event"] for e in logs] == ["retention skipped: another replica holds the lock"]
+        await rows.rollback()
+        results = await asyncio.gather(*replicas)
+    finally:
+        await blocker.close()
+    deleted = [r for r in results if r is not None]
+    assert len(deleted) == 1
+    assert results.count(None) == 1
+    assert deleted[0]["mower_history"] == 12_000
     assert await pool.fetchval("SELECT count(*) FROM mower_history") == 0
 
 

@@ -10,7 +10,14 @@ import aiohttp
 import pytest
 
 from mowdeck.authn import TokenIssuer
-from mowdeck.authz import LocalAuthorizer, Tuple, account_object, grant_tuples, mower_object
+from mowdeck.authz import (
+    LocalAuthorizer,
+    Tuple,
+    account_object,
+    grant_tuples,
+    mower_object,
+    user_ref,
+)
 from mowdeck.telemetry.model import TimelineRow
 from mowdeck.telemetry.service import TelemetryService
 from tests.integration.telemetry.conftest import ServiceFactory
@@ -37,6 +44,9 @@ async def service(make_service: ServiceFactory, authorizer: LocalAuthorizer) -> 
         Tuple(account_object(ACCOUNT), "account", mower_object(SILENT)),
         Tuple(account_object(ACCOUNT), "account", mower_object(MISFILED)),
         Tuple(account_object(OTHER_ACCOUNT), "account", mower_object(FOREIGN)),
+        # An object list_objects returns although it names no mower id.
+        Tuple(account_object(ACCOUNT), "account", mower_object("not-a-uuid")),
+        Tuple("group:g1", "group", mower_object("not-a-uuid")),
     ]
     await authorizer.write(tuples)
     assert svc.store is not None
@@ -58,6 +68,15 @@ async def service(make_service: ServiceFactory, authorizer: LocalAuthorizer) -> 
                 at=at(i),
             )
         )
+    await svc.store.add_timeline(
+        TimelineRow(
+            command_id=uuid.UUID(int=2),
+            status="accepted",
+            mower_id=MISFILED,
+            account_id=OTHER_ACCOUNT,
+            at=at(0),
+        )
+    )
     return svc
 
 
@@ -115,13 +134,25 @@ async def test_the_two_kinds_of_404(  # noqa: PLR0917 - one parameter per column
     mower: uuid.UUID,
     kind: str,
 ) -> None:
-    for route in ("state", "history", "track", "commands"):
+    for route in ("state", "history", "history?step=1h", "track", "commands"):
         status, body = await _get(service, issuer, user, f"/v1/mowers/{mower}/{route}", account)
         if route != "state" and kind == "no-telemetry-yet":
-            assert status == 200  # empty lists for a visible mower
+            # Empty lists for a visible mower: rows stored under another account never show.
+            assert (status, body["items"], body["truncated"]) == (200, [], False), route
             continue
         assert status == 404
         assert _kind(body) == kind
+
+
+async def test_the_misfiled_rows_exist_under_the_other_account(service: TelemetryService) -> None:
+    # What the "account-filter" case above must not show is really there.
+    store = service.store
+    assert store is not None
+    start, end = at(-3600), at(3600)
+    assert await store.history(OTHER_ACCOUNT, MISFILED, start, end, 10)
+    assert await store.history_bins(OTHER_ACCOUNT, MISFILED, start, end, timedelta(hours=1))
+    assert await store.track(OTHER_ACCOUNT, MISFILED, start, end, 10)
+    assert await store.timeline(OTHER_ACCOUNT, MISFILED, start, end, 10)
 
 
 async def test_unauthenticated_is_401(service: TelemetryService, issuer: TokenIssuer) -> None:
@@ -204,3 +235,13 @@ async def test_raw_history_is_cut_at_the_row_limit(
     status, body = await _get(service, issuer, "alice", path)
     assert status == 200
     assert (len(body["items"]), body["truncated"]) == (50, True)
+
+
+async def test_states_list_skips_objects_that_name_no_mower_id(
+    service: TelemetryService, issuer: TokenIssuer, authorizer: LocalAuthorizer
+) -> None:
+    objects = await authorizer.list_objects(user_ref("bob"), "can_view", "mower")
+    assert mower_object("not-a-uuid") in objects  # what the fixture planted
+    status, body = await _get(service, issuer, "bob", "/v1/states")
+    assert status == 200
+    assert [item["mower_id"] for item in body["items"]] == [str(GROUPED)]

@@ -1,24 +1,32 @@
-"""The ingest pipeline: batch N+1 is decided while N commits, and never writes a wrong row."""
+"""The ingest pipeline: batch N+1 is decided while N commits, and never writes a wrong row.
+
+Also what the pipeline does with states the store cannot keep: terminated at decode time
+when they hold a NUL character, and a mower the store still refuses is split off its batch.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import structlog
 from prometheus_client import CollectorRegistry
 
 from actors import Dispatcher, LoopBridge, ShardSupervisor
 from contracts.v1 import MowerState, encode
 from contracts.v1.subjects import telemetry_subject
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
-from mowdeck.telemetry.errors import StoreError
+from mowdeck.telemetry.errors import StoreError, StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.ingest import StateBatcher
 from mowdeck.telemetry.memory import InMemoryTelemetryStore
 from mowdeck.telemetry.metrics import TelemetryMetrics
+from mowdeck.telemetry.ports import StateWriter, WriteBatch, WriteCounts
 from tests.unit.telemetry.samples import ACCOUNT, MOWER, T0, at, state
 
 pytestmark = pytest.mark.timeout(10)
@@ -147,3 +155,184 @@ async def test_a_failed_commit_does_not_leak_into_the_batch_decided_behind_it(
     assert latest.observed_at == at(20)
     history = await store.history(ACCOUNT, MOWER, T0, at(60), 10)
     assert [row.observed_at for row in history] == [at(10)]
+
+
+# -- states the store cannot keep ---------------------------------------------------------
+
+REFUSED = "refused"  # an error code RefusingStore refuses, as PostgreSQL refuses a NUL
+
+
+class RefusingWriter:
+    """Refuses a batch holding a state with ``error_code=REFUSED``, writing nothing of it."""
+
+    def __init__(self, tx: StateWriter, store: RefusingStore) -> None:
+        self._tx = tx
+        self._store = store
+
+    async def lock(self, mower_ids: Sequence[uuid.UUID]) -> Any:
+        self._store.transactions.append(sorted(mower_ids))
+        return await self._tx.lock(mower_ids)
+
+    async def write(self, batch: WriteBatch) -> WriteCounts:
+        states = [*(s for s, _ in batch.latest), *batch.history, *batch.positions]
+        if any(s.error_code == REFUSED for s in states):
+            raise StoreRejectedError("invalid byte sequence for encoding UTF8: 0x00")
+        return await self._tx.write(batch)
+
+
+class RefusingStore(InMemoryTelemetryStore):
+    """The in-memory store refusing some data, and remembering each transaction's mowers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transactions: list[list[uuid.UUID]] = []
+
+    @asynccontextmanager
+    async def state_writer(self) -> AsyncIterator[Any]:
+        async with super().state_writer() as tx:
+            yield RefusingWriter(tx, self)
+
+
+@dataclass
+class Rig:
+    """A batcher driven through ``process`` (no batching task) and what it works with."""
+
+    batcher: StateBatcher
+    store: RefusingStore
+    supervisor: ShardSupervisor
+    registry: CollectorRegistry
+
+    async def process(self, *msgs: FakeMsg) -> WriteCounts:
+        return await self.batcher.process(msgs)  # type: ignore[arg-type]
+
+    def dropped(self, reason: str) -> float:
+        labels = {"reason": reason}
+        return self.registry.get_sample_value("mowdeck_telemetry_dropped_total", labels) or 0.0
+
+
+@pytest.fixture
+async def rig() -> AsyncIterator[Rig]:
+    store = RefusingStore()
+    rules = Rules()
+    registry = CollectorRegistry()
+    dispatcher = Dispatcher(workers=1, name="refusal-test")
+    dispatcher.start()
+    snapshots = LatestRowSnapshots(store)
+    supervisor = ShardSupervisor(dispatcher, actor_factory(dispatcher, rules), snapshots)
+    batcher = StateBatcher(
+        store,
+        supervisor=supervisor,
+        snapshots=snapshots,
+        bridge=LoopBridge(asyncio.get_running_loop()),
+        rules=rules,
+        metrics=TelemetryMetrics(registry),
+        batch_max=100,
+        linger=0,
+    )
+    yield Rig(batcher, store, supervisor, registry)
+    await supervisor.stop_all()
+    await asyncio.to_thread(dispatcher.stop)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"error_code": "E\x001"},
+        {"rtk_source": "\x00"},
+        {"connection": "wifi\x00"},
+        {"raw": {"fw": "1.2\x00"}},
+        {"raw": {"f\x00w": "1.2"}},
+        {"raw": {"log": [{"line": "ok"}, {"line": "\x00"}]}},
+    ],
+    ids=["error-code", "rtk-source", "connection", "raw-value", "raw-key", "raw-nested"],
+)
+async def test_a_nul_character_is_terminated_at_decode_time(
+    rig: Rig, fields: dict[str, Any]
+) -> None:
+    other = uuid.UUID(int=2)
+    poisoned, clean = FakeMsg(state(0, **fields)), FakeMsg(state(0, mower_id=other))
+    assert b"\\u0000" in poisoned.data  # JSON carries it as an escape
+    with structlog.testing.capture_logs() as logs:
+        await rig.process(poisoned, clean)
+    assert (poisoned.outcome, clean.outcome) == ("term", "ack")
+    assert await rig.store.latest(ACCOUNT, MOWER) is None
+    assert await rig.store.latest(ACCOUNT, other) is not None
+    assert rig.dropped("malformed") == 1
+    [entry] = [e for e in logs if e["event"] == "state terminated"]
+    field = next(iter(fields))
+    assert entry["reason"] == "malformed"
+    assert field in entry["error"]
+    assert "NUL" in entry["error"]
+
+
+async def test_the_text_of_an_escape_is_no_nul_character(rig: Rig) -> None:
+    s = state(0, error_code="\\u0000", raw={"note": "\\u0000"})  # a backslash, not a NUL
+    msg = FakeMsg(s)
+    await rig.process(msg)
+    assert msg.outcome == "ack"
+    assert await rig.store.latest(ACCOUNT, MOWER) == s
+
+
+async def test_a_mower_the_store_refuses_is_split_off_and_terminated(rig: Rig) -> None:
+    store, supervisor = rig.store, rig.supervisor
+    mowers = [uuid.UUID(int=i) for i in range(1, 8)]
+    refused = mowers[4]
+    msgs = {
+        m: [
+            FakeMsg(state(0, mower_id=m)),
+            FakeMsg(state(10, mower_id=m, error_code=REFUSED if m == refused else None)),
+        ]
+        for m in mowers
+    }
+    with structlog.testing.capture_logs() as logs:
+        counts = await rig.process(*(msg for m in mowers for msg in msgs[m]))
+    assert {m: [msg.outcome for msg in msgs[m]] for m in mowers} == {
+        m: ["term", "term"] if m == refused else ["ack", "ack"] for m in mowers
+    }
+    assert counts.latest == len(mowers) - 1
+    stored = await store.latest_of_account(ACCOUNT, None)
+    assert [s.mower_id for s in stored] == [m for m in mowers if m != refused]
+    assert store.transactions[0] == mowers  # the whole batch first
+    assert [refused] in store.transactions  # then the mower alone
+    assert rig.dropped("rejected-by-store") == 2
+    [entry] = [e for e in logs if e["event"] == "states terminated"]
+    assert (entry["reason"], entry["mower_id"], entry["states"]) == (
+        "rejected-by-store",
+        str(refused),
+        2,
+    )
+    assert entry["log_level"] == "warning"
+    # Its actor decided against a memory that was never stored: it restarts from the row.
+    assert supervisor.get(str(refused)) is None
+    assert all(supervisor.get(str(m)) is not None for m in mowers if m != refused)
+
+    # The mower's next clean state is its first: it starts the history.
+    later = FakeMsg(state(20, mower_id=refused))
+    await rig.process(later)
+    assert later.outcome == "ack"
+    history = await store.history(ACCOUNT, refused, T0, at(60), 10)
+    assert [row.observed_at for row in history] == [at(20)]
+
+
+async def test_a_transient_failure_while_split_still_redelivers(rig: Rig) -> None:
+    store = rig.store
+    good, refused = uuid.UUID(int=1), uuid.UUID(int=2)
+    original = store.state_writer
+    calls = 0
+
+    @asynccontextmanager
+    async def flaky() -> AsyncIterator[Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the first half after the split: the database went away
+            raise StoreError("connection was closed in the middle of operation")
+        async with original() as tx:
+            yield tx
+
+    store.state_writer = flaky  # type: ignore[method-assign]
+    first = FakeMsg(state(0, mower_id=good))
+    second = FakeMsg(state(0, mower_id=refused, error_code=REFUSED))
+    await rig.process(first, second)
+    assert (first.outcome, second.outcome) == ("nak", "term")
+    assert rig.dropped("rejected-by-store") == 1
+    assert rig.supervisor.get(str(good)) is None
