@@ -23,6 +23,7 @@ from contracts.v1 import (
 from contracts.v1.subjects import event_subject
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.ports import OutboxEvent
+from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = [
     "PRODUCER",
@@ -90,7 +91,7 @@ def decode_body(data: bytes, model: type[T]) -> T:
     """Decode a request body as ``model``; raises ``InvalidRequestError`` naming the field."""
     decoder: msgspec.json.Decoder[T] = _decoders[model]
     try:
-        return decoder.decode(data)
+        decoded = decoder.decode(data)
     except msgspec.ValidationError as err:
         field, text = _field_of(str(err))
         raise InvalidRequestError(field, f"`{field}`: {text}") from err
@@ -101,6 +102,11 @@ def decode_body(data: bytes, model: type[T]) -> T:
         field, text = _field_of(str(err))
         found = re.search(r"`([^`]+)`", text)
         raise InvalidRequestError(found.group(1) if found else field, text) from err
+    # Valid JSON and a valid contract, but PostgreSQL cannot store it (and the events and
+    # commands built from it would carry it to every consumer).
+    if may_hold_nul(data) and (nul := nul_field(decoded)) is not None:
+        raise InvalidRequestError(nul, f"`{nul}` holds a NUL character (\\u0000)")
+    return decoded
 
 
 def check_connection(connection: Connection, installed: Collection[str]) -> None:

@@ -29,13 +29,13 @@ from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import mower_id_from_subject
 from mowdeck.kit.collector import freeze
+from mowdeck.kit.storable import BACKSLASH, NUL_ESCAPE, nul_field
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
 from mowdeck.telemetry.errors import StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.plan import Plan, plan_batch
 from mowdeck.telemetry.ports import TelemetryStore, WriteCounts
-from mowdeck.telemetry.storable import BACKSLASH, NUL_ESCAPE, nul_field
 
 __all__ = ["StateBatcher"]
 

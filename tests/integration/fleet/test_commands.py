@@ -98,6 +98,7 @@ async def test_a_request_the_contracts_reject_is_422_naming_the_field_and_not_pu
         ({}, "command"),
         ({"command": {"kind": "pause_mow"}, "ttl_s": 0}, "ttl_s"),
         ({"command": {"kind": "pause_mow"}, "ttl_s": 100000}, "ttl_s"),
+        ({"command": {"kind": "emergency_stop", "reason": "x\u0000"}}, "command.reason"),
     ]
     for body, field in cases:
         status, problem = await api.call("POST", path, body)

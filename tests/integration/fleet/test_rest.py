@@ -110,6 +110,13 @@ async def test_bad_inputs_name_the_field_and_change_nothing(
         ({"name": "M", "connection": {"options": {}}}, 422, "connection.kind"),
         ({"name": "M", "connection": {"kind": "mqtt"}, "mower_id": "nope"}, 422, "mower_id"),
         ({"name": 5, "connection": {"kind": "mqtt"}}, 422, "name"),
+        # Valid JSON, but no database stores a NUL character.
+        ({"name": "a\u0000b", "connection": {"kind": "simulator"}}, 422, "name"),
+        (
+            {"name": "M", "connection": {"kind": "simulator", "options": {"host": "h\u0000"}}},
+            422,
+            "connection.options.host",
+        ),
     ]
     for body, status, field in cases:
         got, problem = await api.call("POST", "/v1/mowers", body)
@@ -140,6 +147,8 @@ async def test_bad_inputs_name_the_field_and_change_nothing(
         "PATCH", f"/v1/mowers/{mower['mower_id']}", {"connection": {"kind": "nope"}}
     )
     assert (got, problem["field"]) == (422, "connection.kind")
+    got, problem = await api.call("PATCH", f"/v1/mowers/{mower['mower_id']}", {"name": "\u0000"})
+    assert (got, problem["field"]) == (422, "name")
     # Only the one good registration reached the bus.
     seen = await events(bus, 1)
     assert seen[0][0] == "event.mower.registered"
