@@ -292,9 +292,29 @@ class Dispatcher:
             while dead:  # emergency mail that raced with a teardown: answer it
                 self._drain(dead.pop())
             if inbox is not None:
-                self._run_turn(inbox, stats)
+                try:
+                    self._run_turn(inbox, stats)
+                except BaseException as err:  # a shared worker must survive what escaped
+                    self._fail_turn(inbox, err)
             elif self._state == "stopped":
                 return
+
+    def _fail_turn(self, inbox: TwoLaneInbox, error: BaseException) -> None:
+        # What escaped pykka's own handling (a SystemExit from on_start, which pykka's
+        # setup does not catch; a failing metric or log call) must not end this worker:
+        # the other actors it serves would wait for ever. The actor dies as failed, so its
+        # supervisor restarts it.
+        _log.critical("actors.turn_failed", actor=str(inbox.actor), exc_info=error)
+        actor = inbox.actor
+        if actor is None or inbox.state == DEAD:
+            return
+        try:
+            # As pykka fails an actor: remember the failure, unregister, mark it stopped.
+            actor._handle_failure(type(error), error, error.__traceback__)
+        except Exception:
+            _log.exception("actors.failure_handling_failed", actor=str(actor))
+            actor.actor_stopped.set()
+        self._teardown(inbox, actor)
 
     def _end_turn(self, inbox: TwoLaneInbox) -> None:
         # Caller holds the lock: requeue an actor after its turn, or let it go idle.

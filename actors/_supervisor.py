@@ -201,12 +201,12 @@ class ShardSupervisor:
         except Exception as error:
             entry.pending = None
             if not restart:
-                self._entries.pop(key, None)
+                if self._entries.get(key) is entry:  # not a newer start of the same key
+                    del self._entries[key]
                 raise
             _log.exception("actors.restart_failed", actor_key=key)
             self._record_failure(key, entry, error)
         else:
-            entry.pending = None
             entry.ref = ref
             entry.actor_name = ref.actor_class.__name__
             if restart:
@@ -225,6 +225,11 @@ class ShardSupervisor:
                 await bridge.wrap(ref.ask(_STARTED_PROBE, block=False))
         finally:
             entry.task = None
+            # Waiters are answered only now, after on_start; and when this start was
+            # cancelled, the next caller must find no pending start (or it would wait on
+            # this finished future for ever, without the loop ever turning).
+            if entry.pending is pending:
+                entry.pending = None
             if pending is not None and not pending.done():
                 pending.set_result(None)
 

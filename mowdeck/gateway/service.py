@@ -118,7 +118,8 @@ class GatewayService:
         self._feed: FleetFeed | None = None
         self.intake: CommandIntake | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._tells: list[tuple[pykka.ActorRef[Any], object]] = []
+        self._tells: list[tuple[str, pykka.ActorRef[Any], object]] = []
+        self._retells: set[asyncio.Task[None]] = set()
         self._tells_scheduled = False
         self._names = MowerNames()
         self._lane: EmergencyLane | None = None
@@ -292,13 +293,14 @@ class GatewayService:
         it. Emergency messages are handed over at once.
         """
         assert self._supervisor is not None
-        ref = self._supervisor.get(self._names.key(mower_id))
+        key = self._names.key(mower_id)
+        ref = self._supervisor.get(key)
         if ref is None:
             return
         if is_emergency(message):
-            ref.tell(message)
+            self._tell_one(key, ref, message)
             return
-        self._tells.append((ref, message))
+        self._tells.append((key, ref, message))
         if not self._tells_scheduled:
             self._tells_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_tells)
@@ -306,8 +308,32 @@ class GatewayService:
     def _flush_tells(self) -> None:
         self._tells_scheduled = False
         tells, self._tells = self._tells, []
-        for ref, message in tells:
+        for key, ref, message in tells:
+            self._tell_one(key, ref, message)
+
+    def _tell_one(self, key: str, ref: pykka.ActorRef[Any], message: object) -> None:
+        try:
             ref.tell(message)
+        except pykka.ActorDeadError:
+            # The controller failed since it was looked up; the supervisor restarts it.
+            # The message goes to the restarted one (an admitted command must still get
+            # its result), and the other mowers' messages of this turn are not held up.
+            task = asyncio.get_running_loop().create_task(self._retell(key, message))
+            self._retells.add(task)
+            task.add_done_callback(self._retells.discard)
+
+    async def _retell(self, key: str, message: object) -> None:
+        assert self._supervisor is not None
+        try:
+            ref = await self._supervisor.get_or_start(key)
+            ref.tell(message)
+        except Exception as err:
+            log.error(
+                "controller unavailable; message dropped",
+                mower=key,
+                message=type(message).__name__,
+                error=repr(err),
+            )
 
     async def apply(self, registration: MowerRegistration) -> None:
         """Add or update a mower of this shard."""

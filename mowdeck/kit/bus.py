@@ -86,7 +86,12 @@ class Bus:
         on_reconnect: Callable[[], Awaitable[None]] | None = None,
         connect_timeout: float = 5.0,
     ) -> Bus:
-        """Connect, reconnecting for ever after the first success."""
+        """Connect, retrying until NATS answers, then reconnecting for ever.
+
+        Every failed attempt is logged (``nats error``) and a signal stops a service that
+        is still waiting here (``run_services``); ``BusError`` only for what no retry
+        mends, such as a malformed URL.
+        """
 
         async def _error(err: Exception) -> None:
             log.warning("nats error", error=str(err), client=name)

@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 from nats.aio.msg import Msg
 from nats.js import api
+from nats.js.errors import NotFoundError
 
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import Bus
@@ -147,6 +148,7 @@ class Consumer:
     async def start(self) -> None:
         """Create or bind the durable consumer and start receiving."""
         self._closing = False
+        await self._reconcile()
         self._sub = await self._bus.js.subscribe(
             self.spec.subject,
             queue=self.spec.queue,
@@ -157,11 +159,51 @@ class Consumer:
             cb=self._deliver,
         )
 
+    async def _reconcile(self) -> None:
+        # Binding to an existing durable takes the server's configuration as it is: a
+        # changed ack wait or limit in the code would never reach a deployed consumer.
+        spec = self.spec
+        try:
+            info = await self._bus.js.consumer_info(spec.stream, spec.durable)
+        except NotFoundError:
+            return  # created with the spec's configuration by subscribe
+        current = info.config
+        wanted = {
+            "ack_wait": spec.ack_wait,
+            "max_ack_pending": spec.max_ack_pending,
+            "max_deliver": spec.max_deliver,
+        }
+        drift = {k: v for k, v in wanted.items() if getattr(current, k) != v}
+        if not drift:
+            return
+        try:
+            await self._bus.js.add_consumer(spec.stream, config=current.evolve(**drift))
+        except Exception as err:
+            log.warning(
+                "consumer settings not updated", consumer=spec.durable, error=str(err), **drift
+            )
+            return
+        log.info("consumer settings updated", consumer=spec.durable, **drift)
+
     async def _deliver(self, msg: Msg) -> None:
         if self._closing:
             await msg.nak()
             return
-        await self._on_message(msg)
+        try:
+            await self._on_message(msg)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the subscription itself is being stopped
+            # Something the handler awaited was cancelled under it. nats-py would take the
+            # CancelledError as the end of this subscription and stop delivering for good.
+            log.error(
+                "message handler was cancelled; the delivery is given back",
+                consumer=self.spec.durable,
+                subject=msg.subject,
+            )
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=1.0)
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop receiving; the durable consumer stays for the next start.

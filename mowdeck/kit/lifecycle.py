@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Sequence
 from typing import Protocol
@@ -59,7 +60,21 @@ async def run_services(services: Sequence[Service], *, shutdown_timeout: float =
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        started = await start_all(services)
+        # A start can wait long (NATS or PostgreSQL not there yet): a signal meanwhile
+        # cancels it, and what had started is stopped again, in reverse order.
+        starting = asyncio.ensure_future(start_all(services))
+        signalled = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signalled.cancel()
+        if not starting.done():
+            log.info("shutdown requested while starting")
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            return
+        started = starting.result()
         await stop.wait()
         log.info("shutdown requested")
         await stop_all(started, timeout=shutdown_timeout)

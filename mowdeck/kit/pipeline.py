@@ -49,7 +49,11 @@ class PipelinedPublisher:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._futures[token] = future
         future.add_done_callback(functools.partial(self._forget, token))
-        await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+        try:
+            await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+        except BaseException:
+            future.cancel()  # never sent: no ack will come for it
+            raise
         return future
 
     def _forget(self, token: str, _: asyncio.Future[None]) -> None:

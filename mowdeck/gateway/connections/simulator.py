@@ -201,6 +201,12 @@ class SimulatorConnection:
             except asyncio.CancelledError:
                 await self._link_down("closed")
                 raise
+            except Exception as err:
+                # Whatever escaped (a callback, an unexpected aiohttp error) must not end
+                # the link for good: report it down and reconnect like after any loss.
+                self._log.exception("link failed; reconnecting")
+                await self._link_down(f"link error: {err!r}")
+                up = False
             if up:
                 delay = opts.backoff_initial_seconds
             # Full jitter keeps thousands of mowers from reconnecting in lockstep.

@@ -11,6 +11,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
+from actors import DispatcherActor
 from contracts.v1 import (
     EmergencyStop,
     PauseMow,
@@ -20,6 +21,7 @@ from contracts.v1 import (
     encode,
 )
 from contracts.v1.subjects import PRIORITY_HEADER, command_subject
+from mowdeck.gateway.actor import Submit
 from mowdeck.gateway.controller import PREEMPTED
 from mowdeck.kit.bus import Bus
 from simulator import LatencyFault, SimulatorServer
@@ -338,3 +340,23 @@ async def test_a_real_redelivery_after_expiry_gets_no_second_result(
         await asyncio.sleep(0.3)
         assert results.of(env.command_id) == ["accepted", "executed"]
         assert [c for c, _, _ in received(sim, mower.mower_id)].count(env.command_id) == 1
+
+
+async def test_a_command_told_to_a_controller_that_just_died_reaches_its_successor(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server
+) -> None:  # type: ignore[no-untyped-def]
+    # Tells are handed over once per loop turn; a controller can fail between the lookup
+    # and the hand-over. Its message must reach the restarted controller, and the other
+    # mowers' messages of that turn must not be dropped with it.
+    mowers = sim.registrations()
+    async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
+        await wait_connected(gw, len(mowers))
+        dead = DispatcherActor.start(dispatcher=gw.dispatcher)
+        dead.stop()
+        first, second = mowers[0], mowers[1]
+        lost = command(first, SetBladeHeight(height_mm=33))
+        other = command(second, SetBladeHeight(height_mm=34))
+        gw._tells.append((str(first.mower_id), dead, Submit(lost, 1)))
+        gw.tell(second.mower_id, Submit(other, 2))  # the same turn's batch
+        assert (await results.wait_final(lost.command_id)).status == "executed"
+        assert (await results.wait_final(other.command_id)).status == "executed"

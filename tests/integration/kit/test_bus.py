@@ -229,3 +229,60 @@ async def test_stopping_gives_back_what_the_client_had_queued_at_once(bus: Bus) 
     finally:
         await again.stop()
     assert sorted(later) == sorted(e.command_id for e in sent if e.command_id not in first)
+
+
+async def test_a_changed_ack_wait_or_limit_reaches_an_existing_durable(bus: Bus) -> None:
+    async def ignore(msg: Msg) -> None:
+        await msg.ack()
+
+    def spec(ack_wait: float, max_ack_pending: int) -> ConsumerSpec:
+        return ConsumerSpec(
+            stream="COMMANDS",
+            subject="command.mower.*",
+            durable="t-reconcile",
+            ack_wait=ack_wait,
+            max_ack_pending=max_ack_pending,
+        )
+
+    first = Consumer(bus, spec(30, 20_000), ignore)
+    await first.start()
+    await first.stop()
+    again = Consumer(bus, spec(5, 2000), ignore)
+    await again.start()
+    try:
+        info = await bus.js.consumer_info("COMMANDS", "t-reconcile")
+        assert (info.config.ack_wait, info.config.max_ack_pending) == (5.0, 2000)
+    finally:
+        await again.stop()
+
+
+async def test_a_handler_whose_await_was_cancelled_does_not_end_the_subscription(
+    bus: Bus,
+) -> None:
+    # nats-py ends a subscription's delivery loop on a CancelledError from its callback.
+    sent = [_command() for _ in range(2)]
+    for env in sent:
+        await bus.publish_command(env, now=datetime.now(UTC))
+    handled: list[uuid.UUID] = []
+
+    async def handler(msg: Msg) -> None:
+        if not handled:
+            handled.append(decode_command(msg.data).command_id)
+            doomed = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(doomed.cancel)  # cancelled by someone else
+            await doomed
+        handled.append(decode_command(msg.data).command_id)
+        await msg.ack()
+
+    spec = ConsumerSpec(stream="COMMANDS", subject="command.mower.*", durable="t-cancel")
+    consumer = Consumer(bus, spec, handler)
+    await consumer.start()
+    try:
+        for _ in range(150):  # the given-back first delivery returns after 1 s
+            if len(handled) >= 3:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await consumer.stop()
+    assert sorted(set(handled)) == sorted(e.command_id for e in sent)
+    assert len(handled) == 3  # first (cancelled), second, first again

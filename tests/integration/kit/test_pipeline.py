@@ -48,3 +48,18 @@ async def test_a_cancelled_future_is_forgotten(bus: Bus) -> None:
         assert publisher.in_flight == 0
     finally:
         await publisher.stop()
+
+
+async def test_a_publish_that_fails_leaves_nothing_in_flight(bus: Bus) -> None:
+    publisher = PipelinedPublisher(bus.nc)
+    await publisher.start()
+    try:
+        # An invalid subject makes nats-py refuse the publish before it is sent, as a
+        # closed connection or a full outbound buffer does.
+        for _ in range(3):
+            with pytest.raises(Exception, match="subject"):
+                await publisher.publish("bad subject", b"{}", {"Nats-Msg-Id": "f"})
+        await asyncio.sleep(0)
+        assert publisher.in_flight == 0
+    finally:
+        await publisher.stop()

@@ -119,6 +119,35 @@ async def test_link_loss_is_reported_and_the_link_comes_back(
     assert (await conn.send(envelope(conn.registration, PauseMow()), timeout=2.0)).status
 
 
+async def test_a_failing_state_callback_does_not_end_the_link_for_good(
+    sim: SimulatorServer,
+) -> None:
+    reg = sim.registrations()[2]
+
+    class Flaky(Recorder):
+        failed = False
+
+        def on_state(self, state: MowerState) -> None:
+            if not self.failed:
+                self.failed = True
+                raise RuntimeError("a bug downstream")
+            super().on_state(state)
+
+    rec = Flaky()
+    conn = SimulatorConnection(reg, rec)
+    await conn.open()
+    try:
+        # Reported down with the error, then connected again, and states flow.
+        await eventually(lambda: len(rec.links) >= 3, timeout=8.0)
+        assert rec.links[0] == (True, None)
+        assert rec.links[1][0] is False
+        assert "a bug downstream" in (rec.links[1][1] or "")
+        assert rec.links[2] == (True, None)
+        await eventually(lambda: len(rec.states) >= 1)
+    finally:
+        await conn.close()
+
+
 async def test_simulator_restart_is_survived(sim: SimulatorServer) -> None:
     reg = sim.registrations()[1]
     rec = Recorder()

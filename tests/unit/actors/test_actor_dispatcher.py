@@ -12,6 +12,7 @@ import structlog
 from prometheus_client import CollectorRegistry, generate_latest
 
 from actors import ActorMetrics, Dispatcher, DispatcherActor, Emergency
+from actors._bridge import _inbox_of
 
 from .probes import DispatcherProbe, Journal, Note, Stop, hold
 
@@ -289,3 +290,23 @@ def _race_producers_against_workers(workers: int) -> None:
         handled += count - 1
     assert handled == 3 * per_producer
     assert dispatcher.stop(timeout=10)
+
+
+def test_a_start_that_raises_system_exit_costs_that_actor_not_the_worker() -> None:
+    # pykka's start-up handling catches Exception only; with one worker, a worker lost to
+    # a SystemExit would leave every other actor waiting for ever.
+    class Exits(DispatcherActor):
+        def on_start(self) -> None:
+            raise SystemExit(3)
+
+    dispatcher = Dispatcher(workers=1, slow_handler_seconds=60)
+    dispatcher.start()
+    failures: list[BaseException | None] = []
+    doomed = Exits.start(dispatcher=dispatcher)
+    _inbox_of(doomed).add_termination_callback(failures.append)
+    healthy = DispatcherProbe.start(dispatcher=dispatcher, name="healthy", journal=Journal())
+    assert healthy.ask(Note("still served"), timeout=5) == "still served"
+    assert _wait_until(lambda: bool(failures))
+    assert isinstance(failures[0], SystemExit)
+    assert not doomed.is_alive()
+    assert dispatcher.stop(timeout=5)

@@ -271,6 +271,60 @@ async def test_first_start_failure_goes_to_the_caller(harness: Harness) -> None:
     await supervisor.stop_all()
 
 
+async def test_a_first_start_cancelled_while_loading_leaves_the_key_startable(
+    harness: Harness,
+) -> None:
+    release = asyncio.Event()
+
+    class SlowStore(InMemorySnapshotStore):
+        async def load(self, key: str) -> Snapshot | None:
+            await release.wait()
+            return None
+
+    supervisor = ShardSupervisor(harness.dispatcher, harness.factory, SlowStore())
+    first = asyncio.create_task(supervisor.get_or_start("m1"))
+    waiter = asyncio.create_task(supervisor.get_or_start("m1"))
+    await asyncio.sleep(0.01)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    release.set()
+    # The waiter, and any later caller, starts the actor instead of spinning on the
+    # cancelled start's finished future (which would hold the loop for good).
+    ref = await asyncio.wait_for(waiter, 2)
+    assert ref.is_alive()
+    assert await asyncio.wait_for(supervisor.get_or_start("m1"), 2) is ref
+    await supervisor.stop_all()
+
+
+async def test_callers_get_the_actor_after_its_on_start(harness: Harness) -> None:
+    started_at: list[float] = []
+    answered_at: list[float] = []
+
+    class SlowStart(Counter):
+        def on_start(self) -> None:
+            time.sleep(0.05)
+            started_at.append(time.monotonic())
+
+    def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        return SlowStart.start(
+            dispatcher=harness.dispatcher, key=key, count=0, fail_on_start=False, stops=[]
+        )
+
+    supervisor = ShardSupervisor(harness.dispatcher, factory, harness.store)
+
+    async def call() -> None:
+        await supervisor.get_or_start("m1")
+        answered_at.append(time.monotonic())
+
+    first = asyncio.create_task(call())
+    await asyncio.sleep(0.01)  # the first start is past its snapshot, in on_start
+    await asyncio.gather(first, call())
+    assert len(started_at) == 1
+    assert all(at >= started_at[0] for at in answered_at)
+    await supervisor.stop_all()
+
+
 async def test_factory_must_use_the_supervisors_dispatcher(harness: Harness) -> None:
     other = Dispatcher(workers=1, name="other")
     other.start()
