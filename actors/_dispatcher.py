@@ -167,6 +167,11 @@ class Dispatcher:
         return True
 
     @property
+    def workers_alive(self) -> bool:
+        """True while every worker thread runs (for a service's liveness check)."""
+        return bool(self._threads) and all(thread.is_alive() for thread in self._threads)
+
+    @property
     def running(self) -> bool:
         """Whether actors can be started."""
         return self._state == "running"

@@ -100,6 +100,11 @@ class ResultRecorder:
         )
         self._consumer = Consumer(bus, spec, self._on_message)
 
+    @property
+    def alive(self) -> bool:
+        """True while the results consumer delivers."""
+        return self._consumer is not None and self._consumer.alive
+
     async def start(self) -> None:
         """Bind the durable consumer and start recording."""
         await self._consumer.start()

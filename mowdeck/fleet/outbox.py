@@ -124,6 +124,11 @@ class OutboxRelay:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The relay's loop."""
+        return self._task
+
     def start(self) -> None:
         """Run the relay loop in the background."""
         if self._task is None:

@@ -37,7 +37,13 @@ from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.gateway.connections.registry import ENTRY_POINT_GROUP, ConnectionRegistry
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.collector import GcPauses
-from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, with_ops_routes
+from mowdeck.kit.http import (
+    HttpServer,
+    Readiness,
+    problem_middleware,
+    task_alive,
+    with_ops_routes,
+)
 
 __all__ = ["FleetService", "installed_connection_kinds"]
 
@@ -213,6 +219,10 @@ class FleetService:
         self._subs.append(await bus.nc.subscribe(MOWER_EVENT_FILTER, cb=self._on_change))
         self._subs.append(await bus.nc.subscribe(GRANTS_CHANGED, cb=self._on_change))
 
+        self._watch(relay, recorder)
+        await self._serve(fleet, verifier)
+
+    async def _serve(self, fleet: Fleet, verifier: TokenVerifier) -> None:
         app = web.Application(
             middlewares=[
                 metrics_middleware(HttpMetrics(self.registry)),
@@ -224,10 +234,16 @@ class FleetService:
         app[FLEET] = fleet
         with_ops_routes(app, self.readiness, self.registry)
         app.add_routes(routes())
+        s = self.settings
         self._http = HttpServer(app, s.http_host, s.http_port)
         await self._http.start()
         self.readiness.set_ready()
         log.info("fleet listening", url=self._http.url)
+
+    def _watch(self, relay: OutboxRelay, recorder: ResultRecorder) -> None:
+        # What Fleet cannot work without: /healthz fails when one of them died.
+        self.readiness.watch("outbox relay", task_alive(lambda: relay.task))
+        self.readiness.watch("results consumer", lambda: recorder.alive)
 
     async def _on_change(self, _: Msg) -> None:
         # Another replica changed a mower or someone changed grants: drop cached answers.

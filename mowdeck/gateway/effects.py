@@ -125,6 +125,11 @@ class EffectRunner:
         self._publisher: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
+    @property
+    def publisher(self) -> asyncio.Task[None] | None:
+        """The task that publishes results and states in decision order."""
+        return self._publisher
+
     async def start(self) -> None:
         """Start the ordered publisher and the ack sweeper."""
         await self._acks.start()

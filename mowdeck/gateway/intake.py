@@ -113,6 +113,11 @@ class CommandIntake:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The task that admits ordinary commands."""
+        return self._task
+
     def start(self) -> None:
         """Start admitting ordinary commands."""
         self._loop = asyncio.get_running_loop()

@@ -53,6 +53,11 @@ class EmergencyLane:
         self._thread.start()
         await asyncio.wrap_future(self._ready)
 
+    @property
+    def alive(self) -> bool:
+        """True while the lane's thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
     async def stop(self) -> None:
         """Drain the lane's connection and end its thread."""
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():

@@ -47,7 +47,13 @@ from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.collector import GcPauses, freeze_long_lived
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
-from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, with_ops_routes
+from mowdeck.kit.http import (
+    HttpServer,
+    Readiness,
+    problem_middleware,
+    task_alive,
+    with_ops_routes,
+)
 
 __all__ = ["GatewayService"]
 
@@ -209,6 +215,7 @@ class GatewayService:
             self.intake.on_command,
         )
         await self._consumer.start()
+        self._watch()
         app = web.Application(middlewares=[problem_middleware])
         with_ops_routes(app, self.readiness, self.metrics_registry)
         self._http = HttpServer(app, s.http_host, s.http_port)
@@ -221,6 +228,22 @@ class GatewayService:
             mowers=len(self.registry),
             http=self._http.url,
         )
+
+    def _watch(self) -> None:
+        # What this shard cannot work without: /healthz fails when one of them died.
+        consumer, lane, intake, effects = self._consumer, self._lane, self.intake, self.effects
+        assert consumer is not None
+        assert lane is not None
+        assert intake is not None
+        assert effects is not None
+        watch = self.readiness.watch
+        watch("commands consumer", lambda: consumer.alive)
+        watch("emergency lane", lambda: lane.alive)
+        watch("admission", task_alive(lambda: intake.task))
+        watch("results publisher", task_alive(lambda: effects.publisher))
+        heartbeats = next(t for t in self._tasks if t.get_name() == "heartbeats")
+        watch("heartbeats", lambda: not heartbeats.done())
+        watch("controller workers", lambda: self.dispatcher.workers_alive)
 
     @property
     def url(self) -> str:

@@ -159,6 +159,14 @@ class Consumer:
             cb=self._deliver,
         )
 
+    @property
+    def alive(self) -> bool:
+        """False once the subscription's delivery loop has ended while it should run."""
+        if self._sub is None:
+            return False
+        task = getattr(self._sub, "_wait_for_msgs_task", None)  # nats-py's delivery loop
+        return task is None or not task.done()
+
     async def _reconcile(self) -> None:
         # Binding to an existing durable takes the server's configuration as it is: a
         # changed ack wait or limit in the code would never reach a deployed consumer.

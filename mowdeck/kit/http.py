@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "json_response",
     "problem_middleware",
     "read_json",
+    "task_alive",
     "with_ops_routes",
 ]
 
@@ -123,11 +125,36 @@ async def read_json(request: web.Request) -> bytes:
 
 
 class Readiness:
-    """Readiness: 503 while starting and while shutting down."""
+    """Readiness (503 while starting and while shutting down) and liveness.
+
+    Parts a running service cannot do without (a consumer's delivery loop, a publisher
+    task, a thread) are ``watch``ed: once one has died while the service runs,
+    ``/healthz`` answers 503 naming it, so an orchestrator restarts the process instead of
+    leaving it up and deaf.
+    """
 
     def __init__(self) -> None:
         self.ready = False
         self.reason = "starting"
+        self._watched: dict[str, Callable[[], bool]] = {}
+
+    def watch(self, name: str, alive: Callable[[], bool]) -> None:
+        """Report ``name`` as failed on ``/healthz`` while ``alive()`` is False."""
+        self._watched[name] = alive
+
+    def failed(self) -> list[str]:
+        """The watched parts that died while the service is running (not while stopping)."""
+        if not self.ready:
+            return []
+        failed = []
+        for name, alive in self._watched.items():
+            try:
+                ok = alive()
+            except Exception:
+                ok = False
+            if not ok:
+                failed.append(name)
+        return failed
 
     def set_ready(self) -> None:
         """Accept traffic."""
@@ -144,8 +171,22 @@ READINESS = web.AppKey("readiness", Readiness)
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 
 
-async def _health(_: web.Request) -> web.Response:
+async def _health(request: web.Request) -> web.Response:
+    failed = request.app[READINESS].failed()
+    if failed:
+        log.error("liveness failed", failed=failed)
+        return json_response({"status": "failed", "failed": failed}, status=503)
     return json_response({"status": "ok"})
+
+
+def task_alive(task: Callable[[], asyncio.Future[Any] | None]) -> Callable[[], bool]:
+    """A ``watch`` check: the task ``task()`` returns exists and has not ended."""
+
+    def alive() -> bool:
+        current = task()
+        return current is not None and not current.done()
+
+    return alive
 
 
 async def _ready(request: web.Request) -> web.Response:

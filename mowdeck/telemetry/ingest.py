@@ -115,6 +115,11 @@ class StateBatcher:
         if len(self._pending) == 1 or len(self._pending) >= self._batch_max:
             self._wake.set()
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The batching task."""
+        return self._task
+
     def start(self) -> None:
         """Start the batching task."""
         self._stopping = False

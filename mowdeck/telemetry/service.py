@@ -27,7 +27,7 @@ from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_auth
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.collector import GcPauses, set_young_threshold
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
-from mowdeck.kit.http import HttpServer, Readiness
+from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
 from mowdeck.telemetry.directory import DirectoryEvents, seed_directory
 from mowdeck.telemetry.fingerprint import Rules
@@ -202,6 +202,11 @@ class TelemetryService:
         if self._retention_enabled:
             self.retention.start()
 
+        watch = self.readiness.watch
+        for name, consumer in zip(("events", "results", "states"), self._consumers, strict=True):
+            watch(f"{name} consumer", _alive(consumer))
+        watch("state batcher", task_alive(lambda: batcher.task))
+        watch("fingerprint workers", lambda: dispatcher.workers_alive)
         deps = QueryDeps(store, self._authorizer, s, self.metrics, self._clock)
         app = create_app(deps, verifier, self.readiness, self.registry)
         self._http = HttpServer(app, s.http_host, s.http_port)
@@ -254,3 +259,7 @@ def configure_gc(settings: TelemetrySettings) -> None:
 
 def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
     return ConsumerSpec(stream=stream, subject=subject, durable=durable, queue=durable)
+
+
+def _alive(consumer: Consumer) -> Callable[[], bool]:
+    return lambda: consumer.alive

@@ -9,6 +9,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
 from nats.aio.msg import Msg
 
 from actors import DispatcherActor
@@ -360,3 +361,22 @@ async def test_a_command_told_to_a_controller_that_just_died_reaches_its_success
         gw.tell(second.mower_id, Submit(other, 2))  # the same turn's batch
         assert (await results.wait_final(lost.command_id)).status == "executed"
         assert (await results.wait_final(other.command_id)).status == "executed"
+
+
+async def test_healthz_fails_when_a_part_the_shard_needs_has_died(
+    sim: SimulatorServer, nats_server
+) -> None:  # type: ignore[no-untyped-def]
+    mowers = sim.registrations()
+    async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
+        await wait_connected(gw, len(mowers))
+        async with aiohttp.ClientSession(gw.url) as http:
+            async with http.get("/healthz") as r:
+                assert r.status == 200
+            assert gw.intake is not None
+            task = gw.intake.task
+            assert task is not None
+            task.cancel()  # as if admission had died of a bug
+            await asyncio.gather(task, return_exceptions=True)
+            async with http.get("/healthz") as r:
+                assert r.status == 503
+                assert (await r.json())["failed"] == ["admission"]

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
-from mowdeck.kit.http import HttpServer, Problem, Readiness, problem_middleware, with_ops_routes
+from mowdeck.kit.http import (
+    HttpServer,
+    Problem,
+    Readiness,
+    problem_middleware,
+    task_alive,
+    with_ops_routes,
+)
 
 
 async def _boom(_: web.Request) -> web.Response:
@@ -60,5 +69,34 @@ async def test_ops_routes_and_problems() -> None:
             async with http.delete("/healthz") as r:
                 assert r.status == 405
                 assert r.headers["Allow"]
+    finally:
+        await server.stop()
+
+
+async def test_healthz_fails_naming_a_watched_part_that_died_while_running() -> None:
+    readiness = Readiness()
+    app = web.Application(middlewares=[problem_middleware])
+    with_ops_routes(app, readiness, CollectorRegistry())
+    worker = asyncio.create_task(asyncio.sleep(3600), name="worker")
+    readiness.watch("worker", task_alive(lambda: worker))
+    readiness.watch("probe that raises", lambda: 1 / 0 == 0)
+    readiness.watch("fine", lambda: True)
+    server = HttpServer(app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(server.url) as http:
+            readiness.set_ready()
+            async with http.get("/healthz") as r:
+                assert (r.status, (await r.json())["failed"]) == (503, ["probe that raises"])
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+            async with http.get("/healthz") as r:
+                body = await r.json()
+                assert (r.status, body["status"]) == (503, "failed")
+                assert body["failed"] == ["worker", "probe that raises"]
+            # Stopping takes parts down on purpose: that is no failure.
+            readiness.set_not_ready("shutting down")
+            async with http.get("/healthz") as r:
+                assert r.status == 200
     finally:
         await server.stop()
