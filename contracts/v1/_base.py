@@ -27,8 +27,15 @@ class ContractError(ValueError):
     """A message breaks a v1 contract rule; the text names the offending field."""
 
 
-class Struct(msgspec.Struct, frozen=True, kw_only=True):
-    """Base of every v1 model: immutable, tolerant of unknown fields."""
+class Struct(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Base of every v1 model: immutable, tolerant of unknown fields.
+
+    Instances are not tracked by the garbage collector (``gc=False``): a model is a tree
+    of data that can take part in no reference cycle (it is frozen, and what it holds is
+    decoded or built from plain values), so refcounting frees it. Under load thousands
+    of messages are in flight at once, and every tracked one is walked again by each
+    young collection, with the event loop (and the emergency lane) stopped.
+    """
 
 
 def ensure_utc(field: str, value: datetime) -> datetime:

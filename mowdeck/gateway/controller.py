@@ -112,7 +112,8 @@ class Controller:
         self._queue: deque[_Queued] = deque()
         self._in_flight: CommandEnvelope | None = None
         self._emergency_in_flight: set[uuid.UUID] = set()
-        self._seen: OrderedDict[uuid.UUID, None] = OrderedDict()
+        # Ids as integers: untracked by the garbage collector, unlike UUID objects.
+        self._seen: OrderedDict[int, None] = OrderedDict()
         self._estop_sequence = 0
         self._fast_stops: dict[uuid.UUID, datetime] = {}
         self._drive_token = 0
@@ -309,9 +310,10 @@ class Controller:
 
     def _remember(self, command_id: uuid.UUID) -> bool:
         """True when the id was seen before (a redelivery); remembers it otherwise."""
-        if command_id in self._seen:
+        key = command_id.int
+        if key in self._seen:
             return True
-        self._seen[command_id] = None
+        self._seen[key] = None
         if len(self._seen) > SEEN_LIMIT:
             self._seen.popitem(last=False)
         return False

@@ -60,10 +60,13 @@ class AdmittedCommands:
     ) -> None:
         self._after_expiry_s = after_expiry_s
         self._limit = limit
-        self._ids: OrderedDict[uuid.UUID, float] = OrderedDict()
+        # Keyed by the id's integer: a UUID object is tracked by the garbage collector,
+        # an int is not, and a hundred thousand of them would be walked by every full
+        # collection.
+        self._ids: OrderedDict[int, float] = OrderedDict()
 
     def __contains__(self, command_id: object) -> bool:
-        return command_id in self._ids
+        return isinstance(command_id, uuid.UUID) and command_id.int in self._ids
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -71,10 +74,11 @@ class AdmittedCommands:
     def add(self, envelope: CommandEnvelope, now: datetime) -> None:
         """Remember an admitted command (on the loop)."""
         ids = self._ids
-        if envelope.command_id in ids:
+        key = envelope.command_id.int
+        if key in ids:
             return
         now_s = now.timestamp()
-        ids[envelope.command_id] = envelope.expires_at.timestamp() + self._after_expiry_s
+        ids[key] = envelope.expires_at.timestamp() + self._after_expiry_s
         # Insertion order is admission order; expiries differ per command, so a long-lived
         # id can hold shorter ones behind it until the limit takes them.
         while ids and (len(ids) > self._limit or next(iter(ids.values())) < now_s):
