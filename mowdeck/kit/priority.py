@@ -32,7 +32,8 @@ def call_first_threadsafe(
 
     Safe from any thread (a deque's ``appendleft`` is atomic, and the loop is woken as
     ``call_soon_threadsafe`` wakes it). On a loop without a ready deque (not asyncio's
-    own) it falls back to ``call_soon_threadsafe``.
+    own) it falls back to ``call_soon_threadsafe``. Several callbacks put first before the
+    loop gets to them run last in, first out (stops of different mowers do not care).
     """
     ready = getattr(loop, "_ready", None)
     wake = getattr(loop, "_write_to_self", None)
