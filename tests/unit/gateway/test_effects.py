@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from contracts.v1 import CommandEnvelope, MowerState, StartMow
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.gateway.actor import Outcome
+from mowdeck.gateway.connections import LinkLostError
 from mowdeck.gateway.controller import PublishState, SendToDevice
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
@@ -116,3 +117,16 @@ async def test_heartbeats_of_an_unchanged_state_are_not_duplicates_of_it() -> No
     ids = [msg_id for _, msg_id in nc.published]
     assert len(ids) == len(set(ids)) == 3
     assert ids[0] == f"{MOWER}:{T0.timestamp():.6f}"  # a change keeps the state's own id
+
+
+async def test_a_link_lost_after_sending_is_reported_as_such_not_as_a_timeout() -> None:
+    class LosingConnection(RecordingConnection):
+        async def send(self, envelope: CommandEnvelope, *, timeout: float) -> Any:
+            raise LinkLostError("link lost before the mower answered: link closed")
+
+    env = envelope(ttl_s=5)
+    effects, _, told = runner(now=T0 + timedelta(seconds=1))
+    effects._connections = {MOWER: LosingConnection()}  # type: ignore[dict-item]
+    effects(MOWER, [SendToDevice(env)])
+    await effects.settle(timeout=1.0)
+    assert told == [Outcome(env, "failed", "link lost before the mower answered: link closed")]
