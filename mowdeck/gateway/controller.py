@@ -319,6 +319,9 @@ class Controller:
         return False
 
 
+REASON_MAX = 1000  # CommandResult.reason's limit in the v1 contract
+
+
 def result_effect(
     envelope: CommandEnvelope, status: CommandStatus, now: datetime, reason: str | None = None
 ) -> PublishResult:
@@ -329,9 +332,24 @@ def result_effect(
             mower_id=envelope.mower_id,
             status=status,
             at=now,
-            reason=reason,
+            reason=None if reason is None else clean_reason(reason),
         )
     )
+
+
+def clean_reason(reason: str) -> str:
+    """A reason as every consumer can decode and store it.
+
+    Reasons come from devices and from errors: a constructed ``CommandResult`` is not
+    checked against the contract's limits, so an over-long reason would be refused by
+    every consumer's decoder (and the result lost), and a NUL character by every
+    database. Cut to the contract's 1,000 characters; NUL becomes U+FFFD.
+    """
+    if "\x00" in reason:
+        reason = reason.replace("\x00", "\ufffd")
+    if len(reason) > REASON_MAX:
+        reason = reason[: REASON_MAX - 1] + "\u2026"
+    return reason
 
 
 def _accepted(envelope: CommandEnvelope, now: datetime, admitted_at: float | None) -> PublishResult:

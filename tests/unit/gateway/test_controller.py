@@ -17,6 +17,8 @@ from contracts.v1 import (
     PauseMow,
     ReturnToDock,
     StartMow,
+    decode_result,
+    encode,
 )
 from mowdeck.gateway.controller import (
     PREEMPTED,
@@ -248,3 +250,17 @@ def test_a_stop_the_fast_path_already_sent_is_not_sent_again_but_answered() -> N
     assert sent(effects) == []
     assert results(effects) == [(stop.command_id, "accepted", None)]
     assert results(c.outcome(stop, "executed", None, T0)) == [(stop.command_id, "executed", None)]
+
+
+def test_reasons_are_made_decodable_and_storable_for_every_consumer() -> None:
+    c = Controller(REG)
+    a = cmd()
+    c.submit(a, 1, T0)
+    effects = c.outcome(a, "failed", "jam\x00" + "x" * 5000, T0)
+    (result,) = [e.result for e in effects if isinstance(e, PublishResult)]
+    assert result.reason is not None
+    assert "\x00" not in result.reason
+    assert result.reason.startswith("jam\ufffd")
+    assert len(result.reason) == 1000
+    # What consumers decode: within the contract.
+    assert decode_result(encode(result)).reason == result.reason
