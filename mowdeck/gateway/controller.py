@@ -36,6 +36,7 @@ __all__ = [
     "PublishState",
     "ScheduleDriveCheck",
     "SendToDevice",
+    "clean_reason",
     "result_effect",
 ]
 
@@ -337,18 +338,19 @@ def result_effect(
     )
 
 
-def clean_reason(reason: str) -> str:
+def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
     """A reason as every consumer can decode and store it.
 
     Reasons come from devices and from errors: a constructed ``CommandResult`` is not
     checked against the contract's limits, so an over-long reason would be refused by
     every consumer's decoder (and the result lost), and a NUL character by every
-    database. Cut to the contract's 1,000 characters; NUL becomes U+FFFD.
+    database. Cut to ``limit`` characters (the contract's: 1,000 for a result, 500 for a
+    link event); NUL becomes U+FFFD.
     """
     if "\x00" in reason:
         reason = reason.replace("\x00", "\ufffd")
-    if len(reason) > REASON_MAX:
-        reason = reason[: REASON_MAX - 1] + "\u2026"
+    if len(reason) > limit:
+        reason = reason[: limit - 1] + "\u2026"
     return reason
 
 

@@ -39,6 +39,7 @@ from mowdeck.gateway.controller import (
     PublishState,
     ScheduleDriveCheck,
     SendToDevice,
+    clean_reason,
 )
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.kit.bus import Bus
@@ -164,7 +165,10 @@ class EffectRunner:
                     self._metrics.connected.inc() if up else self._metrics.connected.dec()
                     event = EventEnvelope.new(
                         "mower.connected" if up else "mower.disconnected",
-                        MowerLink(mower_id=registration.mower_id, reason=reason),
+                        MowerLink(
+                            mower_id=registration.mower_id,
+                            reason=None if reason is None else clean_reason(reason, limit=500),
+                        ),
                         producer=self._producer,
                         now=self._clock(),
                         account_id=registration.account_id,

@@ -10,17 +10,29 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from contracts.v1 import CommandEnvelope, MowerState, StartMow
+from contracts.v1 import (
+    CommandEnvelope,
+    Connection,
+    EventEnvelope,
+    MowerRegistration,
+    MowerState,
+    StartMow,
+    decode_event,
+    encode,
+)
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.gateway.actor import Outcome
 from mowdeck.gateway.connections import LinkLostError
-from mowdeck.gateway.controller import PublishState, SendToDevice
+from mowdeck.gateway.controller import PublishLink, PublishState, SendToDevice
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 
 MOWER = uuid.UUID("00000000-0000-4000-8000-000000000003")
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+REG = MowerRegistration(
+    mower_id=MOWER, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator")
+)
 
 
 class RecordingConnection:
@@ -130,3 +142,19 @@ async def test_a_link_lost_after_sending_is_reported_as_such_not_as_a_timeout() 
     effects(MOWER, [SendToDevice(env)])
     await effects.settle(timeout=1.0)
     assert told == [Outcome(env, "failed", "link lost before the mower answered: link closed")]
+
+
+async def test_a_link_event_reason_fits_the_contract() -> None:
+    published: list[EventEnvelope[Any]] = []
+    effects, _, _ = runner(now=T0)
+
+    async def capture(event: EventEnvelope[Any]) -> None:
+        published.append(event)
+
+    effects._publish_event = capture  # type: ignore[method-assign]
+    effects(MOWER, [PublishLink(REG, False, "link error: " + "y" * 2000 + "\x00")])
+    await effects.settle(timeout=1.0)
+    (event,) = published
+    decoded = decode_event(encode(event))
+    assert decoded.payload.reason == event.payload.reason
+    assert len(event.payload.reason) == 500
