@@ -183,6 +183,10 @@ class CachedAuthorizer:
         """Objects of ``type`` with ``relation`` for ``user`` (not cached)."""
         return await self.inner.list_objects(user, relation, type)
 
+    async def read(self, *, relation: str, object: str) -> list[Tuple]:
+        """The stored tuples of ``object`` with ``relation`` (not cached)."""
+        return await self.inner.read(relation=relation, object=object)
+
     async def write(self, writes: Sequence[Tuple], deletes: Sequence[Tuple] = ()) -> None:
         """Write tuples and forget every cached decision."""
         try:

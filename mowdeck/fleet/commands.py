@@ -14,9 +14,11 @@ from nats.js import api
 
 from contracts.v1 import CommandResult, ContractError, decode_result
 from contracts.v1.subjects import COMMANDS, RESULT_FILTER
+from mowdeck.fleet.errors import UnstorableError
 from mowdeck.fleet.ports import CommandLog
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
+from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = ["RECORDER_DURABLE", "ResultRecorder", "ResultWaiters"]
 
@@ -132,22 +134,69 @@ class ResultRecorder:
             results: list[CommandResult] = []
             keep: list[Msg] = []
             for msg in batch:
-                try:
-                    results.append(decode_result(msg.data))
+                result = await self._storable(msg)
+                if result is not None:
+                    results.append(result)
                     keep.append(msg)
-                except ContractError as err:
-                    log.warning(
-                        "undecodable message terminated", subject=msg.subject, error=str(err)
-                    )
-                    await msg.term()
+            if not results:
+                return
             try:
                 await self._log.record((), results)
+            except UnstorableError:
+                # One result the database refuses must not hold back the rest of its batch.
+                log.warning("command statuses refused as a batch; recording them one by one")
+                await self._record_each(results, keep)
+                return
             except Exception:
                 log.exception("recording command statuses failed; redelivering")
                 for msg in keep:
                     await msg.nak(delay=2.0)
                 return
             for msg in keep:
+                await msg.ack()
+
+    async def _storable(self, msg: Msg) -> CommandResult | None:
+        """The result in ``msg``; None (and the message terminated) if it can never be stored."""
+        try:
+            result = decode_result(msg.data)
+        except ContractError as err:
+            log.warning("undecodable message terminated", subject=msg.subject, error=str(err))
+            await msg.term()
+            return None
+        # The contracts accept a NUL character, PostgreSQL does not: no redelivery helps.
+        if may_hold_nul(msg.data) and (field := nul_field(result)) is not None:
+            log.warning(
+                "command result terminated: it holds a NUL character",
+                field=field,
+                mower_id=str(result.mower_id),
+                command_id=str(result.command_id),
+                status=result.status,
+            )
+            await msg.term()
+            return None
+        return result
+
+    async def _record_each(self, results: list[CommandResult], msgs: list[Msg]) -> None:
+        for result, msg in zip(results, msgs, strict=True):
+            try:
+                await self._log.record((), [result])
+            except UnstorableError as err:
+                log.warning(
+                    "command result terminated: the database refuses it",
+                    error=str(err),
+                    mower_id=str(result.mower_id),
+                    command_id=str(result.command_id),
+                    status=result.status,
+                )
+                await msg.term()
+            except Exception:
+                log.exception(
+                    "recording a command status failed; redelivering",
+                    mower_id=str(result.mower_id),
+                    command_id=str(result.command_id),
+                )
+                await msg.nak(delay=2.0)
+            else:
                 await msg.ack()
 
     async def stop(self) -> None:

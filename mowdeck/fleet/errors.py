@@ -11,6 +11,7 @@ __all__ = [
     "InvalidRequestError",
     "MowerExistsError",
     "MowerNotFoundError",
+    "UnstorableError",
     "VersionConflictError",
 ]
 
@@ -46,3 +47,7 @@ class ForbiddenError(FleetError):
 
 class CommandNotFoundError(FleetError):
     """No command with this id was issued to this mower."""
+
+
+class UnstorableError(FleetError):
+    """The database refuses the data itself (SQLSTATE class 22): no retry stores it."""

@@ -9,7 +9,12 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from contracts.v1 import CommandResult, MowerRegistration
-from mowdeck.fleet.errors import MowerExistsError, MowerNotFoundError, VersionConflictError
+from mowdeck.fleet.errors import (
+    MowerExistsError,
+    MowerNotFoundError,
+    UnstorableError,
+    VersionConflictError,
+)
 from mowdeck.fleet.ports import (
     CommandRecord,
     MowerRecord,
@@ -29,6 +34,7 @@ class InMemoryMowerRepository:
     def __init__(self) -> None:
         self.mowers: dict[uuid.UUID, MowerRecord] = {}
         self.outbox: list[tuple[OutboxEvent, datetime | None]] = []
+        self.failed: dict[uuid.UUID, str] = {}  # set aside: never published
         self._relay = asyncio.Lock()
 
     async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
@@ -79,16 +85,22 @@ class InMemoryMowerRepository:
             yield None
             return
         async with self._relay:
-            claim = OutboxClaim([e for e, at in self.outbox if at is None][:limit])
+            claim = OutboxClaim(self._owed()[:limit])
             yield claim
             done = set(claim.published)
             stamp = datetime.now(UTC)
             self.outbox = [(e, stamp if e.event_id in done else at) for e, at in self.outbox]
+            self.failed.update(claim.failed)
+
+    def _owed(self) -> list[OutboxEvent]:
+        return [e for e, at in self.outbox if at is None and e.event_id not in self.failed]
 
     async def outbox_stats(self) -> OutboxStats:
-        """Unpublished events and the oldest one's time."""
-        pending = [e for e, at in self.outbox if at is None]
-        return OutboxStats(len(pending), min((e.created_at for e in pending), default=None))
+        """Events owed, the oldest one's time, and events set aside."""
+        pending = self._owed()
+        return OutboxStats(
+            len(pending), min((e.created_at for e in pending), default=None), len(self.failed)
+        )
 
 
 class InMemoryCommandLog:
@@ -101,7 +113,12 @@ class InMemoryCommandLog:
     async def record(
         self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
     ) -> None:
-        """Store commands and results; repeats change nothing."""
+        """Store commands and results; repeats change nothing.
+
+        Like PostgreSQL, refuses the whole batch when a result holds a NUL character.
+        """
+        if any(r.reason is not None and "\x00" in r.reason for r in results):
+            raise UnstorableError("command log refuses the data: a NUL character")
         for command in commands:
             self.commands.setdefault(command.command_id, command)
         for result in results:

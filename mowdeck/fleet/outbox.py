@@ -4,20 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
+import nats.errors
+import nats.js.errors
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from mowdeck.fleet.ports import MowerRepository, OutboxEvent
+from mowdeck.kit.bus import Bus, BusError
 
-__all__ = ["OutboxMetrics", "OutboxRelay", "Publish"]
+__all__ = ["ACK_TIMEOUT_SECONDS", "OutboxMetrics", "OutboxRelay", "Publish", "bus_publisher"]
 
 log = structlog.get_logger("mowdeck.fleet.outbox")
 
-Publish = Callable[[list[OutboxEvent]], Awaitable[None]]
-"""Publishes events with ``Nats-Msg-Id`` = event id; returns once JetStream acked all."""
+Publish = Callable[[list[OutboxEvent]], Awaitable[Mapping[uuid.UUID, str]]]
+"""Publishes events with ``Nats-Msg-Id`` = event id; returns once JetStream acked every
+event it can take, with the events it can never take (by id, with the reason). Raises when
+the round is to be tried again (a transient failure)."""
+
+ACK_TIMEOUT_SECONDS = 5.0
+# nats-py checks only the payload against the server's max_payload; the server counts the
+# headers too (and closes the connection on a violation).
+_HEADER_ROOM = 256
+# JetStream's codes for a message refused for what it is: message or headers larger than
+# the stream allows. A retry is refused the same way.
+_REFUSED_CODES = frozenset({10054, 10097})
 
 
 class OutboxMetrics:
@@ -38,6 +53,85 @@ class OutboxMetrics:
             "Age of the oldest unpublished event",
             registry=registry,
         )
+        self.unpublishable = Counter(
+            "mowdeck_fleet_outbox_unpublishable_total",
+            "Events set aside because they can never be published",
+            registry=registry,
+        )
+        self.set_aside = Gauge(
+            "mowdeck_fleet_outbox_set_aside",
+            "Events set aside in the outbox, never published",
+            registry=registry,
+        )
+
+
+def bus_publisher(bus: Bus, *, ack_timeout: float = ACK_TIMEOUT_SECONDS) -> Publish:
+    """A ``Publish`` on JetStream, pipelined; fails the round when acks take ``ack_timeout``.
+
+    nats-py's ack futures never time out and are not failed when the connection drops:
+    without the deadline one lost ack would hold the relay's claim (and its locks) for ever.
+    The msg id de-duplicates what the next round publishes again.
+    """
+
+    async def publish(events: list[OutboxEvent]) -> Mapping[uuid.UUID, str]:
+        refused: dict[uuid.UUID, str] = {}
+        acks: list[tuple[OutboxEvent, asyncio.Future[Any]]] = []
+        limit = bus.nc.max_payload - _HEADER_ROOM
+        try:
+            async with asyncio.timeout(ack_timeout):
+                for event in events:
+                    if len(event.body) > limit:
+                        refused[event.event_id] = (
+                            f"{len(event.body)} bytes exceed the bus's max_payload "
+                            f"({bus.nc.max_payload} bytes, headers included)"
+                        )
+                        continue
+                    ack = await bus.publish_nowait(
+                        event.subject, event.body, msg_id=str(event.event_id)
+                    )
+                    acks.append((event, ack))
+                if acks:
+                    await asyncio.wait([ack for _, ack in acks])
+        except TimeoutError as err:
+            raise BusError(
+                f"JetStream did not acknowledge {len(events)} events within {ack_timeout:g} s"
+            ) from err
+        finally:
+            outcomes = _outcomes(acks)
+        transient: BaseException | None = None
+        for event, error in outcomes:
+            if error is None:
+                continue
+            if _never_publishable(error):
+                refused[event.event_id] = str(error)
+            elif transient is None:
+                transient = error
+        if transient is not None:
+            raise BusError(f"JetStream did not store an event: {transient}") from transient
+        return refused
+
+    return publish
+
+
+def _outcomes(
+    acks: list[tuple[OutboxEvent, asyncio.Future[Any]]],
+) -> list[tuple[OutboxEvent, BaseException | None]]:
+    # Every future is settled and its error retrieved here, whatever ended the round.
+    found: list[tuple[OutboxEvent, BaseException | None]] = []
+    for event, ack in acks:
+        if not ack.done():
+            ack.cancel()  # also frees its slot among nats-py's pending acks
+        if ack.cancelled():
+            found.append((event, BusError("no JetStream acknowledgement")))
+        else:
+            found.append((event, ack.exception()))
+    return found
+
+
+def _never_publishable(err: BaseException) -> bool:
+    if isinstance(err, nats.errors.MaxPayloadError):
+        return True
+    return isinstance(err, nats.js.errors.APIError) and err.err_code in _REFUSED_CODES
 
 
 class OutboxRelay:
@@ -45,7 +139,8 @@ class OutboxRelay:
 
     Several replicas may run one each: the repository lets one relay claim at a time. A
     crash after publishing but before marking re-publishes the same ids, which JetStream
-    drops inside its duplicate window.
+    drops inside its duplicate window. An event the bus can never take is set aside (marked
+    with the reason), so it does not hold back the events behind it.
     """
 
     def __init__(
@@ -75,12 +170,26 @@ class OutboxRelay:
             if claim is None:
                 return None
             if claim.events:
-                await self._publish(list(claim.events))
-                claim.published.extend(e.event_id for e in claim.events)
-            count = len(claim.events)
-        if count and self._metrics is not None:
-            self._metrics.published.inc(count)
-        return count
+                refused = await self._publish(list(claim.events))
+                for event in claim.events:
+                    reason = refused.get(event.event_id)
+                    if reason is None:
+                        claim.published.append(event.event_id)
+                    else:
+                        claim.failed[event.event_id] = reason
+        for event in claim.events:
+            if event.event_id in claim.failed:
+                log.error(
+                    "outbox event set aside: it can never be published",
+                    event_id=str(event.event_id),
+                    subject=event.subject,
+                    size=len(event.body),
+                    error=claim.failed[event.event_id],
+                )
+        if self._metrics is not None:
+            self._metrics.published.inc(len(claim.published))
+            self._metrics.unpublishable.inc(len(claim.failed))
+        return len(claim.events)
 
     async def drain(self) -> int:
         """Publish until nothing is owed (or another relay holds the claim); returns how many."""
@@ -96,6 +205,7 @@ class OutboxRelay:
             return
         stats = await self._repository.outbox_stats()
         self._metrics.pending.set(stats.pending)
+        self._metrics.set_aside.set(stats.set_aside)
         lag = (datetime.now(UTC) - stats.oldest).total_seconds() if stats.oldest else 0.0
         self._metrics.lag.set(max(lag, 0.0))
 

@@ -47,10 +47,11 @@ class OutboxEvent:
 
 @dataclass(frozen=True)
 class OutboxStats:
-    """How far the relay is behind."""
+    """How far the relay is behind, and how many events it set aside."""
 
     pending: int
     oldest: datetime | None
+    set_aside: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,12 @@ class StatusRecord:
 
 @dataclass
 class OutboxClaim:
-    """Unpublished events claimed by one relay; ``published`` collects what was sent."""
+    """Unpublished events claimed by one relay; ``published`` collects what was sent and
+    ``failed`` what can never be sent (by id, with the reason)."""
 
     events: Sequence[OutboxEvent]
     published: list[uuid.UUID] = field(default_factory=list)
+    failed: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
 class MowerRepository(Protocol):
@@ -131,13 +134,14 @@ class MowerRepository(Protocol):
     def claim_outbox(self, limit: int) -> AbstractAsyncContextManager[OutboxClaim | None]:
         """Claim up to ``limit`` unpublished events in order; None while another relay works.
 
-        On a clean exit the ids in ``claim.published`` are marked published; on an
-        exception nothing is marked and the events stay owed.
+        On a clean exit the ids in ``claim.published`` are marked published and those in
+        ``claim.failed`` are set aside with their reason (never claimed again, but kept);
+        on an exception nothing is marked and the events stay owed.
         """
         ...
 
     async def outbox_stats(self) -> OutboxStats:
-        """Unpublished events and the oldest one's time."""
+        """Events owed, the oldest one's time, and events set aside."""
         ...
 
 
@@ -147,7 +151,11 @@ class CommandLog(Protocol):
     async def record(
         self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
     ) -> None:
-        """Store commands and results idempotently (redeliveries change nothing)."""
+        """Store commands and results idempotently (redeliveries change nothing).
+
+        Raises ``UnstorableError`` when the store refuses the data of the batch itself
+        (nothing of it is stored; one by one, the others would be).
+        """
         ...
 
     async def lookup(

@@ -15,6 +15,7 @@ from mowdeck.fleet.errors import (
     FleetError,
     MowerExistsError,
     MowerNotFoundError,
+    UnstorableError,
     VersionConflictError,
 )
 from mowdeck.fleet.ports import (
@@ -78,6 +79,13 @@ def _record(row: asyncpg.Record) -> MowerRecord:
         updated_at=row["updated_at"],
         version=row["version"],
     )
+
+
+def _refuses_data(err: asyncpg.PostgresError) -> bool:
+    # Class 22 (data exception): a value no retry makes storable, such as a NUL character
+    # in text (22021) or a number out of range.
+    sqlstate = str(getattr(err, "sqlstate", None) or "")
+    return isinstance(err, asyncpg.DataError) or sqlstate.startswith("22")
 
 
 def _outbox_args(event: OutboxEvent) -> tuple[Any, ...]:
@@ -188,7 +196,8 @@ class PostgresMowerRepository:
                     return
                 rows = await conn.fetch(
                     "SELECT event_id, subject, body, created_at FROM fleet_outbox"
-                    " WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+                    " WHERE published_at IS NULL AND failed_at IS NULL"
+                    " ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
                     limit,
                 )
                 claim = OutboxClaim(
@@ -204,18 +213,28 @@ class PostgresMowerRepository:
                         " WHERE event_id = ANY($1::uuid[])",
                         claim.published,
                     )
+                if claim.failed:
+                    await conn.execute(
+                        "UPDATE fleet_outbox SET failed_at = now(), error = f.error"
+                        " FROM unnest($1::uuid[], $2::text[]) AS f(event_id, error)"
+                        " WHERE fleet_outbox.event_id = f.event_id",
+                        list(claim.failed),
+                        list(claim.failed.values()),
+                    )
         except (asyncpg.PostgresError, OSError) as err:
             raise RepositoryUnavailableError(f"outbox: {err}") from err
         finally:
             await self._pool.release(conn)
 
     async def outbox_stats(self) -> OutboxStats:
-        """Unpublished events and the oldest one's time."""
+        """Events owed, the oldest one's time, and events set aside."""
         rows = await self._fetch(
-            "SELECT count(*) AS n, min(created_at) AS oldest FROM fleet_outbox"
-            " WHERE published_at IS NULL"
+            "SELECT count(*) FILTER (WHERE failed_at IS NULL) AS n,"
+            " min(created_at) FILTER (WHERE failed_at IS NULL) AS oldest,"
+            " count(*) FILTER (WHERE failed_at IS NOT NULL) AS failed"
+            " FROM fleet_outbox WHERE published_at IS NULL"
         )
-        return OutboxStats(rows[0]["n"], rows[0]["oldest"])
+        return OutboxStats(rows[0]["n"], rows[0]["oldest"], rows[0]["failed"])
 
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         try:
@@ -272,7 +291,11 @@ class PostgresCommandLog:
                 async with self._pool.acquire() as conn, conn.transaction():
                     for query, args in statements:
                         await conn.execute(query, *args)
-        except (asyncpg.PostgresError, OSError) as err:
+        except asyncpg.PostgresError as err:
+            if _refuses_data(err):
+                raise UnstorableError(f"command log refuses the data: {err}") from err
+            raise RepositoryUnavailableError(f"command log: {err}") from err
+        except OSError as err:
             raise RepositoryUnavailableError(f"command log: {err}") from err
 
     async def lookup(

@@ -26,6 +26,9 @@ from mowdeck.fleet.ports import OutboxEvent
 from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = [
+    "MAX_OPTIONS_BYTES",
+    "MAX_OPTIONS_DEPTH",
+    "MIN_TTL_SECONDS",
     "PRODUCER",
     "CommandRequest",
     "PatchRequest",
@@ -43,6 +46,13 @@ __all__ = [
 
 PRODUCER = "fleet"
 T = TypeVar("T")
+
+# A registration travels whole in every registry event and every shard-list page: its
+# options are bounded far below NATS's payload limit (1 MB by default).
+MAX_OPTIONS_BYTES = 16 * 1024
+MAX_OPTIONS_DEPTH = 32
+# A shorter lifetime can run out while the command is being recorded, before it is sent.
+MIN_TTL_SECONDS = 1.0
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
 
@@ -75,6 +85,7 @@ _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
 }
 _AT = re.compile(r"^(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _MISSING = re.compile(r"missing required field `(?P<field>[^`]+)`")
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 def _field_of(message: str) -> tuple[str, str]:
@@ -90,6 +101,14 @@ def _field_of(message: str) -> tuple[str, str]:
 def decode_body(data: bytes, model: type[T]) -> T:
     """Decode a request body as ``model``; raises ``InvalidRequestError`` naming the field."""
     decoder: msgspec.json.Decoder[T] = _decoders[model]
+    try:
+        return _decode(data, decoder)
+    except RecursionError:
+        # Thousands of nested arrays or objects: malformed for us, like invalid JSON.
+        raise InvalidRequestError("", "the body is nested too deeply") from None
+
+
+def _decode(data: bytes, decoder: msgspec.json.Decoder[T]) -> T:
     try:
         decoded = decoder.decode(data)
     except msgspec.ValidationError as err:
@@ -110,7 +129,7 @@ def decode_body(data: bytes, model: type[T]) -> T:
 
 
 def check_connection(connection: Connection, installed: Collection[str]) -> None:
-    """Refuse a connection kind no installed adapter serves."""
+    """Refuse a connection kind no installed adapter serves, and oversized options."""
     if connection.kind not in installed:
         kinds = ", ".join(sorted(installed)) or "none"
         raise InvalidRequestError(
@@ -118,6 +137,39 @@ def check_connection(connection: Connection, installed: Collection[str]) -> None
             f"`connection.kind` {connection.kind!r} is not an installed adapter "
             f"(installed: {kinds})",
         )
+    too_deep = InvalidRequestError(
+        "connection.options",
+        f"`connection.options` nests more than {MAX_OPTIONS_DEPTH} levels of objects and lists",
+    )
+    try:
+        size = len(msgspec.json.encode(connection.options))
+    except RecursionError:
+        raise too_deep from None
+    if size > MAX_OPTIONS_BYTES:
+        raise InvalidRequestError(
+            "connection.options",
+            f"`connection.options` encodes to {size} bytes; at most {MAX_OPTIONS_BYTES} bytes "
+            f"({MAX_OPTIONS_BYTES // 1024} KiB) are accepted",
+        )
+    if _depth(connection.options) > MAX_OPTIONS_DEPTH:
+        raise too_deep
+
+
+def _depth(value: Any) -> int:
+    # Iterative: the value came from a client, a recursive walk could exhaust the stack.
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Collection[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def new_registration(
@@ -173,6 +225,8 @@ def command_ttl(requested: float | None, *, default: float, maximum: float) -> t
     """The lifetime of a command: the request's ``ttl_s`` within the maximum, else the default."""
     if requested is None:
         return timedelta(seconds=default)
+    if requested < MIN_TTL_SECONDS:
+        raise InvalidRequestError("ttl_s", f"`ttl_s` must be at least {MIN_TTL_SECONDS:g} second")
     if requested > maximum:
         raise InvalidRequestError("ttl_s", f"`ttl_s` must be at most {maximum:g} seconds")
     return timedelta(seconds=requested)
@@ -182,11 +236,11 @@ def parse_wait(raw: str | None, *, maximum: float) -> float:
     """Seconds to wait for a final result from the ``wait`` query parameter (0 = none)."""
     if raw is None or raw == "":
         return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidRequestError("wait", "`wait` must be a number of seconds") from None
-    if not 0 <= value <= maximum:  # also refuses NaN and infinity
+    # float() would also take "1_0", "1e1", " 1", "+1", "inf" and non-ASCII digits.
+    if _DECIMAL.fullmatch(raw) is None:
+        raise InvalidRequestError("wait", "`wait` must be a number of seconds, such as 2.5")
+    value = float(raw)
+    if value > maximum:
         raise InvalidRequestError("wait", f"`wait` must be between 0 and {maximum:g} seconds")
     return value
 

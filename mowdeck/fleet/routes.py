@@ -13,6 +13,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from mowdeck.authn import principal
+from mowdeck.authz import AuthzUnavailableError
 from mowdeck.fleet import registry as rules
 from mowdeck.fleet.errors import (
     CommandNotFoundError,
@@ -26,7 +27,7 @@ from mowdeck.fleet.errors import (
 from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.registry import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
-from mowdeck.kit.bus import BusError
+from mowdeck.kit.bus import BusError, ExpiredCommandError
 from mowdeck.kit.http import Problem, json_response, read_json
 
 __all__ = [
@@ -66,8 +67,10 @@ def _view(record: MowerRecord) -> MowerView:
     )
 
 
-def problem_of(err: FleetError | BusError) -> Problem:  # noqa: PLR0911 - one per error kind
-    """The problem document of a Fleet error."""
+def problem_of(  # noqa: PLR0911 - one per error kind
+    err: FleetError | BusError | AuthzUnavailableError,
+) -> Problem:
+    """The problem document of a Fleet error (or of a collaborator Fleet relies on)."""
     match err:
         case InvalidRequestError(field="") | InvalidRequestError(field="body"):
             return Problem(400, "Bad Request", err.detail, type_="bad-request")
@@ -85,6 +88,23 @@ def problem_of(err: FleetError | BusError) -> Problem:  # noqa: PLR0911 - one pe
             return Problem(403, "Forbidden", str(err), type_="forbidden")
         case MowerExistsError() | VersionConflictError():
             return Problem(409, "Conflict", str(err), type_="conflict")
+        case ExpiredCommandError():
+            # Only a longer lifetime helps, not a retry of the same request.
+            return Problem(
+                422,
+                "Unprocessable Content",
+                "`ttl_s`: the command expired before it could be sent; ask for a longer `ttl_s`",
+                type_="invalid-request",
+                extra={"field": "ttl_s"},
+            )
+        case AuthzUnavailableError():
+            return Problem(
+                503,
+                "Service Unavailable",
+                "authorization is unavailable",
+                type_="unavailable",
+                headers={"Retry-After": "1"},
+            )
         case BusError():
             return Problem(
                 503,
@@ -259,5 +279,5 @@ async def fleet_errors(request: web.Request, handler: Handler) -> web.StreamResp
     """Translate Fleet's errors into problems (inside ``problem_middleware``)."""
     try:
         return await handler(request)
-    except (FleetError, BusError) as err:
+    except (FleetError, BusError, AuthzUnavailableError) as err:
         raise problem_of(err) from err

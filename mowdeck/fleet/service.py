@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
@@ -21,8 +20,7 @@ from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCa
 from mowdeck.fleet.commands import ResultRecorder, ResultWaiters
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.listing import MowerListResponder
-from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay
-from mowdeck.fleet.ports import OutboxEvent
+from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.routes import (
@@ -163,15 +161,9 @@ class FleetService:
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
 
-        async def publish(events: list[OutboxEvent]) -> None:
-            acks = [
-                await bus.publish_nowait(e.subject, e.body, msg_id=str(e.event_id)) for e in events
-            ]
-            await asyncio.gather(*acks)
-
         relay = OutboxRelay(
             repository,
-            publish,
+            bus_publisher(bus),
             batch=s.fleet_outbox_batch,
             poll_seconds=s.fleet_outbox_poll_seconds,
             metrics=OutboxMetrics(self.registry),

@@ -109,22 +109,35 @@ class Fleet:
             self.relay.wake()
             self.metrics.changes.labels("mower.registered").inc()
         self.records.forget(registration.mower_id)
-        mower = mower_object(registration.mower_id)
-        if created:
-            await self.authorizer.delete_object(mower)  # stale grants of a reused id
-        await self.authorizer.write([Tuple(account, "account", mower)])
+        await self._own(account, mower_object(registration.mower_id), created=created)
         log.info("mower registered", mower_id=str(registration.mower_id), created=created)
         return registration, created
 
+    async def _own(self, account: str, mower: str, *, created: bool) -> None:
+        """Make ``account`` the only account tuple on ``mower`` (after every register)."""
+        stale: list[Tuple] = []
+        if created:
+            await self.authorizer.delete_object(mower)  # stale grants of a reused id
+        else:
+            # A retry may follow a first attempt whose cleanup failed: the previous owner's
+            # tuple of a reused id can still be there. Groups added since are kept.
+            tuples = await self.authorizer.read(relation="account", object=mower)
+            stale = [t for t in tuples if t.user != account]
+        await self.authorizer.write([Tuple(account, "account", mower)], stale)
+
     async def _allowed(self, who: Principal, mower_id: uuid.UUID, relation: str) -> MowerRecord:
         user, mower = user_ref(who.user_id), mower_object(mower_id)
-        if not await self.authorizer.check(user, relation, mower):
-            if relation == "can_view" or not await self.authorizer.check(user, "can_view", mower):
-                raise MowerNotFoundError(f"mower {mower_id} is not registered")
-            raise ForbiddenError(f"this needs {relation} on the mower")
-        record = await self.records.get(mower_id)
-        if record is None:
+        allowed = await self.authorizer.check(user, relation, mower)
+        if not allowed and (
+            relation == "can_view" or not await self.authorizer.check(user, "can_view", mower)
+        ):
             raise MowerNotFoundError(f"mower {mower_id} is not registered")
+        record = await self.records.get(mower_id)
+        # A tuple left behind by a failed cleanup must not reach a mower of another account.
+        if record is None or record.registration.account_id != who.account_id:
+            raise MowerNotFoundError(f"mower {mower_id} is not registered")
+        if not allowed:
+            raise ForbiddenError(f"this needs {relation} on the mower")
         return record
 
     async def get(self, who: Principal, mower_id: uuid.UUID) -> MowerRecord:
@@ -133,10 +146,11 @@ class Fleet:
         return await self._allowed(who, mower_id, "can_view")
 
     async def visible(self, who: Principal) -> list[MowerRecord]:
-        """Every mower the caller may view."""
+        """Every mower of the caller's account the caller may view."""
         objects = await self.authorizer.list_objects(user_ref(who.user_id), "can_view", "mower")
         ids = [uuid.UUID(o.partition(":")[2]) for o in objects]
-        return await self.repository.get_many(ids)
+        found = await self.repository.get_many(ids)
+        return [r for r in found if r.registration.account_id == who.account_id]
 
     async def update(self, who: Principal, mower_id: uuid.UUID, patch: PatchRequest) -> MowerRecord:
         """Rename a mower or change its connection."""

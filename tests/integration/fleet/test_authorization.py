@@ -10,9 +10,20 @@ import aiohttp
 import asyncpg
 import pytest
 
-from contracts.v1 import EventEnvelope, GrantsChanged
-from mowdeck.authz import Authorizer, Tuple, grant_tuples, group_object, mower_object, revoke_tuples
+from contracts.v1 import Connection, EventEnvelope, GrantsChanged, MowerRegistration
+from mowdeck.authz import (
+    Authorizer,
+    Tuple,
+    account_object,
+    grant_tuples,
+    group_object,
+    mower_object,
+    revoke_tuples,
+)
 from mowdeck.fleet import FleetService
+from mowdeck.fleet.ports import MowerRecord
+from mowdeck.fleet.postgres import PostgresMowerRepository
+from mowdeck.fleet.registry import outbox_event
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api, start_fleet
 from tests.integration.fleet.test_commands import registered
@@ -136,3 +147,81 @@ async def test_grants_changed_clears_cached_decisions_at_once(
         await eventually_status(viewer, path, 404)
     finally:
         await fleet.stop()
+
+
+async def test_an_unavailable_authorization_backend_is_503_with_retry_after(
+    fleet: FleetService, pool: asyncpg.Pool, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    admin = await owner(http, fleet, authorizer)
+    mower_id = await registered(admin)
+    fresh = Api(http, fleet.url, f"u-{uuid.uuid4().hex[:8]}", admin.account)  # nothing cached
+    body = {"name": "M", "connection": {"kind": "simulator"}}
+    await pool.execute("ALTER TABLE authz_tuples RENAME TO authz_tuples_away")
+    try:
+        for method, path, payload in (
+            ("GET", f"/v1/mowers/{mower_id}", None),
+            ("GET", "/v1/mowers", None),
+            ("POST", "/v1/mowers", body),
+        ):
+            async with http.request(
+                method, fleet.url + path, json=payload, headers=fresh.headers
+            ) as r:
+                problem = await r.json(content_type=None)
+                assert (r.status, r.headers.get("Retry-After")) == (503, "1"), (path, problem)
+                assert r.content_type == "application/problem+json"
+                assert problem["type"].endswith("/unavailable")
+    finally:
+        await pool.execute("ALTER TABLE authz_tuples_away RENAME TO authz_tuples")
+
+
+async def _left_behind(
+    http: aiohttp.ClientSession, fleet: FleetService, pool: asyncpg.Pool, authorizer: Authorizer
+) -> tuple[Api, Api, str]:
+    """A's mower id, deleted by A and registered by B, with A's tuple left behind and B's
+    cleanup never done (as when both authorizer calls failed after their commits)."""
+    a, b = await owner(http, fleet, authorizer), await owner(http, fleet, authorizer)
+    mower_id = await registered(a)
+    assert (await a.call("DELETE", f"/v1/mowers/{mower_id}"))[0] == 204
+    await authorizer.write([Tuple(account_object(a.account), "account", mower_object(mower_id))])
+    now = datetime.now(UTC)
+    registration = MowerRegistration(
+        mower_id=uuid.UUID(mower_id),
+        account_id=b.account,
+        name="M",
+        connection=Connection(kind="simulator"),
+    )
+    await PostgresMowerRepository(pool).add(
+        MowerRecord(registration, now, now),
+        outbox_event("mower.registered", registration, now=now),
+    )
+    return a, b, mower_id
+
+
+async def test_a_retried_registration_of_a_reused_id_removes_the_previous_accounts_tuple(
+    fleet: FleetService, pool: asyncpg.Pool, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    a, b, mower_id = await _left_behind(http, fleet, pool, authorizer)
+    body = {"mower_id": mower_id, "name": "M", "connection": {"kind": "simulator"}}
+    assert (await b.call("POST", "/v1/mowers", body))[0] == 200  # B's retry
+    tuples = await authorizer.read(relation="account", object=mower_object(mower_id))
+    assert tuples == [Tuple(account_object(b.account), "account", mower_object(mower_id))]
+    assert (await b.call("GET", f"/v1/mowers/{mower_id}"))[0] == 200
+    assert (await a.call("GET", f"/v1/mowers/{mower_id}"))[0] == 404
+
+
+async def test_a_tuple_left_on_another_accounts_mower_opens_no_route(
+    fleet: FleetService, pool: asyncpg.Pool, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    a, b, mower_id = await _left_behind(http, fleet, pool, authorizer)
+    path = f"/v1/mowers/{mower_id}"
+    assert (await a.call("GET", path))[0] == 404
+    _, listed = await a.call("GET", "/v1/mowers")
+    assert mower_id not in [m["mower_id"] for m in listed["mowers"]]
+    assert (await a.call("PATCH", path, {"name": "Mine"}))[0] == 404
+    status, _ = await a.call("POST", f"{path}/commands", {"command": {"kind": "start_mow"}})
+    assert status == 404
+    assert (await a.call("DELETE", path))[0] == 404
+    # B's mower is untouched.
+    record = await PostgresMowerRepository(pool).get(uuid.UUID(mower_id))
+    assert record is not None
+    assert (record.registration.name, record.registration.account_id) == ("M", b.account)

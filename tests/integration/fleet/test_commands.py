@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import aiohttp
 import asyncpg
 
-from contracts.v1 import CommandEnvelope, CommandResult, decode_command
-from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER
+from contracts.v1 import CommandEnvelope, CommandResult, decode_command, encode
+from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER, result_subject
 from mowdeck.authz import Authorizer, grant_tuples
 from mowdeck.fleet import FleetService
+from mowdeck.fleet.commands import RECORDER_DURABLE
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api, start_fleet
 from tests.integration.fleet.test_rest import owner
@@ -270,3 +271,69 @@ async def test_an_envelope_the_contract_refuses_is_422_naming_its_field(
     )
     assert (status, problem["field"]) == (422, "issued_by")
     assert await commands_on_bus(bus, mower_id) == []
+
+
+async def test_a_ttl_below_one_second_is_422_and_leaves_no_command_behind(
+    fleet: FleetService,
+    bus: Bus,
+    pool: asyncpg.Pool,
+    authorizer: Authorizer,
+    http: aiohttp.ClientSession,
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    for ttl in (0.0003, 0.5):
+        status, problem = await api.call(
+            "POST",
+            f"/v1/mowers/{mower_id}/commands",
+            {"command": {"kind": "pause_mow"}, "ttl_s": ttl},
+        )
+        assert (status, problem["field"]) == (422, "ttl_s"), problem
+    rows = await pool.fetchval(
+        "SELECT count(*) FROM fleet_commands WHERE mower_id = $1", uuid.UUID(mower_id)
+    )
+    assert rows == 0
+    assert await commands_on_bus(bus, mower_id) == []
+
+
+async def test_a_result_with_a_nul_character_does_not_hold_back_the_others(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+    path = f"/v1/mowers/{mower_id}/commands"
+    ids = []
+    for _ in range(2):
+        status, body = await api.call("POST", path, {"command": {"kind": "pause_mow"}})
+        assert status == 202
+        ids.append(uuid.UUID(body["command_id"]))
+    poisoned, good = (
+        CommandResult(
+            command_id=command_id,
+            mower_id=uuid.UUID(mower_id),
+            status="failed",
+            at=datetime.now(UTC),
+            reason=reason,
+        )
+        for command_id, reason in zip(ids, ["jam\u0000med", "blade jammed"], strict=True)
+    )
+    # Published together, so that they are very likely recorded in one batch.
+    acks = [
+        await bus.publish_nowait(result_subject(r.mower_id), encode(r), msg_id=r.msg_id)
+        for r in (poisoned, good)
+    ]
+    await asyncio.gather(*acks)
+    for _ in range(100):
+        status, found = await api.call("GET", f"{path}/{good.command_id}")
+        if found["statuses"]:
+            break
+        await asyncio.sleep(0.05)
+    assert [s["reason"] for s in found["statuses"]] == ["blade jammed"]
+    status, found = await api.call("GET", f"{path}/{poisoned.command_id}")
+    assert (status, found["statuses"]) == (200, [])
+    for _ in range(100):  # terminated, not redelivered for ever
+        info = await bus.js.consumer_info("COMMANDS", RECORDER_DURABLE)
+        if info.num_ack_pending == 0 and info.num_pending == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert (info.num_ack_pending, info.num_pending) == (0, 0)

@@ -12,34 +12,37 @@ import pytest
 from contracts.v1 import Connection, MowerRegistration, decode_event
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.fleet.errors import MowerExistsError
-from mowdeck.fleet.outbox import OutboxRelay
+from mowdeck.fleet.outbox import OutboxRelay, bus_publisher
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.postgres import PostgresMowerRepository
 from mowdeck.fleet.registry import outbox_event
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, BusError
 
 
 class Crash(BaseException):
     """The process dies here (not an ``Exception``: nothing may handle it)."""
 
 
-def bus_publisher(bus: Bus, *, crash_after: bool = False):
-    async def publish(events: list[OutboxEvent]) -> None:
+def one_by_one(bus: Bus, *, crash_after: bool = False):
+    async def publish(events: list[OutboxEvent]) -> dict[uuid.UUID, str]:
         for e in events:
             await bus.publish(e.subject, e.body, msg_id=str(e.event_id))
         if crash_after:
             raise Crash
+        return {}
 
     return publish
 
 
-async def register(repo: PostgresMowerRepository, name: str = "M") -> MowerRegistration:
+async def register(
+    repo: PostgresMowerRepository, name: str = "M", **options: object
+) -> MowerRegistration:
     now = datetime.now(UTC)
     reg = MowerRegistration(
         mower_id=uuid.uuid4(),
         account_id=uuid.uuid4(),
         name=name,
-        connection=Connection(kind="simulator"),
+        connection=Connection(kind="simulator", options=options),
     )
     await repo.add(MowerRecord(reg, now, now), outbox_event("mower.registered", reg, now=now))
     return reg
@@ -73,7 +76,7 @@ async def test_a_crash_between_commit_and_publish_still_publishes(
     reg = await register(repo)  # committed; the process "dies" before any relay ran
     assert await stream_events(bus) == []
     assert (await repo.outbox_stats()).pending == 1
-    assert await OutboxRelay(repo, bus_publisher(bus)).drain() == 1  # the next start
+    assert await OutboxRelay(repo, one_by_one(bus)).drain() == 1  # the next start
     assert [name for _, name in await stream_events(bus)] == [reg.name]
     assert (await repo.outbox_stats()).pending == 0
 
@@ -83,9 +86,9 @@ async def test_a_crash_after_publishing_but_before_marking_is_deduplicated(
 ) -> None:
     await register(repo, "A")
     with pytest.raises(Crash):
-        await OutboxRelay(repo, bus_publisher(bus, crash_after=True)).relay_once()
+        await OutboxRelay(repo, one_by_one(bus, crash_after=True)).relay_once()
     assert (await repo.outbox_stats()).pending == 1  # still owed: it was never marked
-    assert await OutboxRelay(repo, bus_publisher(bus)).drain() == 1
+    assert await OutboxRelay(repo, one_by_one(bus)).drain() == 1
     published = await stream_events(bus)
     assert [name for _, name in published] == ["A"]  # JetStream dropped the re-publish
 
@@ -104,7 +107,7 @@ async def test_replicas_publish_each_event_once_and_in_commit_order(
     names = [f"m{i:03d}" for i in range(120)]
     for name in names:
         await register(repo, name)
-    relays = [OutboxRelay(repo, bus_publisher(bus), batch=7, poll_seconds=0.05) for _ in range(3)]
+    relays = [OutboxRelay(repo, one_by_one(bus), batch=7, poll_seconds=0.05) for _ in range(3)]
     for relay in relays:
         relay.start()
     try:
@@ -118,3 +121,51 @@ async def test_replicas_publish_each_event_once_and_in_commit_order(
     published = await stream_events(bus)
     assert [name for _, name in published] == names
     assert len({msg_id for msg_id, _ in published}) == len(names)
+
+
+async def test_an_event_larger_than_the_bus_takes_is_set_aside_and_later_ones_published(
+    repo: PostgresMowerRepository, bus: Bus, pool: asyncpg.Pool
+) -> None:
+    # Registered before options were bounded: its event exceeds NATS's 1 MB max_payload.
+    await register(repo, "A")
+    huge = await register(repo, "Huge", blob="x" * (bus.nc.max_payload + 1))
+    await register(repo, "C")
+    relay = OutboxRelay(repo, bus_publisher(bus))
+    assert await asyncio.wait_for(relay.drain(), timeout=10) == 3
+    assert [name for _, name in await stream_events(bus)] == ["A", "C"]
+    stats = await repo.outbox_stats()
+    assert (stats.pending, stats.set_aside) == (0, 1)
+    row = await pool.fetchrow(
+        "SELECT failed_at, error, published_at FROM fleet_outbox"
+        " WHERE convert_from(body, 'UTF8')::jsonb #>> '{payload,mower_id}' = $1",
+        str(huge.mower_id),
+    )
+    assert row["failed_at"] is not None
+    assert row["published_at"] is None
+    assert "max_payload" in row["error"]
+    # Later events of any account still go out.
+    await register(repo, "D")
+    assert await relay.drain() == 1
+    assert [name for _, name in await stream_events(bus)] == ["A", "C", "D"]
+
+
+async def test_a_lost_ack_fails_the_round_and_frees_the_claim(
+    repo: PostgresMowerRepository, bus: Bus
+) -> None:
+    await register(repo, "A")
+    # No stream takes event.> any more, but someone listens: no ack, and no "no responders".
+    await bus.js.delete_stream("EVENTS")
+    listener = await bus.nc.subscribe("event.>")
+    try:
+        relay = OutboxRelay(repo, bus_publisher(bus, ack_timeout=0.3))
+        with pytest.raises(BusError):
+            await asyncio.wait_for(relay.relay_once(), timeout=5)
+        # The claim, its row locks and the relay lock were released with the transaction.
+        async with repo.claim_outbox(10) as claim:
+            assert claim is not None
+            assert len(claim.events) == 1
+    finally:
+        await listener.unsubscribe()
+    await bus.ensure_streams()
+    assert await relay.drain() == 1
+    assert [name for _, name in await stream_events(bus)] == ["A"]

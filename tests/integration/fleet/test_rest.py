@@ -11,6 +11,7 @@ from contracts.v1 import decode_event
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.authz import Authorizer, grant_tuples
 from mowdeck.fleet import FleetService
+from mowdeck.fleet.registry import MAX_OPTIONS_BYTES
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api
 
@@ -166,3 +167,54 @@ async def test_metrics_count_requests_by_route_and_status(
         text = await r.text()
     series = 'method="GET",route="/v1/mowers/{mower_id}",status="404"'
     assert f"mowdeck_fleet_http_requests_total{{{series}}} 1.0" in text
+
+
+async def test_oversized_connection_options_are_422_at_register_and_patch(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    big = {"kind": "simulator", "options": {"blob": "x" * (MAX_OPTIONS_BYTES + 1)}}
+    status, problem = await api.call("POST", "/v1/mowers", {"name": "M", "connection": big})
+    assert (status, problem["field"]) == (422, "connection.options")
+    assert problem["detail"].startswith("`connection.options`")
+    assert str(MAX_OPTIONS_BYTES) in problem["detail"]
+    status, mower = await api.call(
+        "POST", "/v1/mowers", {"name": "M", "connection": {"kind": "simulator"}}
+    )
+    assert status == 201
+    path = f"/v1/mowers/{mower['mower_id']}"
+    status, problem = await api.call("PATCH", path, {"connection": big})
+    assert (status, problem["field"]) == (422, "connection.options")
+    assert (await api.call("GET", path))[1]["connection"] == {"kind": "simulator", "options": {}}
+    await events(bus, 1)
+    assert (await bus.js.stream_info("EVENTS")).state.messages == 1  # only the good one
+
+
+async def test_a_deeply_nested_body_is_400_not_500(
+    fleet: FleetService, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    json_header = {"Content-Type": "application/json"}
+    nested = b"[" * 5000 + b"]" * 5000
+    bodies = [
+        b'{"name": "M", "connection": {"kind": "simulator"}, "x": ' + nested + b"}",
+        b'{"name": "M", "connection": {"kind": "simulator", "options": {"a": ' + nested + b"}}}",
+    ]
+    for raw in bodies:
+        status, problem = await api.call("POST", "/v1/mowers", raw=raw, headers=json_header)
+        assert (status, problem["type"].rsplit("/", 1)[-1]) == (400, "bad-request")
+    _, mower = await api.call("POST", "/v1/mowers", {"name": "M", "connection": {"kind": "mqtt"}})
+    path = f"/v1/mowers/{mower['mower_id']}"
+    for method, target in (("PATCH", path), ("POST", f"{path}/commands")):
+        status, _ = await api.call(
+            method, target, raw=b'{"x": ' + nested + b"}", headers=json_header
+        )
+        assert status == 400
+    # Options that decode but nest deeper than any adapter needs are refused by name.
+    deep: dict[str, object] = {}
+    for _ in range(100):
+        deep = {"a": deep}
+    status, problem = await api.call(
+        "POST", "/v1/mowers", {"name": "M", "connection": {"kind": "simulator", "options": deep}}
+    )
+    assert (status, problem["field"]) == (422, "connection.options")

@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from contracts.v1 import CommandResult, Connection, MowerRegistration
-from mowdeck.fleet.errors import MowerExistsError, MowerNotFoundError, VersionConflictError
+from mowdeck.fleet.errors import (
+    MowerExistsError,
+    MowerNotFoundError,
+    UnstorableError,
+    VersionConflictError,
+)
 from mowdeck.fleet.ports import CommandRecord, MowerRecord, PruneCutoffs
 from mowdeck.fleet.registry import outbox_event
 
@@ -133,6 +138,47 @@ async def test_contract_command_log_is_idempotent_and_ordered(command_log: Any) 
     found, statuses = await command_log.lookup(command_id)
     assert found == record
     assert [s.status for s in statuses] == ["accepted", "executed"]
+
+
+async def test_contract_a_result_the_store_refuses_is_unstorable_and_fails_its_batch(
+    command_log: Any,
+) -> None:
+    mower = uuid.uuid4()
+    good, bad = (
+        CommandResult(
+            command_id=uuid.uuid4(), mower_id=mower, status="failed", at=NOW, reason=reason
+        )
+        for reason in ("blade jammed", "jam\u0000med")
+    )
+    with pytest.raises(UnstorableError):
+        await command_log.record([], [good, bad])
+    assert await command_log.lookup(good.command_id) == (None, [])  # nothing of the batch
+    await command_log.record([], [good])
+    assert [s.reason for s in (await command_log.lookup(good.command_id))[1]] == ["blade jammed"]
+
+
+async def test_contract_events_set_aside_are_kept_but_never_claimed_again(repo: Any) -> None:
+    regs = [_reg(f"s{i}") for i in range(3)]
+    for reg in regs:
+        await _add(repo, reg)
+    async with repo.claim_outbox(10) as claim:
+        first, poison, last = claim.events
+        claim.published.extend([first.event_id, last.event_id])
+        claim.failed[poison.event_id] = "larger than the bus's max_payload"
+    stats = await repo.outbox_stats()
+    assert (stats.pending, stats.oldest, stats.set_aside) == (0, None, 1)
+    async with repo.claim_outbox(10) as claim:
+        assert claim.events == []
+
+    async def crash() -> None:
+        async with repo.claim_outbox(10) as claim:
+            claim.failed.update({e.event_id: "x" for e in claim.events})
+            raise RuntimeError("crash before marking")
+
+    await _add(repo, _reg("s3"))
+    with pytest.raises(RuntimeError):
+        await crash()
+    assert (await repo.outbox_stats()).pending == 1  # nothing set aside on a crash
 
 
 async def test_contract_pruning_deletes_old_published_events_and_old_commands_only(

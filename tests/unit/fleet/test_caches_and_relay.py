@@ -183,10 +183,11 @@ async def test_the_relay_publishes_in_order_and_retries_what_failed() -> None:
     sent: list[OutboxEvent] = []
     fail = True
 
-    async def publish(events: list[OutboxEvent]) -> None:
+    async def publish(events: list[OutboxEvent]) -> dict[uuid.UUID, str]:
         if fail:
             raise ConnectionError("bus down")
         sent.extend(events)
+        return {}
 
     relay = OutboxRelay(repo, publish, batch=2, poll_seconds=0.01)
     relay.start()

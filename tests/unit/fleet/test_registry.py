@@ -10,6 +10,8 @@ import pytest
 from contracts.v1 import Connection, MowerListRequest, MowerRegistration, decode_event
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.registry import (
+    MAX_OPTIONS_BYTES,
+    MAX_OPTIONS_DEPTH,
     CommandRequest,
     PatchRequest,
     RegisterRequest,
@@ -77,6 +79,80 @@ def test_decode_body_names_the_field(body: bytes, model: type, field: str) -> No
     assert err.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("body", "model"),
+    [
+        (b'{"name": "M", "tags": ' + b"[" * 5000 + b"]" * 5000 + b"}", RegisterRequest),
+        (
+            b'{"name": "M", "connection": {"kind": "simulator", "options": {"a": '
+            + b"[" * 3000
+            + b"]" * 3000
+            + b"}}}",
+            RegisterRequest,
+        ),
+        (b'{"x": ' + b"{" * 100_000, PatchRequest),
+        (
+            b'{"command": {"kind": "pause_mow"}, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            CommandRequest,
+        ),
+    ],
+    ids=[
+        "nested-unknown-register-field",
+        "nested-options",
+        "unclosed-objects",
+        "nested-unknown-command-field",
+    ],
+)
+def test_a_deeply_nested_body_is_a_bad_request_not_a_crash(body: bytes, model: type) -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        decode_body(body, model)
+    assert err.value.field == ""  # answered 400, like malformed JSON
+
+
+def _options(size: int = 0, depth: int = 1) -> Connection:
+    options: dict[str, object] = {"blob": "x" * size}
+    for _ in range(depth - 1):
+        options = {"nested": options}
+    return Connection(kind="simulator", options=options)
+
+
+@pytest.mark.parametrize(
+    ("connection", "refused"),
+    [
+        (_options(MAX_OPTIONS_BYTES - len('{"blob":""}')), False),
+        (_options(MAX_OPTIONS_BYTES - len('{"blob":""}') + 1), True),
+        (_options(depth=MAX_OPTIONS_DEPTH), False),
+        (_options(depth=MAX_OPTIONS_DEPTH + 1), True),
+        (_options(depth=5000), True),
+    ],
+    ids=["at-size-limit", "one-byte-over", "at-depth-limit", "one-level-deeper", "very-deep"],
+)
+def test_connection_options_are_bounded_at_register_and_patch(
+    connection: Connection, refused: bool
+) -> None:
+    register = RegisterRequest(name="M", connection=connection)
+    patch = PatchRequest(connection=connection)
+    for change in (
+        lambda: new_registration(register, REG.account_id, KINDS),
+        lambda: apply_patch(REG, patch, KINDS),
+    ):
+        if not refused:
+            assert change().connection == connection
+            continue
+        with pytest.raises(InvalidRequestError) as err:
+            change()
+        assert err.value.field == "connection.options"
+        assert err.value.detail.startswith("`connection.options`")
+
+
+def test_the_size_limit_is_named_in_the_refusal() -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        new_registration(
+            RegisterRequest(name="M", connection=_options(20_000)), REG.account_id, KINDS
+        )
+    assert f"at most {MAX_OPTIONS_BYTES} bytes" in err.value.detail
+
+
 def test_decode_body_accepts_good_bodies_and_ignores_unknown_fields() -> None:
     req = decode_body(
         b'{"command": {"kind": "manual_drive", "linear_mps": 0.5, "angular_rps": 0}, "x": 1}',
@@ -114,29 +190,35 @@ def test_an_empty_patch_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("requested", "expected"),
-    [(None, 30.0), (5.0, 5.0), (300.0, 300.0)],
-    ids=["default", "given", "at-maximum"],
+    [(None, 30.0), (5.0, 5.0), (300.0, 300.0), (1.0, 1.0)],
+    ids=["default", "given", "at-maximum", "at-minimum"],
 )
 def test_command_ttl(requested: float | None, expected: float) -> None:
     assert command_ttl(requested, default=30, maximum=300) == timedelta(seconds=expected)
 
 
-def test_command_ttl_over_the_maximum_is_refused() -> None:
+@pytest.mark.parametrize(
+    "requested", [301, 0.0003, 0.999], ids=["over-maximum", "tiny", "under-1s"]
+)
+def test_command_ttl_outside_the_limits_is_refused(requested: float) -> None:
     with pytest.raises(InvalidRequestError) as err:
-        command_ttl(301, default=30, maximum=300)
+        command_ttl(requested, default=30, maximum=300)
     assert err.value.field == "ttl_s"
 
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [(None, 0.0), ("", 0.0), ("2.5", 2.5), ("60", 60.0)],
-    ids=["absent", "empty", "fraction", "maximum"],
+    [(None, 0.0), ("", 0.0), ("2.5", 2.5), ("60", 60.0), ("0", 0.0), (".5", 0.5), ("5.", 5.0)],
+    ids=["absent", "empty", "fraction", "maximum", "zero", "leading-point", "trailing-point"],
 )
 def test_parse_wait(raw: str | None, expected: float) -> None:
     assert parse_wait(raw, maximum=60) == expected
 
 
-@pytest.mark.parametrize("raw", ["soon", "-1", "61", "nan", "inf"])
+@pytest.mark.parametrize(
+    "raw",
+    ["soon", "-1", "61", "nan", "inf", "1_0", "1e1", " 1", "1 ", "+1", "0x10", "\u0663", "."],
+)
 def test_parse_wait_refuses(raw: str) -> None:
     with pytest.raises(InvalidRequestError) as err:
         parse_wait(raw, maximum=60)

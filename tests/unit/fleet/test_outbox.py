@@ -1,0 +1,120 @@
+"""The relay's publisher on a fake bus (size limit, refusals, lost acks) and setting aside."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from nats.js.errors import APIError, ServiceUnavailableError
+from prometheus_client import CollectorRegistry
+
+from contracts.v1 import Connection, MowerRegistration
+from mowdeck.fleet.memory import InMemoryMowerRepository
+from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
+from mowdeck.fleet.ports import MowerRecord, OutboxEvent
+from mowdeck.fleet.registry import outbox_event
+from mowdeck.kit.bus import BusError
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+MAX_PAYLOAD = 4096
+
+
+class FakeNc:
+    max_payload = MAX_PAYLOAD
+
+
+class FakeBus:
+    """Records publishes; each ack is settled by ``answer`` (None: never)."""
+
+    def __init__(self, answer: Any = True) -> None:
+        self.nc = FakeNc()
+        self.answer = answer
+        self.sent: list[str] = []
+        self.acks: list[asyncio.Future[Any]] = []
+
+    async def publish_nowait(
+        self, subject: str, data: bytes, *, msg_id: str
+    ) -> asyncio.Future[Any]:
+        self.sent.append(msg_id)
+        ack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        outcome = self.answer(msg_id) if callable(self.answer) else self.answer
+        if isinstance(outcome, BaseException):
+            ack.set_exception(outcome)
+        elif outcome is not None:
+            ack.set_result(object())
+        self.acks.append(ack)
+        return ack
+
+
+def event(size: int = 100) -> OutboxEvent:
+    return OutboxEvent(uuid.uuid4(), "event.mower.registered", b"x" * size, NOW)
+
+
+async def test_an_event_larger_than_the_max_payload_is_refused_without_being_sent() -> None:
+    bus = FakeBus()
+    small, big, header_eaten = event(), event(MAX_PAYLOAD + 1), event(MAX_PAYLOAD - 10)
+    refused = await bus_publisher(bus)([small, big, header_eaten])  # type: ignore[arg-type]
+    assert set(refused) == {big.event_id, header_eaten.event_id}
+    assert "max_payload" in refused[big.event_id]
+    assert bus.sent == [str(small.event_id)]
+
+
+async def test_jetstream_refusing_a_message_for_its_size_is_final_other_errors_retry() -> None:
+    too_large = APIError(code=400, err_code=10054, description="message size exceeds maximum")
+    first, second = event(), event()
+    bus = FakeBus(lambda msg_id: too_large if msg_id == str(first.event_id) else True)
+    refused = await bus_publisher(bus)([first, second])  # type: ignore[arg-type]
+    assert list(refused) == [first.event_id]
+
+    down = FakeBus(ServiceUnavailableError(code=503, description="JetStream not ready"))
+    with pytest.raises(BusError):
+        await bus_publisher(down)([event()])  # type: ignore[arg-type]
+
+
+async def test_acks_that_never_come_fail_the_round_after_the_timeout_and_are_released() -> None:
+    bus = FakeBus(answer=None)
+    publish = bus_publisher(bus, ack_timeout=0.2)  # type: ignore[arg-type]
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(BusError):
+        await asyncio.wait_for(publish([event(), event()]), timeout=3)
+    assert 0.2 <= asyncio.get_running_loop().time() - started < 1.0
+    assert all(ack.cancelled() for ack in bus.acks)  # nats-py's pending slots are freed
+
+
+async def _registered(repo: InMemoryMowerRepository, names: str) -> list[OutboxEvent]:
+    found = []
+    for name in names:
+        reg = MowerRegistration(
+            mower_id=uuid.uuid4(),
+            account_id=uuid.uuid4(),
+            name=name,
+            connection=Connection(kind="simulator"),
+        )
+        row = outbox_event("mower.registered", reg, now=NOW)
+        await repo.add(MowerRecord(reg, NOW, NOW), row)
+        found.append(row)
+    return found
+
+
+async def test_an_event_that_can_never_be_published_is_set_aside_and_the_rest_go_on() -> None:
+    repo = InMemoryMowerRepository()
+    a, poison, c = await _registered(repo, "abc")
+    sent: list[uuid.UUID] = []
+
+    async def publish(events: list[OutboxEvent]) -> dict[uuid.UUID, str]:
+        sent.extend(e.event_id for e in events if e.event_id != poison.event_id)
+        return {poison.event_id: "too large"}
+
+    registry = CollectorRegistry()
+    relay = OutboxRelay(repo, publish, batch=2, metrics=OutboxMetrics(registry))
+    assert await relay.drain() == 3
+    assert sent == [a.event_id, c.event_id]
+    stats = await repo.outbox_stats()
+    assert (stats.pending, stats.set_aside) == (0, 1)
+    assert repo.failed == {poison.event_id: "too large"}
+    assert registry.get_sample_value("mowdeck_fleet_outbox_unpublishable_total") == 1
+    assert registry.get_sample_value("mowdeck_fleet_outbox_published_total") == 2
+    assert await relay.drain() == 0  # never claimed again
