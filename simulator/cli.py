@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import signal
 import sys
 import uuid
@@ -15,23 +16,50 @@ import msgspec
 import structlog
 
 from contracts.v1 import MowerRegistration
+from mowdeck.errors import MowdeckError
 from mowdeck.kit.collector import freeze_long_lived, set_young_threshold
 from mowdeck.kit.logging import configure_logging
 from simulator.fleet import FleetConfig
 from simulator.server import SimulatorServer
 
-__all__ = ["configure", "register", "run"]
+__all__ = ["SimulatorStartError", "configure", "register", "run"]
 
 log = structlog.get_logger("simulator")
 _REGISTER_CONCURRENCY = 16
 _GC_YOUNG_THRESHOLD = 20_000
+_MAX_PORT = 65535
+
+
+class SimulatorStartError(MowdeckError):
+    """The simulator could not start: the address cannot be listened on, a file not written."""
 
 
 def _listen(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError("expected HOST:PORT")
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    if int(port) > _MAX_PORT:
+        raise argparse.ArgumentTypeError(f"port must be 0 to {_MAX_PORT}, got {port}")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _positive(value: str) -> float:
+    """A finite number above zero (not ``0``, ``-1``, ``nan`` or ``inf``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not math.isfinite(number) or number <= 0.0:
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {value!r}")
+    return number
+
+
+def _output_file(value: str) -> Path:
+    """A file path whose folder exists (the file itself is written later)."""
+    path = Path(value)
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist")
+    return path
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -46,18 +74,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--public-host", help="host put into the mowers' URLs (default: listen)")
     parser.add_argument("--account", type=uuid.UUID, help="account id of every mower")
-    parser.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second")
+    parser.add_argument("--speed", type=_positive, default=1.0, help="simulated seconds per second")
     parser.add_argument("--seed", type=int, help="make ids and behaviour reproducible")
     parser.add_argument(
         "--report-interval",
-        type=float,
+        type=_positive,
         default=1.0,
         help="simulated seconds between periodic states",
     )
     parser.add_argument("--autostart", action="store_true", help="start mowing at once")
     parser.add_argument(
         "--bootstrap-file",
-        type=Path,
+        type=_output_file,
         help="write the registrations as JSON (MOWDECK_BOOTSTRAP_MOWERS format)",
     )
     parser.add_argument(
@@ -70,7 +98,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Serve the mowers until SIGINT or SIGTERM."""
+    """Serve the mowers until SIGINT or SIGTERM.
+
+    Raises ``SimulatorStartError`` (a ``MowdeckError``) when the address cannot be
+    listened on or the bootstrap file cannot be written.
+    """
     configure_logging(args.log_level)
     host, port = args.listen
     config = FleetConfig(
@@ -83,7 +115,11 @@ async def run(args: argparse.Namespace) -> int:
     )
     stop = _stop_on_signals()
     server = SimulatorServer(config, host=host, port=port, public_host=args.public_host)
-    await server.start()
+    try:
+        await server.start()
+    except OSError as err:  # unknown host, port in use, no permission
+        await server.stop()
+        raise SimulatorStartError(f"cannot listen on {host}:{port}: {_why(err)}") from err
     # The mowers live as long as the process: keep full collections from walking them,
     # and let the frames and commands in flight die young (see mowdeck.kit.collector).
     freeze_long_lived("mowers built")
@@ -91,7 +127,12 @@ async def run(args: argparse.Namespace) -> int:
     try:
         regs = server.registrations()
         if args.bootstrap_file is not None:
-            args.bootstrap_file.write_bytes(msgspec.json.encode(regs))
+            try:
+                args.bootstrap_file.write_bytes(msgspec.json.encode(regs))
+            except OSError as err:
+                raise SimulatorStartError(
+                    f"cannot write {str(args.bootstrap_file)!r}: {_why(err)}"
+                ) from err
         if args.register:
             failed = await register(args.register, regs, token=args.token)
             if failed:
@@ -108,6 +149,10 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         await server.stop()
     return 0
+
+
+def _why(err: OSError) -> str:
+    return err.strerror or str(err)
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -158,5 +203,10 @@ async def register(base_url: str, regs: list[MowerRegistration], *, token: str |
 if __name__ == "__main__":  # python -m simulator.cli ...
     _parser = argparse.ArgumentParser(prog="python -m simulator.cli")
     configure(_parser)
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         sys.exit(asyncio.run(run(_parser.parse_args())))
+    except MowdeckError as _err:
+        print(f"{_parser.prog}: {_err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import math
 import random
 import uuid
 from datetime import UTC, datetime
@@ -39,6 +40,13 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
     name_prefix: str = "sim"
     autostart: bool = False  # every mower starts a mowing job at once
     params: Params = msgspec.field(default_factory=Params)
+
+    def __post_init__(self) -> None:
+        # Zero or NaN would make the ticker spin without yielding (see ``tick``).
+        for name in ("speed", "report_interval"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0.0:
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
 class Link(Protocol):

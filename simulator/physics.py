@@ -94,6 +94,11 @@ def _advance(b: Body, h: float, now: float, p: Params, g: Garden) -> Body:
         nxt = "returning" if b.activity in ("leaving", "mowing") else b.activity
         b = _replace(b, job="none", job_ends_at=None, activity=nxt)
     if b.activity in MOVING and b.stuck:
+        if b.activity == "manual" and now >= b.manual_until:
+            # The dead-man stops the wheels whether or not they grip: idle, not stuck.
+            return _replace(
+                b, activity="idle", manual_linear=0.0, manual_angular=0.0, stuck_since=None
+            )
         return _stuck(b, h, now, p)
     motion = _MOTION.get(b.activity)
     # idle, paused, stopped, error, offline: nothing moves

@@ -30,6 +30,9 @@ FIRMWARE = "mowdeck-sim/1"
 # States are skipped, not queued, once this much is unsent: the latest state wins.
 _WRITE_BUFFER_LIMIT = 32 * 1024
 _PREEMPTED = "preempted by emergency_stop"
+_EXPIRED_ON_ARRIVAL = "expired before it reached the mower"
+_EXPIRED_WAITING = "expired while waiting to be carried out"
+_LINK_LOST = "link lost before the command ran"
 
 
 class MowerSession:
@@ -44,7 +47,8 @@ class MowerSession:
         self.transport = request.transport
         self.fleet = fleet
         self.i = i
-        self._queue: deque[tuple[CommandFrame, CommandRecord]] = deque()
+        # Commands waiting under a latency fault, each with the loop time it is due at.
+        self._queue: deque[tuple[CommandFrame, CommandRecord, float]] = deque()
         self._worker: asyncio.Task[None] | None = None
         self._epoch = 0  # bumped by an emergency stop: commands waiting before it are void
 
@@ -66,7 +70,8 @@ class MowerSession:
         await self.send(encode_frame(frame))
 
     async def drop(self, reason: str) -> None:
-        """Close the WebSocket from the mower's side."""
+        """Close the WebSocket from the mower's side; commands still waiting fail."""
+        self._abandon()
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.ws.close(code=4001, message=reason.encode()[:120])
 
@@ -80,8 +85,21 @@ class MowerSession:
                 if msg.type in (web.WSMsgType.TEXT, web.WSMsgType.BINARY):
                     await self.on_frame(msg.data)
         finally:
-            if self._worker is not None:
-                self._worker.cancel()
+            self._abandon()
+
+    def _abandon(self) -> None:
+        """Stop handling commands: those still waiting fail, so each id has one outcome.
+
+        The link is gone, so the outcome is only recorded; a resend of the same
+        ``command_id`` on a later link is answered with it like any repeated id.
+        """
+        if self._worker is not None:
+            self._worker.cancel()
+        waiting = list(self._queue)
+        self._queue.clear()
+        now = datetime.now(UTC)
+        for _, rec, _ in waiting:
+            _settle(rec, _LINK_LOST, now)
 
     async def on_frame(self, data: bytes | str) -> None:
         """Handle one frame from the gateway."""
@@ -105,12 +123,14 @@ class MowerSession:
         if m.transport.reject:
             await self._answer(rec, "rejected by the mower (fault injected)")
         elif frame.expires_at is not None and frame.expires_at <= received:
-            await self._answer(rec, "expired before it reached the mower")
+            await self._answer(rec, _EXPIRED_ON_ARRIVAL)
         elif isinstance(frame.command, EmergencyStop):
             await self._emergency_stop(frame, rec)
         elif m.transport.latency_ms or self._queue:
             # Ordinary commands keep their order behind a slow one; an e-stop does not.
-            self._queue.append((frame, rec))
+            # Each is due its own latency after it arrived, not after the one before it.
+            due = asyncio.get_running_loop().time() + m.transport.latency_ms / 1000.0
+            self._queue.append((frame, rec, due))
             if self._worker is None or self._worker.done():
                 self._worker = asyncio.create_task(self._drain())
         else:
@@ -120,17 +140,26 @@ class MowerSession:
         self._epoch += 1
         waiting = list(self._queue)
         self._queue.clear()
+        # Settled before anything is awaited, so a link lost meanwhile leaves none pending.
+        preempted = datetime.now(UTC)
+        for _, earlier, _ in waiting:
+            _settle(earlier, _PREEMPTED, preempted)
         await self._execute(frame, rec)
-        for _, earlier in waiting:
-            await self._answer(earlier, _PREEMPTED)
+        for _, earlier, _ in waiting:
+            await self._send_frame(_outcome(earlier))
 
     async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._queue:
             epoch = self._epoch
-            await asyncio.sleep(self.fleet.mowers[self.i].transport.latency_ms / 1000.0)
+            due = self._queue[0][2]
+            await asyncio.sleep(max(0.0, due - loop.time()))
             if epoch != self._epoch or not self._queue:
                 continue  # an emergency stop answered the waiting commands meanwhile
-            frame, rec = self._queue.popleft()
+            frame, rec, _ = self._queue.popleft()
+            if frame.expires_at is not None and frame.expires_at <= datetime.now(UTC):
+                await self._answer(rec, _EXPIRED_WAITING)
+                continue
             await self._execute(frame, rec)
 
     async def _execute(self, frame: CommandFrame, rec: CommandRecord) -> None:
@@ -139,10 +168,15 @@ class MowerSession:
         await self.fleet.report(self.i)
 
     async def _answer(self, rec: CommandRecord, reason: str | None) -> None:
-        rec.status = "executed" if reason is None else "failed"
-        rec.reason = reason
-        rec.answered_at = datetime.now(UTC)
+        _settle(rec, reason, datetime.now(UTC))
         await self._send_frame(_outcome(rec))
+
+
+def _settle(rec: CommandRecord, reason: str | None, at: datetime) -> None:
+    """Give ``rec`` its one final outcome: executed without a reason, failed with one."""
+    rec.status = "executed" if reason is None else "failed"
+    rec.reason = reason
+    rec.answered_at = at
 
 
 def _outcome(rec: CommandRecord) -> OutcomeFrame:

@@ -6,6 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -255,3 +256,89 @@ async def test_a_newer_connection_replaces_the_older(
     second = await connect(mower_id)
     await eventually(first.closed.is_set)
     assert (await answered(second, await second.command("pause_mow"))).status == "failed"
+
+
+@pytest.mark.parametrize("how", ["link-loss-fault", "gateway-closes"])
+async def test_commands_waiting_when_the_link_drops_fail_and_a_resend_gets_that(
+    sim: SimulatorServer, connect: Connect, how: str
+) -> None:
+    mower_id = first_id(sim)
+    m = sim.fleet.mower(mower_id)
+    client = await connect(mower_id)
+    await eventually(lambda: bool(client.of(StateFrame)))
+    await sim.inject(mower_id, LatencyFault(ms=800))
+    speed = m.body.speed_mps
+    cid = await client.command("set_speed", speed_mps=1.3)
+    await eventually(lambda: m.commands is not None and m.commands[-1].command_id == cid)
+    if how == "link-loss-fault":
+        await sim.inject(mower_id, LinkLossFault(seconds=0.2))
+        await eventually(client.closed.is_set)
+    else:
+        await client.close()
+    log = m.commands
+    assert log is not None
+    await eventually(lambda: log[-1].status != "pending")
+    assert (log[-1].status, log[-1].reason) == ("failed", "link lost before the command ran")
+
+    again = await connect_after(connect, mower_id, timeout=3.0)
+    await again.send(
+        {
+            "type": "command",
+            "v": 1,
+            "command_id": str(cid),
+            "command": {"kind": "set_speed", "speed_mps": 1.3},
+        }
+    )
+    result = await answered(again, cid, timeout=2.0)
+    assert (result.status, result.reason) == ("failed", "link lost before the command ran")
+    # Past its delay it still has not run, and the resend did not run it either.
+    t0 = time.monotonic()
+    await eventually(lambda: time.monotonic() - t0 > 1.0)
+    assert m.body.speed_mps == speed
+    assert [r.command_id for r in log].count(cid) == 1
+
+
+async def test_a_command_that_expires_while_delayed_fails_and_does_not_run(
+    sim: SimulatorServer, connect: Connect
+) -> None:
+    mower_id = first_id(sim)
+    m = sim.fleet.mower(mower_id)
+    client = await connect(mower_id)
+    await sim.inject(mower_id, LatencyFault(ms=600))
+    speed = m.body.speed_mps
+    cid = uuid.uuid4()
+    expires = datetime.now(UTC) + timedelta(seconds=0.2)
+    await client.send(
+        {
+            "type": "command",
+            "v": 1,
+            "command_id": str(cid),
+            "command": {"kind": "set_speed", "speed_mps": 1.3},
+            "expires_at": expires.isoformat().replace("+00:00", "Z"),
+        }
+    )
+    result = await answered(client, cid)
+    assert (result.status, result.reason) == ("failed", "expired while waiting to be carried out")
+    assert result.at > expires
+    assert m.body.speed_mps == speed
+
+
+async def test_latency_counts_from_each_commands_arrival_not_the_previous_outcome(
+    sim: SimulatorServer, connect: Connect
+) -> None:
+    mower_id = first_id(sim)
+    client = await connect(mower_id)
+    await sim.inject(mower_id, LatencyFault(ms=800))
+    t0 = time.monotonic()
+    first = await client.command("set_speed", speed_mps=0.6)
+    await asyncio.sleep(0.1)
+    second = await client.command("set_blade_height", height_mm=50)
+    await answered(client, first)
+    t_first = time.monotonic() - t0
+    await answered(client, second)
+    t_second = time.monotonic() - t0
+    assert t_first >= 0.8
+    # Due 0.8 s after it arrived at 0.1 s: about 0.9 s, not 0.8 + 0.8 = 1.6 s.
+    assert 0.9 <= t_second < 1.3
+    order = [f.command_id for f in client.of(OutcomeFrame)]
+    assert order.index(first) < order.index(second)

@@ -146,3 +146,58 @@ async def test_cli_writes_the_bootstrap_file(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 10) == 0
+
+
+async def sim_cli(*argv: str) -> tuple[int, str]:
+    """Run ``mowdeck sim`` until it exits; its exit code and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mowdeck.cli",
+        "sim",
+        "--mowers",
+        "1",
+        "--log-level",
+        "warning",
+        *argv,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        # 192.0.2.0/24 is reserved for documentation: no machine has that address.
+        (["--listen", "192.0.2.1:8090"], "mowdeck sim: cannot listen on 192.0.2.1:8090"),
+        (["--listen", "127.0.0.1:0", "--bootstrap-file", "."], "mowdeck sim: cannot write '.'"),
+        (["--listen", "127.0.0.1:99999"], "port must be 0 to 65535"),
+        (["--report-interval", "0"], "expected a positive finite number"),
+    ],
+    ids=["host-not-here", "bootstrap-is-a-folder", "port-out-of-range", "zero-interval"],
+)
+async def test_cli_start_problems_are_one_line_errors(argv: list[str], says: str) -> None:
+    code, err = await sim_cli(*argv)
+    assert code == 2
+    assert says in err
+    assert "Traceback" not in err
+
+
+async def test_cli_port_in_use_is_a_one_line_error() -> None:
+    taken = SimulatorServer(FleetConfig(mowers=1))
+    await taken.start()
+    try:
+        code, err = await sim_cli("--listen", f"127.0.0.1:{taken.port}")
+    finally:
+        await taken.stop()
+    assert code == 2
+    assert err.startswith(f"mowdeck sim: cannot listen on 127.0.0.1:{taken.port}")
+    assert len(err.strip().splitlines()) == 1

@@ -145,6 +145,21 @@ def test_stuck_freezes_position_then_errors() -> None:
     assert (b.activity, b.error_code, b.x) == ("error", "stuck", 1.0)
 
 
+def test_dead_man_stops_a_stuck_manual_drive_instead_of_erroring() -> None:
+    b, _ = apply_command(
+        body(activity="idle", x=5.0, y=2.0, stuck=True),
+        ManualDrive(linear_mps=0.5, angular_rps=0.0, ttl_ms=1000),
+        0.0,
+        P,
+    )
+    b = run(b, 0.5)
+    assert (b.activity, b.x) == ("manual", 5.0)  # wheels spin, position stays
+    b = run(b, 1.0, start=0.5)
+    assert (b.activity, b.manual_linear, b.stuck_since) == ("idle", 0.0, None)
+    b = run(b, P.stuck_error_after + 5.0, start=1.5)
+    assert (b.activity, b.error_code) == ("idle", None)
+
+
 MOWING = body(activity="mowing", job="active", x=1.0, y=0.125)
 STOPPED = body(activity="stopped", job="held", x=1.0, y=0.125)
 ERROR = body(activity="error", error_code="lifted", x=1.0, y=0.125)
