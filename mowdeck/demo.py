@@ -13,7 +13,7 @@ import os
 import secrets
 import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -23,6 +23,7 @@ import structlog
 from mowdeck.authn import TokenIssuer, load_auth_settings
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
+from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
 from mowdeck.gateway.service import GatewayService
@@ -37,7 +38,7 @@ from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
 from simulator.cli import register
 
-__all__ = ["Demo", "configure", "run"]
+__all__ = ["Demo", "DemoError", "configure", "run"]
 
 log = structlog.get_logger("mowdeck.demo")
 
@@ -84,17 +85,19 @@ def _port(base: int, offset: int) -> int:
 async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
     """Start everything; stop it all and remove what was started on exit."""
     async with contextlib.AsyncExitStack() as stack:
+        # Each server's removal is registered before its start: a start that fails or is
+        # interrupted half way still leaves no process and no temp folder behind.
         nats_url = os.environ.get("MOWDECK_NATS_URL")
         if not nats_url:
             nats = EmbeddedNats()
-            nats.start()
             stack.callback(nats.close)
+            nats.start()
             nats_url = nats.url
         database_url = os.environ.get("MOWDECK_DATABASE_URL")
         if not database_url:
             pg = EmbeddedPostgres()
-            await asyncio.to_thread(pg.start)
             stack.callback(pg.close)
+            await _in_thread(pg.start)
             database_url = pg.url
         env = {
             "MOWDECK_NATS_URL": nats_url,
@@ -152,7 +155,11 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             host=args.host,
             port=_port(args.port, 10),
         )
-        services: list[Service] = await start_all([fleet, telemetry, gateway, _Sim(sim)])
+        try:
+            services: list[Service] = await start_all([fleet, telemetry, gateway, _Sim(sim)])
+        except OSError as err:
+            # Mostly a port in use: say which, without a traceback.
+            raise DemoError(f"cannot start the services: {err.strerror or err}") from err
         stack.push_async_callback(stop_all, services, timeout=30.0)
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
@@ -166,6 +173,24 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             mowers=[r.mower_id for r in sim.registrations()],
             services=services,
         )
+
+
+class DemoError(MowdeckError):
+    """The demo could not start."""
+
+
+async def _in_thread(func: Callable[[], None]) -> None:
+    """Run blocking ``func`` in a thread; when cancelled, let it finish before re-raising.
+
+    A thread cannot be interrupted: returning at once would run the cleanup beside it.
+    """
+    task = asyncio.ensure_future(asyncio.to_thread(func))
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
 
 
 class _Sim:
@@ -221,11 +246,35 @@ async def run(args: argparse.Namespace) -> int:
     )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    started = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with running_demo(args) as demo:
-        print(banner(demo), flush=True)
-        await stop.wait()
-        print("stopping...", flush=True)
+    try:
+        # The start can wait long (NATS or PostgreSQL not reachable yet): a signal meanwhile
+        # cancels it, and what had started is stopped and removed again.
+        serving = asyncio.ensure_future(_serve(args, stop, started))
+        signalled = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({serving, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signalled.cancel()
+        if not serving.done() and not started.is_set():
+            print("stopping while starting...", flush=True)
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        else:
+            await serving
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     print("stopped.", flush=True)
     return 0
+
+
+async def _serve(args: argparse.Namespace, stop: asyncio.Event, started: asyncio.Event) -> None:
+    async with running_demo(args) as demo:
+        print(banner(demo), flush=True)
+        started.set()
+        await stop.wait()
+        print("stopping...", flush=True)

@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+import structlog
 
 from mowdeck.kit.bus import Bus
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests that run a command in-process configure logging as the process would.
+
+    That configuration must not outlive the test: its handler writes to the test's
+    captured stderr (closed afterwards), and loggers cached on first use would keep it
+    for good, out of reach of ``structlog.testing.capture_logs`` in later tests.
+    """
+    configure = structlog.configure
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+
+    def uncached(**kwargs: Any) -> None:
+        configure(**{**kwargs, "cache_logger_on_first_use": False})
+
+    monkeypatch.setattr(structlog, "configure", uncached)
+    yield
+    configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,12 @@ def run(args: argparse.Namespace) -> int:
     """Print a token for ``--user`` in ``--account``."""
     if args.ttl <= 0:
         raise SystemExit("mowdeck token: --ttl must be positive")
+    if not args.user:
+        raise SystemExit("mowdeck token: --user must not be empty")
     issuer = TokenIssuer(load_auth_settings())
-    print(issuer.mint(args.user, args.account, args.ttl))
+    try:
+        token = issuer.mint(args.user, args.account, args.ttl)
+    except ValueError as err:
+        raise SystemExit(f"mowdeck token: {err}") from err
+    print(token)
     return 0

@@ -11,6 +11,7 @@ from mowdeck.authz._ports import Authorizer
 from mowdeck.authz._settings import build_authorizer, load_authz_settings
 from mowdeck.authz._tuples import AuthzError, AuthzUnavailableError, account_object, group_object
 from mowdeck.authz.roles import ROLES, grant_tuples, revoke_tuples
+from mowdeck.kit.migrate import redact_dsn
 from mowdeck.kit.settings import BaseSettings, load_settings
 
 
@@ -58,8 +59,9 @@ async def run(args: argparse.Namespace) -> int:
         database_url = load_settings(BaseSettings).database_url
         try:
             pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
-        except (OSError, asyncpg.PostgresError) as err:
-            raise AuthzUnavailableError(f"cannot reach {database_url}: {err}") from err
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as err:
+            # A malformed URL lands here too (asyncpg's ClientConfigurationError).
+            raise AuthzUnavailableError(f"cannot reach {redact_dsn(database_url)}: {err}") from err
     try:
         authorizer = build_authorizer(settings, pool)
         try:

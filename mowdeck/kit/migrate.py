@@ -13,7 +13,7 @@ import structlog
 
 from mowdeck.errors import MowdeckError
 
-__all__ = ["Migration", "MigrationError", "discover", "migrate", "sql_root"]
+__all__ = ["Migration", "MigrationError", "discover", "migrate", "redact_dsn", "sql_root"]
 
 log = structlog.get_logger("mowdeck.migrate")
 
@@ -60,8 +60,10 @@ def sql_root() -> Path:
 
 def discover(root: Path, services: list[str] | None = None) -> list[Migration]:
     """The migrations under ``root``, by service then version; refuses gaps and strays."""
+    if not root.is_dir():
+        raise MigrationError(f"no migrations: {root} is not a folder (set MOWDECK_SQL_DIR)")
     found: list[Migration] = []
-    dirs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    dirs = sorted(p for p in root.iterdir() if p.is_dir())
     for service_dir in dirs:
         if services is not None and service_dir.name not in services:
             continue
@@ -79,12 +81,14 @@ def discover(root: Path, services: list[str] | None = None) -> list[Migration]:
         missing = set(services) - {m.service for m in found}
         if missing:
             raise MigrationError(f"no migrations for {', '.join(sorted(missing))} under {root}")
+    elif not found:
+        raise MigrationError(f"no migrations under {root}")
     return found
 
 
 async def migrate(dsn: str, migrations: list[Migration]) -> list[Migration]:
     """Apply what is not applied yet; returns the migrations applied now."""
-    conn: asyncpg.Connection = await asyncpg.connect(dsn)
+    conn = await _connect(dsn)
     applied_now: list[Migration] = []
     try:
         await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
@@ -131,3 +135,16 @@ async def migrate(dsn: str, migrations: list[Migration]) -> list[Migration]:
     finally:
         await conn.close()
     return applied_now
+
+
+async def _connect(dsn: str) -> asyncpg.Connection:
+    """Connect, or a ``MigrationError`` naming the server (never the password)."""
+    try:
+        return await asyncpg.connect(dsn)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as err:
+        raise MigrationError(f"cannot connect to {redact_dsn(dsn)}: {err}") from err
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with its password masked, for messages."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)

@@ -89,3 +89,20 @@ def test_unmigrated_database_is_reported(
         assert "authz_tuples" in capsys.readouterr().err
     finally:
         drop_database(empty)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgres-nonsense://x", "postgresql://postgres:secret@127.0.0.1:5432:99/x"],
+    ids=["scheme", "port"],
+)
+def test_a_bad_database_url_is_reported(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MOWDECK_DATABASE_URL", url)
+    monkeypatch.delenv("MOWDECK_AUTHZ", raising=False)
+    assert grant("--user", "x", "--role", "admin") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mowdeck grant: cannot reach ")
+    assert "Traceback" not in err
+    assert "secret" not in err

@@ -8,6 +8,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from mowdeck.cli import main
 from mowdeck.kit.migrate import MigrationError, discover, migrate
 
 
@@ -83,3 +84,65 @@ def test_discover_refuses_bad_layouts(tmp_path: Path, files: dict[str, str], mes
         _write(tmp_path, "zeta", name, sql)
     with pytest.raises(MigrationError, match=message):
         discover(tmp_path)
+
+
+def test_a_missing_root_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(MigrationError, match="is not a folder"):
+        discover(tmp_path / "nowhere")
+
+
+def test_a_root_without_migrations_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(MigrationError, match="no migrations under"):
+        discover(tmp_path)
+
+
+def test_a_service_without_a_folder_is_an_error(tmp_path: Path) -> None:
+    _write(tmp_path, "eta", "0001_init.sql", "")
+    with pytest.raises(MigrationError, match="no migrations for ghost"):
+        discover(tmp_path, ["eta", "ghost"])
+
+
+@pytest.mark.parametrize(
+    ("dsn", "message"),
+    [
+        ("postgresql://postgres:secret@127.0.0.1:1/x", "Connect call failed"),
+        ("postgres-nonsense://x", "invalid DSN"),
+    ],
+    ids=["unreachable", "bad-url"],
+)
+async def test_a_server_that_cannot_be_reached_is_a_migration_error(dsn: str, message: str) -> None:
+    with pytest.raises(MigrationError, match="cannot connect to") as caught:
+        await migrate(dsn, [])
+    assert message in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+async def test_a_missing_database_is_a_migration_error(database_url: str) -> None:
+    missing = database_url.rsplit("/", 1)[0] + "/mowdeck_no_such_database"
+    with pytest.raises(MigrationError, match='database "mowdeck_no_such_database" does not'):
+        await migrate(missing, [])
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MOWDECK_SQL_DIR": "/nonexistent/sql"}, "/nonexistent/sql is not a folder"),
+        ({"MOWDECK_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/x"}, "cannot connect to"),
+        ({"MOWDECK_DATABASE_URL": "not a url"}, "cannot connect to not a url"),
+    ],
+    ids=["no-sql-folder", "unreachable", "bad-url"],
+)
+def test_the_command_reports_in_one_line(
+    env: dict[str, str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["migrate"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("mowdeck migrate: ")
+    assert message in captured.err
+    assert "Traceback" not in captured.err
+    assert "applied" not in captured.out

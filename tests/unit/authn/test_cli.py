@@ -34,3 +34,12 @@ def test_token_command_without_a_key_fails(
         monkeypatch.delenv(name, raising=False)
     assert main(["token", "--account", str(ACCOUNT), "--user", "olga"]) == 2
     assert "no signing key" in capsys.readouterr().err
+
+
+def test_token_command_refuses_an_empty_user(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MOWDECK_JWT_SECRET", SECRET)
+    with pytest.raises(SystemExit, match="mowdeck token: --user must not be empty"):
+        main(["token", "--account", str(ACCOUNT), "--user", ""])
+    assert capsys.readouterr().out == ""
