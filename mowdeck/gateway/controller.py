@@ -24,6 +24,9 @@ from contracts.v1 import (
     ManualDrive,
     MowerRegistration,
     MowerState,
+    ResumeMow,
+    ReturnToDock,
+    StartMow,
 )
 
 __all__ = [
@@ -41,6 +44,8 @@ __all__ = [
 ]
 
 PREEMPTED = "preempted by emergency_stop"
+# Commands that take a mower out of manual drive once it executed them.
+_LEAVES_DRIVE = (StartMow, ResumeMow, ReturnToDock)
 SEEN_LIMIT = 1024  # command ids remembered per mower; redeliveries come within ack_wait
 
 
@@ -219,6 +224,16 @@ class Controller:
             return effects
         if self._in_flight is not None and self._in_flight.command_id == cid:
             self._in_flight = None
+            if (
+                self._driving
+                and status == "executed"
+                and isinstance(envelope.command, _LEAVES_DRIVE)
+            ):
+                # The mower left manual drive (to mow or to dock): the session's timer must
+                # not stop it later. Anything else (a blade height, a failed dock) leaves the
+                # session, and the gateway's dead-man, as they were.
+                self._driving = False
+                self._drive_token += 1
             effects += self._next(now)
         return effects
 
@@ -236,11 +251,6 @@ class Controller:
                 effects.append(SendToDevice(env))
                 if isinstance(env.command, ManualDrive):
                     effects.append(self._arm_drive(env.command.ttl_ms))
-                elif self._driving:
-                    # Any other command takes the mower out of manual drive; the session's
-                    # timer must not end it later (it would undo a dock or a start).
-                    self._driving = False
-                    self._drive_token += 1
         return effects
 
     def _arm_drive(self, ttl_ms: int) -> ScheduleDriveCheck:
@@ -349,6 +359,10 @@ def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
     """
     if "\x00" in reason:
         reason = reason.replace("\x00", "\ufffd")
+    if not reason.isascii():
+        # A lone surrogate (from a device's bytes decoded with surrogateescape) cannot be
+        # encoded at all: it would stop the publisher.
+        reason = reason.encode("utf-8", "replace").decode("utf-8")
     if len(reason) > limit:
         reason = reason[: limit - 1] + "\u2026"
     return reason

@@ -39,6 +39,8 @@ _debug = logging.getLogger("mowdeck.gateway")
 
 Tell = Callable[[uuid.UUID, object], None]
 
+# Decisions that would answer or run a command again if it was admitted before.
+_ANSWERED_HERE = (Rejected, Expired, Admitted)
 REMEMBER_AFTER_EXPIRY_S = 300.0
 REMEMBER_LIMIT = 100_000
 
@@ -131,7 +133,7 @@ class CommandIntake:
         """Refuse new deliveries and give back what was not admitted yet."""
         self.closing = True
         while self._normal:
-            await self._normal.popleft().nak()  # the next owner of this shard runs it
+            await self._refuse_while_closing(self._normal.popleft())  # the next owner runs it
 
     async def stop(self) -> None:
         """Stop the admitting task (after ``release`` and the results are out)."""
@@ -247,10 +249,13 @@ class CommandIntake:
         now = datetime.now(UTC)
         decision = self._decide(msg, now)
         if (
-            isinstance(decision, Rejected | Expired)
+            isinstance(decision, _ANSWERED_HERE)
             and decision.envelope.command_id in self.admitted
+            and not (isinstance(decision, Admitted) and decision.envelope.is_emergency)
         ):
-            # Admitted before (its ack was lost): its results are out or on their way.
+            # Admitted before (its ack was lost): its results are out or on their way, and
+            # its controller may have restarted since, with no memory of it. The stream
+            # copy of a stop still goes on: it sets the controller's boundary.
             self._metrics.duplicates.inc()
             await msg.ack()
             return

@@ -213,6 +213,9 @@ class GatewayService:
                 deliver_policy=api.DeliverPolicy.NEW,
             ),
             self.intake.on_command,
+            # The intake settles what arrives while closing: it acks the stream copy of a
+            # stop the emergency lane already sent, which the next owner would send again.
+            settles_while_closing=True,
         )
         await self._consumer.start()
         self._watch()

@@ -138,10 +138,20 @@ class Consumer:
     nak'd at once so they are redelivered to whoever runs next.
     """
 
-    def __init__(self, bus: Bus, spec: ConsumerSpec, on_message: Callable[[Msg], Awaitable[Any]]):
+    def __init__(
+        self,
+        bus: Bus,
+        spec: ConsumerSpec,
+        on_message: Callable[[Msg], Awaitable[Any]],
+        *,
+        settles_while_closing: bool = False,
+    ):
+        """``settles_while_closing``: deliveries arriving after ``stop()`` began still go to
+        ``on_message``, which settles them itself (the default naks them)."""
         self._bus = bus
         self.spec = spec
         self._on_message = on_message
+        self._settles_while_closing = settles_while_closing
         self._sub: Any = None
         self._closing = False
 
@@ -194,7 +204,7 @@ class Consumer:
         log.info("consumer settings updated", consumer=spec.durable, **drift)
 
     async def _deliver(self, msg: Msg) -> None:
-        if self._closing:
+        if self._closing and not self._settles_while_closing:
             await msg.nak()
             return
         try:

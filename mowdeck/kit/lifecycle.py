@@ -28,12 +28,17 @@ class Service(Protocol):
 
 
 async def start_all(services: Sequence[Service]) -> list[Service]:
-    """Start services in order; on failure stop those already started and re-raise."""
+    """Start services in order; on failure stop those already started and re-raise.
+
+    The service whose start failed or was cancelled (a signal) is stopped too, first: a
+    start that got halfway may already have taken work (a gateway acknowledges commands
+    before its HTTP port is up), and its ``stop`` finishes what it took.
+    """
     started: list[Service] = []
     try:
         for service in services:
-            await service.start()
             started.append(service)
+            await service.start()
             log.info("service started", service=service.name)
     except BaseException:
         await stop_all(started, timeout=30.0)

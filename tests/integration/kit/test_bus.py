@@ -286,3 +286,29 @@ async def test_a_handler_whose_await_was_cancelled_does_not_end_the_subscription
         await consumer.stop()
     assert sorted(set(handled)) == sorted(e.command_id for e in sent)
     assert len(handled) == 3  # first (cancelled), second, first again
+
+
+async def test_a_consumer_that_settles_while_closing_gets_what_arrives_meanwhile(bus: Bus) -> None:
+    sent = [_command() for _ in range(4)]
+    for env in sent:
+        await bus.publish_command(env, now=datetime.now(UTC))
+    spec = ConsumerSpec(stream="COMMANDS", subject="command.mower.*", durable="t-settles")
+    entered, release = asyncio.Event(), asyncio.Event()
+    seen: list[uuid.UUID] = []
+
+    async def handler(msg: Msg) -> None:
+        seen.append(decode_command(msg.data).command_id)
+        entered.set()
+        await release.wait()
+        await msg.ack()  # the handler decides, also while the consumer stops
+
+    consumer = Consumer(bus, spec, handler, settles_while_closing=True)
+    await consumer.start()
+    await asyncio.wait_for(entered.wait(), 5)
+    stopping = asyncio.create_task(consumer.stop())
+    await asyncio.sleep(0.1)
+    release.set()
+    await asyncio.wait_for(stopping, 5)
+    assert sorted(seen) == sorted(e.command_id for e in sent)
+    info = await bus.js.consumer_info("COMMANDS", "t-settles")
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)

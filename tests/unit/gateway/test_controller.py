@@ -16,6 +16,7 @@ from contracts.v1 import (
     MowerState,
     PauseMow,
     ReturnToDock,
+    SetBladeHeight,
     StartMow,
     decode_result,
     encode,
@@ -154,17 +155,41 @@ def test_manual_drive_arms_the_dead_man_and_a_newer_drive_rearms_it() -> None:
     assert c.drive_check(check2.token) == []  # once
 
 
-def test_another_command_ends_the_drive_session_without_the_dead_man_undoing_it() -> None:
+def test_a_dock_that_executed_ends_the_drive_session_without_the_dead_man_undoing_it() -> None:
     c = Controller(REG)
     drive = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
     check = next(e for e in c.submit(drive, 1, T0) if isinstance(e, ScheduleDriveCheck))
     c.outcome(drive, "executed", None, T0)
     dock = cmd(ReturnToDock())
     assert sent(c.submit(dock, 2, T0)) == [dock.command_id]
+    c.outcome(dock, "executed", None, T0)
     # The drive's ttl passes while the mower docks: nothing may stop it.
     assert c.drive_check(check.token) == []
     # And closing later has no drive session to end.
     assert EndDrive(MOWER) not in c.close(T0, "gateway shutting down")
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        (SetBladeHeight(height_mm=30), "executed"),
+        (ReturnToDock(), "failed"),
+        (PauseMow(), "rejected"),
+    ],
+    ids=["blade-height", "failed-dock", "rejected-pause"],
+)
+def test_a_command_that_does_not_leave_manual_drive_keeps_the_dead_man(
+    command: object, status: str
+) -> None:
+    # The mower keeps its last velocity; only the gateway's timer may be left to stop it.
+    c = Controller(REG)
+    drive = cmd(ManualDrive(linear_mps=1.0, angular_rps=0, ttl_ms=400))
+    check = next(e for e in c.submit(drive, 1, T0) if isinstance(e, ScheduleDriveCheck))
+    c.outcome(drive, "executed", None, T0)
+    other = cmd(command)
+    assert sent(c.submit(other, 2, T0)) == [other.command_id]
+    c.outcome(other, status, None, T0)  # type: ignore[arg-type]
+    assert c.drive_check(check.token) == [EndDrive(MOWER)]
 
 
 def test_a_command_that_is_not_sent_leaves_the_drive_session_running() -> None:

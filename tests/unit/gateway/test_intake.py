@@ -219,3 +219,41 @@ def test_admitted_commands_are_forgotten_after_expiry_and_beyond_the_limit() -> 
         memory.add(env, later)
     assert len(memory) == 3
     assert fresh.command_id not in memory  # the oldest went first
+
+
+async def test_an_admitted_command_redelivered_in_time_does_not_reach_its_controller_again() -> (
+    None
+):
+    # Its controller may have restarted since, with no memory of the id: it would run twice.
+    it, told, _, metrics = intake()
+    env = envelope()
+    await it._admit(delivery(env))
+    again = delivery(env, num_delivered=2)
+    await it._admit(again)
+    assert again.settled == ["ack"]
+    assert [type(m) for m in told] == [Submit]
+    assert metrics.duplicates._value.get() == 1
+
+
+async def test_the_stream_copy_of_a_stop_still_reaches_its_controller() -> None:
+    # The copy sets the controller's boundary between commands before and after the stop.
+    it, told, _, _ = intake()
+    it._loop = asyncio.get_running_loop()
+    stop = envelope(EmergencyStop(reason="test"))
+    it._send_stop(stop, 0.0)
+    copy = delivery(stop, sequence=9)
+    await it._admit(copy)
+    assert copy.settled == ["ack"]
+    assert [(type(m), m.sequence) for m in told] == [(EmergencySubmit, None), (EmergencySubmit, 9)]
+
+
+async def test_release_acks_queued_redeliveries_of_admitted_commands_and_gives_back_the_rest() -> (
+    None
+):
+    it, _, _, _ = intake()
+    admitted, fresh = envelope(), envelope()
+    await it._admit(delivery(admitted))
+    queued_again, queued_new = delivery(admitted, num_delivered=2), delivery(fresh)
+    it._normal.extend([queued_again, queued_new])
+    await it.release()
+    assert (queued_again.settled, queued_new.settled) == (["ack"], ["nak"])
