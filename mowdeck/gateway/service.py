@@ -126,6 +126,7 @@ class GatewayService:
         self._tasks: list[asyncio.Task[None]] = []
         self._tells: list[tuple[str, pykka.ActorRef[Any], object]] = []
         self._retells: set[asyncio.Task[None]] = set()
+        self._held: dict[str, list[object]] = {}
         self._tells_scheduled = False
         self._names = MowerNames()
         self._lane: EmergencyLane | None = None
@@ -320,8 +321,14 @@ class GatewayService:
         """
         assert self._supervisor is not None
         key = self._names.key(mower_id)
+        held = self._held.get(key)
+        if held is not None:
+            held.append(message)  # behind what waits for the restarted controller
+            return
         ref = self._supervisor.get(key)
         if ref is None:
+            if key in self._supervisor:  # restarting after a failure: keep it for the next
+                self._hold(key, message)
             return
         if is_emergency(message):
             self._tell_one(key, ref, message)
@@ -338,28 +345,44 @@ class GatewayService:
             self._tell_one(key, ref, message)
 
     def _tell_one(self, key: str, ref: pykka.ActorRef[Any], message: object) -> None:
+        held = self._held.get(key)
+        if held is not None:
+            held.append(message)
+            return
         try:
             ref.tell(message)
         except pykka.ActorDeadError:
             # The controller failed since it was looked up; the supervisor restarts it.
-            # The message goes to the restarted one (an admitted command must still get
-            # its result), and the other mowers' messages of this turn are not held up.
-            task = asyncio.get_running_loop().create_task(self._retell(key, message))
+            self._hold(key, message)
+
+    def _hold(self, key: str, message: object) -> None:
+        # Messages for a controller being restarted wait, in order, for the restarted one
+        # (an admitted command must still get its result); the other mowers' messages are
+        # not held up.
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = []
+            task = asyncio.get_running_loop().create_task(self._deliver_held(key))
             self._retells.add(task)
             task.add_done_callback(self._retells.discard)
+        held.append(message)
 
-    async def _retell(self, key: str, message: object) -> None:
+    async def _deliver_held(self, key: str) -> None:
         assert self._supervisor is not None
         try:
             ref = await self._supervisor.get_or_start(key)
-            ref.tell(message)
         except Exception as err:
+            dropped = self._held.pop(key, [])
             log.error(
-                "controller unavailable; message dropped",
+                "controller unavailable; messages dropped",
                 mower=key,
-                message=type(message).__name__,
+                messages=len(dropped),
                 error=repr(err),
             )
+            return
+        messages = self._held.pop(key, [])  # with whatever arrived while it restarted
+        for message in messages:
+            self._tell_one(key, ref, message)
 
     async def apply(self, registration: MowerRegistration) -> None:
         """Add or update a mower of this shard."""
@@ -430,6 +453,8 @@ class GatewayService:
         assert self._supervisor is not None
         assert self._bridge is not None
         self._flush_tells()
+        if self._retells:  # messages waiting for a restarted controller go first
+            await asyncio.wait(set(self._retells), timeout=10.0)
         refs = [self._supervisor.get(str(m)) for m in self.registry]
         await asyncio.gather(
             *(self._bridge.ask(r, Heartbeat(), timeout=5.0) for r in refs if r is not None),

@@ -380,3 +380,26 @@ async def test_healthz_fails_when_a_part_the_shard_needs_has_died(
             async with http.get("/healthz") as r:
                 assert r.status == 503
                 assert (await r.json())["failed"] == ["admission"]
+
+
+async def test_commands_for_a_controller_being_restarted_wait_for_it_in_order(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server
+) -> None:  # type: ignore[no-untyped-def]
+    # A controller that failed (a bug) is restarted after a backoff; what is admitted for
+    # its mower meanwhile must reach the restarted one, in order, not be dropped.
+    mowers = sim.registrations()
+    mower = mowers[0]
+    async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
+        await wait_connected(gw, len(mowers))
+        key = str(mower.mower_id)
+        gw.tell(mower.mower_id, object())  # an unknown message: the controller fails
+        await eventually(lambda: gw._supervisor.get(key) is None, timeout=5)
+        assert key in gw._supervisor  # restart pending
+        first = command(mower, SetBladeHeight(height_mm=41))
+        second = command(mower, SetBladeHeight(height_mm=42))
+        gw.tell(mower.mower_id, Submit(first, 100))
+        gw.tell(mower.mower_id, Submit(second, 101))
+        assert (await results.wait_final(first.command_id)).status == "executed"
+        assert (await results.wait_final(second.command_id)).status == "executed"
+        ran = [c for c, _, _ in received(sim, mower.mower_id)]
+        assert ran.index(first.command_id) < ran.index(second.command_id)
