@@ -139,7 +139,7 @@ class Controller:
         """An admitted ordinary command (``admitted_at``: see ``PublishResult``)."""
         if self._remember(envelope.command_id):
             return []
-        effects: list[Effect] = [_accepted(envelope, now, admitted_at)]
+        effects: list[Effect] = [result_effect(envelope, "accepted", now, admitted_at=admitted_at)]
         if self._preempted(sequence, now):
             effects.append(result_effect(envelope, "rejected", now, PREEMPTED))
             return effects
@@ -173,7 +173,7 @@ class Controller:
                 self._estop_sequence = max(self._estop_sequence, sequence)
                 self._fast_stops.pop(cid, None)
             return []
-        effects: list[Effect] = [_accepted(envelope, now, admitted_at)]
+        effects: list[Effect] = [result_effect(envelope, "accepted", now, admitted_at=admitted_at)]
         if sequence is None:
             self._fast_stops[cid] = envelope.expires_at
         else:
@@ -334,7 +334,12 @@ REASON_MAX = 1000  # CommandResult.reason's limit in the v1 contract
 
 
 def result_effect(
-    envelope: CommandEnvelope, status: CommandStatus, now: datetime, reason: str | None = None
+    envelope: CommandEnvelope,
+    status: CommandStatus,
+    now: datetime,
+    reason: str | None = None,
+    *,
+    admitted_at: float | None = None,
 ) -> PublishResult:
     """The effect that publishes one status transition of ``envelope``."""
     return PublishResult(
@@ -344,7 +349,8 @@ def result_effect(
             status=status,
             at=now,
             reason=None if reason is None else clean_reason(reason),
-        )
+        ),
+        admitted_at,
     )
 
 
@@ -366,8 +372,3 @@ def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
     if len(reason) > limit:
         reason = reason[: limit - 1] + "\u2026"
     return reason
-
-
-def _accepted(envelope: CommandEnvelope, now: datetime, admitted_at: float | None) -> PublishResult:
-    effect = result_effect(envelope, "accepted", now)
-    return PublishResult(effect.result, admitted_at)

@@ -125,7 +125,7 @@ class GatewayService:
         self.intake: CommandIntake | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._tells: list[tuple[str, pykka.ActorRef[Any], object]] = []
-        self._retells: set[asyncio.Task[None]] = set()
+        self._held_deliveries: set[asyncio.Task[None]] = set()
         self._held: dict[str, list[object]] = {}
         self._tells_scheduled = False
         self._names = MowerNames()
@@ -246,7 +246,7 @@ class GatewayService:
         watch("admission", task_alive(lambda: intake.task))
         watch("results publisher", task_alive(lambda: effects.publisher))
         heartbeats = next(t for t in self._tasks if t.get_name() == "heartbeats")
-        watch("heartbeats", lambda: not heartbeats.done())
+        watch("heartbeats", task_alive(lambda: heartbeats))
         watch("controller workers", lambda: self.dispatcher.workers_alive)
 
     @property
@@ -363,8 +363,8 @@ class GatewayService:
         if held is None:
             held = self._held[key] = []
             task = asyncio.get_running_loop().create_task(self._deliver_held(key))
-            self._retells.add(task)
-            task.add_done_callback(self._retells.discard)
+            self._held_deliveries.add(task)
+            task.add_done_callback(self._held_deliveries.discard)
         held.append(message)
 
     async def _deliver_held(self, key: str) -> None:
@@ -453,8 +453,8 @@ class GatewayService:
         assert self._supervisor is not None
         assert self._bridge is not None
         self._flush_tells()
-        if self._retells:  # messages waiting for a restarted controller go first
-            await asyncio.wait(set(self._retells), timeout=10.0)
+        if self._held_deliveries:  # messages waiting for a restarted controller go first
+            await asyncio.wait(set(self._held_deliveries), timeout=10.0)
         refs = [self._supervisor.get(str(m)) for m in self.registry]
         await asyncio.gather(
             *(self._bridge.ask(r, Heartbeat(), timeout=5.0) for r in refs if r is not None),

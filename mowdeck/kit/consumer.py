@@ -191,7 +191,9 @@ class Consumer:
             "max_ack_pending": spec.max_ack_pending,
             "max_deliver": spec.max_deliver,
         }
-        drift = {k: v for k, v in wanted.items() if getattr(current, k) != v}
+        # ack_wait travels in whole nanoseconds: a value such as 0.3 s comes back a hair
+        # smaller, and must not look changed (and be written again) at every start.
+        drift = {k: v for k, v in wanted.items() if abs((getattr(current, k) or 0) - v) > 1e-6}
         if not drift:
             return
         try:

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["BACKSLASH", "NUL_ESCAPE", "nul_field"]
+__all__ = ["may_hold_nul", "nul_field"]
 
 # JSON can carry a NUL character only as this escape (a raw control byte is malformed
 # JSON), so a payload without it needs no further look.

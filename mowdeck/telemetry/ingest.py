@@ -29,7 +29,7 @@ from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import mower_id_from_subject
 from mowdeck.kit.collector import freeze
-from mowdeck.kit.storable import BACKSLASH, NUL_ESCAPE, nul_field
+from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
 from mowdeck.telemetry.errors import StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
@@ -178,7 +178,6 @@ class StateBatcher:
         mowers: dict[uuid.UUID, _Mower] = {}
         rejected: list[tuple[Msg, str, str | None]] = []
         subjects = self._subjects
-        backslash, nul_escape = BACKSLASH, NUL_ESCAPE
         for msg in msgs:
             data = msg.data
             try:
@@ -191,7 +190,7 @@ class StateBatcher:
                 continue
             # PostgreSQL refuses a NUL character in text and jsonb, and would fail the whole
             # batch's commit. A byte search per state; the fields only when the escape is there.
-            if backslash in data and nul_escape in data and (nul := nul_field(state)) is not None:
+            if may_hold_nul(data) and (nul := nul_field(state)) is not None:
                 rejected.append((msg, "malformed", f"{nul} holds a NUL character (\\u0000)"))
                 continue
             if subject_mower != state.mower_id:
