@@ -179,7 +179,8 @@ class Consumer:
 
     async def _reconcile(self) -> None:
         # Binding to an existing durable takes the server's configuration as it is: a
-        # changed ack wait or limit in the code would never reach a deployed consumer.
+        # changed ack wait, limit or filter in the code would never reach a deployed
+        # consumer.
         spec = self.spec
         try:
             info = await self._bus.js.consumer_info(spec.stream, spec.durable)
@@ -193,7 +194,13 @@ class Consumer:
         }
         # ack_wait travels in whole nanoseconds: a value such as 0.3 s comes back a hair
         # smaller, and must not look changed (and be written again) at every start.
-        drift = {k: v for k, v in wanted.items() if abs((getattr(current, k) or 0) - v) > 1e-6}
+        drift: dict[str, Any] = {
+            k: v for k, v in wanted.items() if abs((getattr(current, k) or 0) - v) > 1e-6
+        }
+        # A durable created with another filter (the code chose a different one since)
+        # would refuse the subscription: JetStream lets the filter change in place.
+        if current.filter_subject != spec.subject and not current.filter_subjects:
+            drift["filter_subject"] = spec.subject
         if not drift:
             return
         try:

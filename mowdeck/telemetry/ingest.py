@@ -27,7 +27,7 @@ from pykka import ActorDeadError
 
 from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
-from contracts.v1.subjects import mower_id_from_subject
+from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
 from mowdeck.kit.collector import freeze
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
@@ -173,18 +173,44 @@ class StateBatcher:
         return WriteCounts() if prepared is None else await self._commit(prepared)
 
     async def _prepare(self, msgs: Sequence[Msg]) -> _Prepared | None:
-        self._metrics.states_received.inc(len(msgs))
         self._metrics.batch_size.observe(len(msgs))
+        mowers, rejected, foreign = self._sort(msgs)
+        self._metrics.states_received.inc(len(msgs) - len(foreign))
+        for msg, reason, detail in rejected:
+            await self._reject(msg, reason, detail)
+        if foreign:
+            # The consumer reads the whole stream (see service.py); these are not states.
+            self._metrics.foreign_subjects.inc(len(foreign))
+            await _settle_all(foreign, ack=True)
+        if not mowers:
+            return None
+        outcomes = await self._decide(mowers)
+        decided: dict[uuid.UUID, Outcome] = {}
+        for mower_id, outcome in outcomes.items():
+            if outcome is None:
+                await _settle_all(mowers.pop(mower_id).msgs, ack=False)
+            else:
+                decided[mower_id] = outcome
+        return _Prepared(mowers, decided) if mowers else None
+
+    def _sort(
+        self, msgs: Sequence[Msg]
+    ) -> tuple[dict[uuid.UUID, _Mower], list[tuple[Msg, str, str | None]], list[Msg]]:
+        """Group the states by mower; set aside the malformed and the foreign."""
         mowers: dict[uuid.UUID, _Mower] = {}
         rejected: list[tuple[Msg, str, str | None]] = []
         subjects = self._subjects
+        foreign: list[Msg] = []
         for msg in msgs:
             data = msg.data
             try:
-                state = decode_state(data)
                 subject_mower = subjects.get(msg.subject)
                 if subject_mower is None:
                     subject_mower = self._subject_mower(msg.subject)
+                    if subject_mower is None:
+                        foreign.append(msg)
+                        continue
+                state = decode_state(data)
             except ContractError as err:
                 rejected.append((msg, "malformed", str(err)))
                 continue
@@ -201,18 +227,7 @@ class StateBatcher:
                 entry = mowers[state.mower_id] = _Mower()
             entry.msgs.append(msg)
             entry.states.append(state)
-        for msg, reason, detail in rejected:
-            await self._reject(msg, reason, detail)
-        if not mowers:
-            return None
-        outcomes = await self._decide(mowers)
-        decided: dict[uuid.UUID, Outcome] = {}
-        for mower_id, outcome in outcomes.items():
-            if outcome is None:
-                await _settle_all(mowers.pop(mower_id).msgs, ack=False)
-            else:
-                decided[mower_id] = outcome
-        return _Prepared(mowers, decided) if mowers else None
+        return mowers, rejected, foreign
 
     async def _commit_or_nak(self, prepared: _Prepared) -> WriteCounts:
         # The pipeline must outlive any one batch: whatever escapes the commit is logged,
@@ -296,9 +311,12 @@ class StateBatcher:
         for msg in entry.msgs:
             await msg.term()
 
-    def _subject_mower(self, subject: str) -> uuid.UUID:
+    def _subject_mower(self, subject: str) -> uuid.UUID | None:
         # Parsing a UUID per message is a measurable share of the hot path; a mower keeps
         # its subject, so remember it (bounded: junk subjects cannot grow it forever).
+        # None: not a telemetry.mower.<token> subject at all.
+        if not subject.startswith(TELEMETRY_PREFIX) or "." in subject[len(TELEMETRY_PREFIX) :]:
+            return None
         mower_id = mower_id_from_subject(subject)
         if len(self._subjects) < _SUBJECT_CACHE:
             self._subjects[subject] = mower_id

@@ -26,6 +26,11 @@ class TelemetryMetrics:
             "Newer states with unchanged significant fields not written to history.",
             registry=registry,
         )
+        self.foreign_subjects = Counter(
+            p + "foreign_subjects",
+            "Messages on TELEMETRY subjects other than telemetry.mower.<id>, acknowledged unread.",
+            registry=registry,
+        )
         self.dropped = Counter(
             p + "dropped", "Messages dropped, by reason.", ["reason"], registry=registry
         )

@@ -44,7 +44,6 @@ from contracts.v1 import MowerState, Position, encode
 from contracts.v1.subjects import (
     MSG_ID_HEADER,
     TELEMETRY,
-    TELEMETRY_FILTER,
     telemetry_subject,
 )
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
@@ -60,7 +59,12 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.telemetry import sql
-from mowdeck.telemetry.service import STATES_DURABLE, TelemetryService, configure_gc
+from mowdeck.telemetry.service import (
+    STATES_DURABLE,
+    STATES_SUBJECT,
+    TelemetryService,
+    configure_gc,
+)
 from mowdeck.telemetry.settings import TelemetrySettings
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
@@ -262,7 +266,7 @@ async def naive(bus: Bus, pool: asyncpg.Pool, batch: list[MowerState]) -> float:
                 )
         await msg.ack()  # type: ignore[attr-defined]
 
-    spec = ConsumerSpec(stream=TELEMETRY.name, subject="telemetry.mower.*", durable="naive")
+    spec = ConsumerSpec(stream=TELEMETRY.name, subject=STATES_SUBJECT, durable="naive")
     consumer = Consumer(bus, spec, store)
     started = time.perf_counter()
     await consumer.start()
@@ -301,7 +305,7 @@ async def transport(bus: Bus, url: str, batch: list[MowerState]) -> float:
     )
     started = time.perf_counter()
     await consumer.js.subscribe(
-        TELEMETRY_FILTER,
+        STATES_SUBJECT,
         durable=durable,
         queue=durable,
         config=config,

@@ -256,6 +256,25 @@ async def test_a_changed_ack_wait_or_limit_reaches_an_existing_durable(bus: Bus)
         await again.stop()
 
 
+async def test_a_changed_filter_reaches_an_existing_durable(bus: Bus) -> None:
+    async def ignore(msg: Msg) -> None:
+        await msg.ack()
+
+    def spec(subject: str) -> ConsumerSpec:
+        return ConsumerSpec(stream="TELEMETRY", subject=subject, durable="t-refilter")
+
+    first = Consumer(bus, spec("telemetry.mower.*"), ignore)
+    await first.start()
+    await first.stop()
+    again = Consumer(bus, spec("telemetry.>"), ignore)
+    await again.start()  # nats-py refuses to bind a subject the durable does not filter
+    try:
+        info = await bus.js.consumer_info("TELEMETRY", "t-refilter")
+        assert info.config.filter_subject == "telemetry.>"
+    finally:
+        await again.stop()
+
+
 async def test_a_handler_whose_await_was_cancelled_does_not_end_the_subscription(
     bus: Bus,
 ) -> None:

@@ -156,6 +156,28 @@ async def test_drop_paths_terminate_without_redelivery(
     assert info.num_redelivered == 0
 
 
+async def test_other_telemetry_subjects_are_acknowledged_unread(
+    make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool
+) -> None:
+    # The states consumer reads the whole TELEMETRY stream (cheaper for JetStream than a
+    # narrower filter); whatever is not telemetry.mower.<id> is not a state of ours.
+    service = await make_service()
+    info = await bus.js.consumer_info("TELEMETRY", STATES_DURABLE)
+    assert info.config.filter_subject == "telemetry.>"
+    await bus.publish("telemetry.site.7", encode(state(0)), msg_id="site")
+    await bus.publish(f"telemetry.mower.{MOWER}.extra", encode(state(1)), msg_id="deeper")
+    await bus.publish("telemetry.mower.not-a-uuid", encode(state(2)), msg_id="bad-token")
+    await publish_states(bus, [state(3)])
+    await eventually(lambda: _settled(bus))
+    latest = await pool.fetch("SELECT observed_at FROM mower_latest")
+    assert [r[0] for r in latest] == [at(3)]
+    assert await _metric(service, "mowdeck_telemetry_foreign_subjects_total") == 2
+    assert await _metric(service, "mowdeck_telemetry_dropped_total", reason="malformed") == 1
+    assert await _metric(service, "mowdeck_telemetry_states_received_total") == 2
+    info = await bus.js.consumer_info("TELEMETRY", STATES_DURABLE)
+    assert info.num_redelivered == 0
+
+
 async def test_states_postgresql_cannot_store_are_terminated(
     make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool
 ) -> None:
