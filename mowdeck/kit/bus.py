@@ -26,6 +26,7 @@ from contracts.v1.subjects import (
     telemetry_subject,
 )
 from mowdeck.errors import MowdeckError
+from mowdeck.kit import wire
 
 __all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "stream_config"]
 
@@ -104,19 +105,21 @@ class Bus:
             if on_reconnect is not None:
                 await on_reconnect()
 
+        # nats-py annotates its timeouts as int; they are seconds and may be fractions.
+        options: dict[str, Any] = {
+            "name": name,
+            "connect_timeout": connect_timeout,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.5,
+            "allow_reconnect": True,
+            "error_cb": _error,
+            "disconnected_cb": _disconnected,
+            "reconnected_cb": _reconnected,
+            "pending_size": 64 * 1024 * 1024,
+        }
+        nc = wire.Client()  # nats-py's client with the lean delivery path (kit/wire.py)
         try:
-            nc = await nats.connect(
-                url,
-                name=name,
-                connect_timeout=connect_timeout,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.5,
-                allow_reconnect=True,
-                error_cb=_error,
-                disconnected_cb=_disconnected,
-                reconnected_cb=_reconnected,
-                pending_size=64 * 1024 * 1024,
-            )
+            await nc.connect(url, **options)
         except Exception as err:
             raise BusError(f"cannot connect to NATS at {url}: {err}") from err
         return cls(nc, name=name)

@@ -30,6 +30,7 @@ from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
 from mowdeck.kit.collector import freeze
 from mowdeck.kit.storable import may_hold_nul, nul_field
+from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
 from mowdeck.telemetry.errors import StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
@@ -281,18 +282,19 @@ class StateBatcher:
             ref = self._supervisor.get(self._key(mower_id))
             if ref is not None:
                 ref.tell(Adopt(memory))
+        acks: list[Msg] = []
         for mower_id, entry in mowers.items():
             dropped = drops.get(mower_id)
             if dropped is None:
-                for msg in entry.msgs:
-                    await msg.ack()
+                acks.extend(entry.msgs)
                 continue
             for i, msg in enumerate(entry.msgs):
                 if i in dropped:
                     self._drop(dropped[i], entry.states[i])
                     await msg.term()
                 else:
-                    await msg.ack()
+                    acks.append(msg)
+        await ack_all(acks)
         return counts
 
     async def _refuse(self, mowers: dict[uuid.UUID, _Mower], err: StoreRejectedError) -> None:

@@ -1,0 +1,173 @@
+"""A leaner NATS client for the hot path: delivered messages parsed, and acks written, in bulk.
+
+nats-py parses every delivered message with regular expressions and builds its header
+dict through a generic line parser; each ``msg.ack()`` is a publish of its own (subject
+validation, a command built by string formatting, a flush scheduled). At tens of
+thousands of JetStream deliveries a second that is about a third of a consuming
+service's CPU (docs/performance.md). ``Client`` keeps nats-py's behaviour and replaces
+only those steps:
+
+- ``FastParser`` reads ``MSG``/``HMSG`` control lines by splitting on whitespace instead
+  of trying regular expressions; every other operation (``PING``, ``INFO``, ``-ERR``, ...)
+  goes through nats-py's own parser, which shares its state.
+- Headers without an inline status (every message a service publishes) are parsed by a
+  direct equivalent of nats-py's line parser; status messages (flow control, heartbeats,
+  pull errors) take nats-py's path.
+- ``ack_all`` acknowledges many deliveries with one write: one ``PUB <reply> 0`` each,
+  exactly what ``msg.ack()`` sends.
+
+The overrides use nats-py internals (``Parser`` state, ``_send_command``,
+``_flush_pending``, ``Msg._ackd``); tests/unit/kit/test_wire.py holds them to nats-py's
+own parser and tests/integration/kit/test_wire.py to a real server, so an upgrade that
+changes them fails there, not in production.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from nats.aio import client as nats_client
+from nats.aio.msg import Msg
+from nats.errors import MsgAlreadyAckdError, NotJSMessageError, ProtocolError
+from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, Parser
+
+__all__ = ["Client", "FastParser", "ack_all", "parse_header_lines"]
+
+_CRLF = b"\r\n"
+_HDR_LINE = b"NATS/1.0"
+_HDR_START = len(_HDR_LINE) + len(_CRLF)
+_SPACE = re.compile(r"\s")  # what str.isspace() accepts, as nats-py checks header names
+_H = ord("H")
+_M = ord("M")
+_SPC = ord(" ")
+
+
+class FastParser(Parser):
+    """nats-py's protocol parser with a direct path for ``MSG`` and ``HMSG``."""
+
+    async def parse(self, data: bytes = b"") -> None:
+        """Parse ``data`` (appended to what is buffered) and dispatch every whole message."""
+        buf = self.buf
+        buf.extend(data)
+        nc = self.nc
+        while buf:
+            if self.state == AWAITING_CONTROL_LINE:
+                first = buf[0]
+                if first not in (_H, _M):
+                    await Parser.parse(self)  # PING, PONG, +OK, -ERR, INFO
+                    return
+                end = buf.find(_CRLF)
+                if end < 0:
+                    return  # the rest of the line is still on its way
+                self._control_line(buf[:end].split())
+                del buf[: end + 2]
+                self.state = AWAITING_MSG_PAYLOAD
+            needed = self.needed
+            if len(buf) < needed + 2:
+                return
+            header_needed = self.header_needed
+            if header_needed:
+                hdr: bytes | None = bytes(buf[:header_needed])
+                payload = bytes(buf[header_needed:needed])
+                self.header_needed = 0
+            else:
+                hdr = None
+                payload = bytes(buf[:needed])
+            del buf[: needed + 2]
+            self.state = AWAITING_CONTROL_LINE
+            arg = self.msg_arg
+            await nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
+
+    def _control_line(self, args: list[bytearray]) -> None:
+        # MSG <subject> <sid> [reply] <size>; HMSG <subject> <sid> [reply] <hdr size> <size>
+        op = args[0]
+        count = len(args)
+        try:
+            if op == b"HMSG" and count in (5, 6):
+                self.header_needed = int(args[-2])
+            elif op != b"MSG" or count not in (4, 5):
+                raise ValueError(bytes(op))
+            arg = self.msg_arg
+            arg["subject"] = bytes(args[1])
+            arg["sid"] = int(args[2])
+            arg["reply"] = bytes(args[3]) if count == (6 if op == b"HMSG" else 5) else b""
+            self.needed = int(args[-1])
+        except ValueError:
+            raise ProtocolError("nats: malformed MSG") from None
+
+
+def parse_header_lines(raw: bytes) -> dict[str, str]:
+    """``Client._parse_header_lines`` of nats-py, without a generator per header name."""
+    out: dict[str, str] = {}
+    for line in raw.split(_CRLF):
+        if not line:
+            continue
+        name, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        name = name.strip()
+        if not name.isascii():
+            continue  # nats-py skips names it cannot decode as ASCII
+        key = name.decode("ascii")
+        if _SPACE.search(key):
+            continue
+        out[key] = value.strip().decode("utf-8", "replace")
+    return out
+
+
+class Client(nats_client.Client):
+    """nats-py's client with ``FastParser`` and the direct header path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ps = FastParser(self)
+
+    async def _process_headers(self, headers: Any) -> dict[str, str] | None:
+        if (
+            not headers
+            or _email_parser() is not None  # an installed C parser: nats-py's path
+            or len(headers) <= _HDR_START
+            or headers[len(_HDR_LINE)] == _SPC  # an inline status: nats-py's path
+        ):
+            result: dict[str, str] | None = await super()._process_headers(headers)
+            return result
+        return parse_header_lines(headers[_HDR_START:]) or None
+
+
+def _email_parser() -> object:
+    return getattr(nats_client, "parse_email", None)
+
+
+async def ack_all(msgs: Sequence[Msg]) -> None:
+    """Acknowledge JetStream deliveries: what ``msg.ack()`` does for each, in one write.
+
+    Raises as ``msg.ack()`` would, before anything is sent, for a message that is not a
+    JetStream delivery or is already settled. Messages of another client, or of a client
+    that is not connected (reconnecting: nats-py's buffering rules apply), are acked one
+    by one.
+    """
+    if not msgs:
+        return
+    nc = msgs[0]._client
+    if not isinstance(nc, Client) or not nc.is_connected:
+        for msg in msgs:
+            await msg.ack()
+        return
+    commands = []
+    for msg in msgs:
+        if msg._client is not nc:
+            raise ValueError("ack_all: messages of different connections")
+        reply = msg.reply
+        if not reply:
+            raise NotJSMessageError
+        if msg._ackd:
+            raise MsgAlreadyAckdError(msg)
+        commands.append(b"PUB " + reply.encode() + b" 0\r\n\r\n")
+    await nc._send_command(b"".join(commands))
+    nc.stats["out_msgs"] += len(commands)
+    for msg in msgs:
+        msg._ackd = True
+    if nc._flush_queue is not None and nc._flush_queue.empty():
+        await nc._flush_pending()

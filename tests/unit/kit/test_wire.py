@@ -1,0 +1,156 @@
+"""The lean NATS parsing path against nats-py's own parser: the same calls for the same bytes."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NatsPyClient
+from nats.errors import ProtocolError
+from nats.protocol.parser import Parser
+
+from mowdeck.kit.wire import Client, FastParser, parse_header_lines
+
+
+class _Recorder:
+    """Stands in for the client: records what a parser dispatches."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def _process_msg(
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    ) -> None:
+        self.calls.append(("msg", sid, bytes(subject), bytes(reply), data, headers))
+
+    async def _process_ping(self) -> None:
+        self.calls.append(("ping",))
+
+    async def _process_pong(self) -> None:
+        self.calls.append(("pong",))
+
+    async def _process_info(self, info: dict[str, Any]) -> None:
+        self.calls.append(("info", info))
+
+    async def _process_err(self, err: str) -> None:
+        self.calls.append(("err", err))
+
+
+def _stream(rng: random.Random, count: int) -> bytes:
+    """A server's side of a connection: deliveries of every shape, and the rest."""
+    out = bytearray()
+    for n in range(count):
+        kind = rng.choice(["msg", "msg-reply", "hmsg", "hmsg-reply", "status", "other"])
+        subject = f"telemetry.mower.{rng.getrandbits(64):x}".encode()
+        reply = f"$JS.ACK.TELEMETRY.c.1.{n}.{n}.1700000000.{rng.randrange(9)}".encode()
+        payload = rng.randbytes(rng.choice([0, 1, 2, 40, 300]))
+        headers = b"NATS/1.0\r\nNats-Msg-Id: " + str(n).encode() + b"\r\nX-A:b\r\n\r\n"
+        sep = rng.choice([b" ", b"  ", b"\t"])
+        sid = str(rng.randrange(1, 99)).encode()
+        if kind == "msg":
+            out += b"MSG " + subject + sep + sid + b" " + str(len(payload)).encode() + b"\r\n"
+            out += payload + b"\r\n"
+        elif kind == "msg-reply":
+            out += sep.join([b"MSG", subject, sid, reply, str(len(payload)).encode()]) + b"\r\n"
+            out += payload + b"\r\n"
+        elif kind in ("hmsg", "hmsg-reply", "status"):
+            if kind == "status":
+                headers = b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 7\r\n\r\n"
+                payload = b""
+            total = str(len(headers) + len(payload)).encode()
+            parts = [b"HMSG", subject, sid]
+            if kind == "hmsg-reply":
+                parts.append(reply)
+            out += b" ".join([*parts, str(len(headers)).encode(), total]) + b"\r\n"
+            out += headers + payload + b"\r\n"
+        else:
+            out += rng.choice(
+                [
+                    b"PING\r\n",
+                    b"PONG\r\n",
+                    b"+OK\r\n",
+                    b"-ERR 'Stale Connection'\r\n",
+                    b'INFO {"server_id":"x","max_payload":1048576}\r\n',
+                ]
+            )
+    return bytes(out)
+
+
+async def _feed(parser: Parser, data: bytes, cuts: list[int]) -> None:
+    last = 0
+    for cut in [*cuts, len(data)]:
+        await parser.parse(data[last:cut])
+        last = cut
+
+
+@pytest.mark.parametrize("seed", range(30))
+async def test_the_fast_parser_dispatches_what_nats_py_dispatches(seed: int) -> None:
+    rng = random.Random(seed)
+    data = _stream(rng, 200)
+    # Any split of the bytes, as reads deliver them: mid-line, mid-header, mid-payload.
+    cuts = sorted(rng.sample(range(1, len(data)), k=rng.choice([1, 10, 200, 1000])))
+    theirs, ours = _Recorder(), _Recorder()
+    await _feed(Parser(theirs), data, cuts)
+    fast = FastParser(ours)
+    await _feed(fast, data, cuts)
+    assert ours.calls == theirs.calls
+    assert sum(1 for c in ours.calls if c[0] == "msg") > 50
+    assert not fast.buf
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"MSG subject\r\n",
+        b"MSG subject 1 reply extra 3\r\n",
+        b"MSG subject one 3\r\n",
+        b"MSG subject 1 three\r\n",
+        b"HMSG subject 1 3\r\n",
+        b"HMSG subject 1 a b\r\n",
+        b"MSGX subject 1 3\r\n",
+    ],
+)
+async def test_a_malformed_delivery_line_is_a_protocol_error(line: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        await FastParser(_Recorder()).parse(line + b"abc\r\n")
+
+
+def _header_block(rng: random.Random) -> bytes:
+    names = [b"Nats-Msg-Id", b" Padded ", b"Two Words", b"Tab\tName", b"Sep\x1cName"]
+    names.append(b"Caf\xc3\xa9")
+    values = [b"v", b"  spaced  ", b"", b"caf\xc3\xa9", b"\xff\xfe", b"a:b:c"]
+    lines = []
+    for _ in range(rng.randrange(0, 6)):
+        shape = rng.randrange(4)
+        if shape == 0:
+            lines.append(b"no colon here")
+        elif shape == 1:
+            lines.append(b"")
+        else:
+            lines.append(rng.choice(names) + rng.choice([b":", b": ", b":\t"]) + rng.choice(values))
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_header_lines_parse_as_nats_py_parses_them(seed: int) -> None:
+    raw = _header_block(random.Random(seed))
+    assert parse_header_lines(raw) == NatsPyClient()._parse_header_lines(raw)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        b"",
+        b"NATS/1.0\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: 42\r\nMowdeck-Priority: emergency\r\n\r\n",
+        b"NATS/1.0 503\r\n\r\n",
+        b"NATS/1.0 404 No Messages\r\n\r\n",
+        b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 1016\r\n\r\n",
+        b"NATS/1.0 100 FlowControl Request\r\n\r\n",
+    ],
+)
+async def test_headers_and_status_lines_come_out_as_nats_py_makes_them(headers: bytes) -> None:
+    assert await Client()._process_headers(headers) == await NatsPyClient()._process_headers(
+        headers
+    )
