@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -55,7 +56,11 @@ class MowerState(Struct, frozen=True):
     raw: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        utc_field(self, "observed_at")
+        # Runs for every state decoded: skip the general check for what nearly every one
+        # is, a timestamp in UTC already (a ``Z`` decodes to ``UTC`` itself).
+        at = self.observed_at
+        if type(at) is not datetime or at.tzinfo is not UTC:
+            utc_field(self, "observed_at")
 
     def significant(self) -> tuple[object, ...]:
         """Everything but ``observed_at`` and ``raw``: what makes a state a change."""

@@ -38,9 +38,11 @@ _memory_codec = msgspec.json.Encoder()
 _memory_decoder = msgspec.json.Decoder(Memory)
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """A mower's answer: the memory it decided against, the decisions, the memory after."""
+
+    # Outcome and Decide are Structs rather than frozen dataclasses: one of each is made
+    # per mower and batch, and a frozen dataclass pays an ``object.__setattr__`` per field.
 
     base: Memory | None
     decisions: list[Decision]
@@ -74,8 +76,7 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-@dataclass(frozen=True, slots=True)
-class Decide:
+class Decide(msgspec.Struct, frozen=True):
     """Decide the writes of a mower's states, in order."""
 
     states: Sequence[MowerState]

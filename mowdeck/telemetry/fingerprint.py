@@ -29,6 +29,8 @@ __all__ = ["Decision", "Rules", "decide", "decide_all", "moved", "state_fingerpr
 
 _EARTH_M = 6_371_008.8
 _encode = msgspec.json.Encoder().encode
+_DIGESTS_MAX = 4096
+_digests: dict[bytes, int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,19 +61,29 @@ class Decision(msgspec.Struct, frozen=True):
 
 def state_fingerprint(state: MowerState) -> int:
     """A stable 63-bit digest of the significant fields the ADR lists (position excluded)."""
-    fields = (
-        state.activity,
-        state.battery,
-        state.charging,
-        state.rtk_fix,
-        state.rtk_source,
-        state.connection,
-        state.blade_height_mm,
-        state.speed_mps,
-        state.error_code,
+    encoded = _encode(
+        (
+            state.activity,
+            state.battery,
+            state.charging,
+            state.rtk_fix,
+            state.rtk_source,
+            state.connection,
+            state.blade_height_mm,
+            state.speed_mps,
+            state.error_code,
+        )
     )
-    digest = hashlib.blake2b(_encode(fields), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
+    # The digest is most of the cost, and a fleet repeats a few encodings all the time (an
+    # idle mower sends the same fields every heartbeat). Keyed by the encoding itself, the
+    # memo answers what the digest would. Dict operations are atomic: actors share it.
+    fp = _digests.get(encoded)
+    if fp is None:
+        fp = int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big") >> 1
+        if len(_digests) >= _DIGESTS_MAX:
+            _digests.clear()
+        _digests[encoded] = fp
+    return fp
 
 
 def moved(last: TrackPoint | None, state: MowerState, min_move_m: float) -> bool:
@@ -81,6 +93,9 @@ def moved(last: TrackPoint | None, state: MowerState, min_move_m: float) -> bool
     if last is None or last.rtk_fix != state.rtk_fix:
         return True
     lat, lon = state.position.lat, state.position.lon
+    if lat == last.lat and lon == last.lon:
+        # A docked or idle mower reports the same point again and again: its distance is 0.
+        return min_move_m <= 0.0
     north = math.radians(lat - last.lat) * _EARTH_M
     east = math.radians(lon - last.lon) * _EARTH_M * math.cos(math.radians((lat + last.lat) / 2))
     return math.hypot(north, east) >= min_move_m
@@ -96,46 +111,68 @@ def decide(
     memory: Memory | None, state: MowerState, rules: Rules
 ) -> tuple[Decision, Memory | None]:
     """The writes of ``state`` and the memory after it."""
-    fp = state_fingerprint(state)
-    if memory is None:
-        track = _track(state)
-        new = Memory(
-            account_id=state.account_id,
-            observed_at=state.observed_at,
-            history_at=state.observed_at,
-            state_fp=fp,
-            track=track,
-        )
-        return Decision(state, latest=True, history=True, position=track is not None), new
-    if state.account_id != memory.account_id:
-        return Decision(state, drop="account-mismatch-stored"), memory
-    if state.observed_at == memory.observed_at:
-        return Decision(state, drop="duplicate"), memory
-    changed = fp != memory.state_fp
-    position = moved(memory.track, state, rules.min_move_m)
-    if state.observed_at < memory.observed_at:
-        return Decision(state, history=changed, position=position), memory
-    history = (
-        changed
-        or memory.history_at is None
-        or state.observed_at - memory.history_at >= rules.heartbeat
-    )
-    new = Memory(
-        account_id=memory.account_id,
-        observed_at=state.observed_at,
-        history_at=state.observed_at if history else memory.history_at,
-        state_fp=fp,
-        track=_track(state) if position else memory.track,
-    )
-    return Decision(state, latest=True, history=history, position=position), new
+    [decision], memory = decide_all(memory, [state], rules)
+    return decision, memory
 
 
 def decide_all(
     memory: Memory | None, states: Sequence[MowerState], rules: Rules
 ) -> tuple[list[Decision], Memory | None]:
-    """``decide`` over one mower's states in arrival order."""
-    decisions = []
-    for state in states:
-        decision, memory = decide(memory, state, rules)
-        decisions.append(decision)
+    """The writes of each of one mower's states, in arrival order, and the memory after."""
+    # This runs for every state the ingest receives: the memory's fields are carried in
+    # locals and the new Memory is built once per call, not once per newer state.
+    decisions: list[Decision] = []
+    remaining = iter(states)
+    if memory is None:
+        first = next(remaining, None)
+        if first is None:
+            return decisions, None
+        track = _track(first)
+        memory = Memory(
+            account_id=first.account_id,
+            observed_at=first.observed_at,
+            history_at=first.observed_at,
+            state_fp=state_fingerprint(first),
+            track=track,
+        )
+        decisions.append(Decision(first, latest=True, history=True, position=track is not None))
+    heartbeat, min_move_m = rules.heartbeat, rules.min_move_m
+    # The ints of the UUIDs: a UUID's ``__eq__`` is a Python call.
+    account = memory.account_id.int
+    observed_at, history_at, state_fp, track = (
+        memory.observed_at,
+        memory.history_at,
+        memory.state_fp,
+        memory.track,
+    )
+    advanced = False
+    for state in remaining:
+        if state.account_id.int != account:
+            decisions.append(Decision(state, drop="account-mismatch-stored"))
+            continue
+        at = state.observed_at
+        if at == observed_at:
+            decisions.append(Decision(state, drop="duplicate"))
+            continue
+        fp = state_fingerprint(state)
+        changed = fp != state_fp
+        position = moved(track, state, min_move_m)
+        if at < observed_at:
+            decisions.append(Decision(state, history=changed, position=position))
+            continue
+        history = changed or history_at is None or at - history_at >= heartbeat
+        decisions.append(Decision(state, latest=True, history=history, position=position))
+        observed_at, state_fp, advanced = at, fp, True
+        if history:
+            history_at = at
+        if position:
+            track = _track(state)
+    if advanced:
+        memory = Memory(
+            account_id=memory.account_id,
+            observed_at=observed_at,
+            history_at=history_at,
+            state_fp=state_fp,
+            track=track,
+        )
     return decisions, memory

@@ -39,17 +39,17 @@ def plan_batch(
 ) -> tuple[Plan, dict[uuid.UUID, dict[int, str]]]:
     """Turn actor outcomes into a write batch, re-deciding mowers whose stored row moved."""
     plan = Plan()
+    batch = plan.batch
     drops: dict[uuid.UUID, dict[int, str]] = {}
+    # Looked up and compared by the UUIDs' ints: a uuid.UUID's ``__hash__`` and ``__eq__``
+    # are Python calls, and these run per mower and per state.
+    accounts = {mower_id.int: account.int for mower_id, account in directory.items()}
+    memories = {mower_id.int: memory for mower_id, memory in stored.items()}
     for mower_id, outcome in outcomes.items():
         mower_states = states[mower_id]
-        account = directory.get(mower_id)
-        dropped = {
-            i: "account-mismatch-directory"
-            for i, s in enumerate(mower_states)
-            if account is not None and s.account_id != account
-        }
+        dropped = _foreign(mower_states, accounts.get(mower_id.int))
         decisions, memory = outcome.decisions, outcome.memory
-        base = stored.get(mower_id)
+        base = memories.get(mower_id.int)
         if dropped or base != outcome.base:
             kept = [s for i, s in enumerate(mower_states) if i not in dropped]
             decisions, memory = decide_all(base, kept, rules)
@@ -69,12 +69,22 @@ def plan_batch(
             if decision.latest and memory is not None:
                 newest = (decision.state, memory)
             if decision.history:
-                plan.batch.history.append(decision.state)
+                batch.history.append(decision.state)
             if decision.position:
-                plan.batch.positions.append(decision.state)
+                batch.positions.append(decision.state)
         if newest is not None:
-            plan.batch.latest.append(newest)
+            batch.latest.append(newest)
         plan.decisions.extend(decisions)
         if dropped:
             drops[mower_id] = dropped
     return plan, drops
+
+
+def _foreign(states: Sequence[MowerState], account: int | None) -> dict[int, str]:
+    """The indexes of the states of another account than the directory's (as an int)."""
+    dropped: dict[int, str] = {}
+    if account is not None:
+        for i, state in enumerate(states):
+            if state.account_id.int != account:
+                dropped[i] = "account-mismatch-directory"
+    return dropped

@@ -49,6 +49,7 @@ BIN_COLUMNS = (
     "charging",
     "samples",
 )
+# postgres._memory unpacks a row of these columns in this order.
 _MEMORY = "mower_id, account_id, observed_at, history_at, state_fp, track_lat, track_lon, track_fix"
 
 MEMORIES = f"SELECT {_MEMORY} FROM mower_latest WHERE mower_id = ANY($1::uuid[])"
@@ -204,36 +205,40 @@ def retention_delete(table: str, column: str) -> str:
 
 def latest_columns(rows: Sequence[tuple[MowerState, Memory]]) -> list[list[Any]]:
     """The 21 arrays of ``UPSERT_LATEST``."""
-    cols: list[list[Any]] = [[] for _ in range(21)]
+    # A tuple per row, transposed by ``zip``: one append per row instead of 21.
+    values = []
     for state, memory in rows:
         pos = state.position
         track = memory.track
-        values = (
-            state.mower_id,
-            state.account_id,
-            state.observed_at,
-            state.activity,
-            state.battery,
-            state.charging,
-            state.rtk_fix,
-            state.rtk_source,
-            state.connection,
-            state.blade_height_mm,
-            state.speed_mps,
-            state.error_code,
-            None if pos is None else pos.lat,
-            None if pos is None else pos.lon,
-            None if pos is None else pos.heading_deg,
-            _raw.encode(state.raw).decode(),
-            memory.history_at,
-            memory.state_fp,
-            None if track is None else track.lat,
-            None if track is None else track.lon,
-            None if track is None else track.rtk_fix,
+        values.append(
+            (
+                state.mower_id,
+                state.account_id,
+                state.observed_at,
+                state.activity,
+                state.battery,
+                state.charging,
+                state.rtk_fix,
+                state.rtk_source,
+                state.connection,
+                state.blade_height_mm,
+                state.speed_mps,
+                state.error_code,
+                None if pos is None else pos.lat,
+                None if pos is None else pos.lon,
+                None if pos is None else pos.heading_deg,
+                # Most states carry no raw fields: no encoder call for the empty object.
+                _raw.encode(state.raw).decode() if state.raw else "{}",
+                memory.history_at,
+                memory.state_fp,
+                None if track is None else track.lat,
+                None if track is None else track.lon,
+                None if track is None else track.rtk_fix,
+            )
         )
-        for col, value in zip(cols, values, strict=True):
-            col.append(value)
-    return cols
+    if not values:
+        return [[] for _ in range(21)]
+    return [list(column) for column in zip(*values, strict=True)]
 
 
 def history_columns(states: Sequence[MowerState]) -> list[list[Any]]:
