@@ -50,7 +50,10 @@ class TelemetrySettings(BaseSettings, frozen=True, kw_only=True):
     # The collector's young-generation threshold, set by ``mowdeck telemetry`` for its
     # process (0 keeps Python's 700). Ingest allocates a dozen objects per state; at 700
     # the collector ran about every 60 states and took a tenth of the ingest CPU.
-    telemetry_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 20_000
+    # Above what two full batches in flight keep alive (about three tracked objects per
+    # state): in steady ingest the young collection, which would only walk survivors,
+    # does not run at all (docs/telemetry.md, "Where the time goes").
+    telemetry_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 100_000
 
     @property
     def heartbeat(self) -> timedelta:

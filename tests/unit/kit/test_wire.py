@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsPyClient
-from nats.errors import ProtocolError
+from nats.errors import BadHeaderError, ProtocolError
 from nats.protocol.parser import Parser
 
 from mowdeck.kit.wire import Client, FastParser, parse_header_lines
@@ -154,3 +154,31 @@ async def test_headers_and_status_lines_come_out_as_nats_py_makes_them(headers: 
     assert await Client()._process_headers(headers) == await NatsPyClient()._process_headers(
         headers
     )
+
+
+@pytest.mark.parametrize(
+    ("subject", "reply", "payload", "headers"),
+    [
+        ("telemetry.mower.1", "", b'{"a":1}', {"Nats-Msg-Id": "m-1"}),
+        ("command.mower.2", "_INBOX.x", b"", {"Nats-Msg-Id": "c:1", "Mowdeck-Priority": "high"}),
+        ("s", "", b"x" * 5000, {"  Padded ": "  v  ", "Multi": "a\r\nb\nc"}),
+        ("s", "", b"x", {" ": "skipped", "K": ""}),
+        ("s", "r", b"x", {}),
+        ("s", "r", b"x", None),
+    ],
+)
+async def test_publishes_are_the_bytes_nats_py_sends(
+    subject: str, reply: str, payload: bytes, headers: dict[str, str] | None
+) -> None:
+    ours, theirs = Client(), NatsPyClient()
+    for client in (ours, theirs, ours):  # twice: the second time from the checked names
+        await client._send_publish(subject, reply, payload, len(payload), headers)
+    assert ours._pending[0] == ours._pending[1] == theirs._pending[0]
+
+
+@pytest.mark.parametrize("name", ["Two Words", "Colon:", "Caf\u00e9", "New\nLine"])
+async def test_a_header_name_nats_py_refuses_is_refused(name: str) -> None:
+    with pytest.raises(BadHeaderError):
+        await NatsPyClient()._send_publish("s", "", b"", 0, {name: "v"})
+    with pytest.raises(BadHeaderError):
+        await Client()._send_publish("s", "", b"", 0, {name: "v"})

@@ -29,7 +29,7 @@ DEFAULTS = {
     "telemetry_seed_retry_max_seconds": 30.0,
     "telemetry_actor_workers": 2,
     "telemetry_db_pool_size": 8,
-    "telemetry_gc_young_threshold": 20_000,
+    "telemetry_gc_young_threshold": 100_000,
 }
 
 
