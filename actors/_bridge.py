@@ -3,12 +3,14 @@
 pykka's `Future.__await__` yields once and then calls the blocking `get()`, which stalls
 the whole event loop until the actor answers. The bridge never blocks: a
 `DispatcherFuture` calls back on the actor's worker when it is settled, and the callback
-hands the result to the loop with `loop.call_soon_threadsafe`.
+hands the result to the loop with `loop.call_soon_threadsafe`; calls that arrive while one
+is on its way share its wake-up.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -24,6 +26,7 @@ T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
 _log = structlog.get_logger("actors.bridge")
+_DRAIN_SLICE = 1000
 
 
 class LoopBridge:
@@ -31,6 +34,8 @@ class LoopBridge:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._calls: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
+        self._scheduled = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -38,13 +43,49 @@ class LoopBridge:
         return self._loop
 
     def call_soon(self, fn: Callable[[*Ts], object], *args: *Ts) -> None:
-        """Run `fn(*args)` on the loop soon; safe from any thread, never blocks."""
+        """Run `fn(*args)` on the loop soon, in call order; safe from any thread, never blocks.
+
+        Calls made while a drain is already scheduled join it: a thousand answers from
+        the workers wake the loop once, not a thousand times (each wake-up is a write to
+        the loop's self-pipe, a system call, and a turn of the loop).
+        """
+        # Append first, then check: a drain that already cleared the flag will either see
+        # this call or be followed by the drain scheduled here (deque appends are atomic).
+        self._calls.append((fn, args))
+        if self._scheduled:
+            return
+        self._scheduled = True
         try:
-            self._loop.call_soon_threadsafe(fn, *args)
+            self._loop.call_soon_threadsafe(self._drain)
         except RuntimeError:
             # The loop is closed: the service is shutting down and nobody is left to
             # perform the effect. Raising would fail the actor for it, so log and drop.
-            _log.warning("actors.effect_dropped", reason="event loop closed", fn=repr(fn))
+            dropped = list(self._calls)
+            self._calls.clear()
+            self._scheduled = False
+            for dropped_fn, _ in dropped:
+                _log.warning(
+                    "actors.effect_dropped", reason="event loop closed", fn=repr(dropped_fn)
+                )
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        calls = self._calls
+        # A bounded slice per loop turn: a burst of answers must not hold the loop.
+        for _ in range(_DRAIN_SLICE):
+            if not calls:
+                return
+            fn, args = calls.popleft()
+            try:
+                fn(*args)
+            except Exception as error:
+                # What the loop does for a failing callback: report it, go on with the rest.
+                self._loop.call_exception_handler(
+                    {"message": f"Exception in callback {fn!r}", "exception": error}
+                )
+        if calls and not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._drain)
 
     def wrap(self, future: pykka.Future[T]) -> asyncio.Future[T]:
         """Return an asyncio future (of this loop) settled when the pykka future is.

@@ -112,6 +112,64 @@ def test_effect_after_the_loop_closed_is_dropped_not_raised() -> None:
     bridge = LoopBridge(loop)
     loop.close()
     bridge.call_soon(print, "never")
+    bridge.call_soon(print, "never either")  # not stuck behind a drain that never runs
+
+
+async def test_calls_from_workers_share_a_wake_up_and_keep_their_order() -> None:
+    loop = asyncio.get_running_loop()
+    bridge = LoopBridge(loop)
+    wakeups = 0
+    original = loop.call_soon_threadsafe
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal wakeups
+        wakeups += 1
+        return original(*args, **kwargs)
+
+    loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+    got: list[tuple[int, int]] = []
+
+    def worker(name: int) -> None:
+        for i in range(5000):
+            bridge.call_soon(got.append, (name, i))
+
+    try:
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        while len(got) < 10_000:
+            await asyncio.sleep(0)
+    finally:
+        loop.call_soon_threadsafe = original  # type: ignore[method-assign]
+    for name in range(2):  # each thread's calls run in the order it made them
+        assert [i for n, i in got if n == name] == list(range(5000))
+    assert wakeups < 100  # one per drain, not one per call
+
+
+async def test_a_failing_call_is_reported_and_the_rest_still_run() -> None:
+    loop = asyncio.get_running_loop()
+    bridge = LoopBridge(loop)
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    ran: list[str] = []
+    try:
+        threading.Thread(
+            target=lambda: (
+                bridge.call_soon(ran.append, "before"),
+                bridge.call_soon(lambda: 1 / 0),
+                bridge.call_soon(ran.append, "after"),
+            )
+        ).start()
+        for _ in range(200):
+            if len(ran) == 2:
+                break
+            await asyncio.sleep(0.005)
+    finally:
+        loop.set_exception_handler(None)
+    assert ran == ["before", "after"]
+    assert isinstance(reported[0]["exception"], ZeroDivisionError)
 
 
 async def test_monitor_sees_a_blocking_get_on_the_loop(dispatcher: Dispatcher) -> None:
