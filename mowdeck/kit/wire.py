@@ -51,39 +51,47 @@ class FastParser(Parser):
     """nats-py's protocol parser with a direct path for ``MSG`` and ``HMSG``."""
 
     async def parse(self, data: bytes = b"") -> None:
-        """Parse ``data`` (appended to what is buffered) and dispatch every whole message."""
-        buf = self.buf
-        buf.extend(data)
+        """Parse ``data`` (after what is buffered) and dispatch every whole message."""
+        # Read by position in the chunk as it came: no copy of the rest per message (a
+        # bytearray and a ``del`` of each message), only what is left at the end is kept.
+        if self.buf:
+            self.buf.extend(data)
+            data = bytes(self.buf)
+            self.buf.clear()
         nc = self.nc
-        while buf:
+        pos = 0
+        size = len(data)
+        while pos < size:
             if self.state == AWAITING_CONTROL_LINE:
-                first = buf[0]
-                if first not in (_H, _M):
+                if data[pos] not in (_H, _M):
+                    self.buf.extend(data[pos:])
                     await Parser.parse(self)  # PING, PONG, +OK, -ERR, INFO
                     return
-                end = buf.find(_CRLF)
+                end = data.find(_CRLF, pos)
                 if end < 0:
-                    return  # the rest of the line is still on its way
-                self._control_line(buf[:end].split())
-                del buf[: end + 2]
+                    break  # the rest of the line is still on its way
+                self._control_line(data[pos:end].split())
+                pos = end + 2
                 self.state = AWAITING_MSG_PAYLOAD
             needed = self.needed
-            if len(buf) < needed + 2:
-                return
+            if size - pos < needed + 2:
+                break
             header_needed = self.header_needed
             if header_needed:
-                hdr: bytes | None = bytes(buf[:header_needed])
-                payload = bytes(buf[header_needed:needed])
+                hdr: bytes | None = data[pos : pos + header_needed]
+                payload = data[pos + header_needed : pos + needed]
                 self.header_needed = 0
             else:
                 hdr = None
-                payload = bytes(buf[:needed])
-            del buf[: needed + 2]
+                payload = data[pos : pos + needed]
+            pos += needed + 2
             self.state = AWAITING_CONTROL_LINE
             arg = self.msg_arg
             await nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
+        if pos < size:
+            self.buf.extend(data[pos:])
 
-    def _control_line(self, args: list[bytearray]) -> None:
+    def _control_line(self, args: list[bytes]) -> None:
         # MSG <subject> <sid> [reply] <size>; HMSG <subject> <sid> [reply] <hdr size> <size>
         op = args[0]
         count = len(args)
@@ -91,11 +99,11 @@ class FastParser(Parser):
             if op == b"HMSG" and count in (5, 6):
                 self.header_needed = int(args[-2])
             elif op != b"MSG" or count not in (4, 5):
-                raise ValueError(bytes(op))
+                raise ValueError(op)
             arg = self.msg_arg
-            arg["subject"] = bytes(args[1])
+            arg["subject"] = args[1]
             arg["sid"] = int(args[2])
-            arg["reply"] = bytes(args[3]) if count == (6 if op == b"HMSG" else 5) else b""
+            arg["reply"] = args[3] if count == (6 if op == b"HMSG" else 5) else b""
             self.needed = int(args[-1])
         except ValueError:
             raise ProtocolError("nats: malformed MSG") from None

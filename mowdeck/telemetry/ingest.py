@@ -98,7 +98,7 @@ class StateBatcher:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._keys: dict[uuid.UUID, str] = {}
-        self._subjects: dict[str, uuid.UUID] = {}
+        self._subjects: dict[str, int] = {}
         # Label children bound once: a ``labels()`` lookup per batch and row adds up.
         rows = metrics.rows_written
         self._rows = (
@@ -202,6 +202,9 @@ class StateBatcher:
         rejected: list[tuple[Msg, str, str | None]] = []
         subjects = self._subjects
         foreign: list[Msg] = []
+        # Keyed and compared by the UUIDs' ints: a uuid.UUID's ``__hash__`` and ``__eq__``
+        # are Python calls, two per state here.
+        groups: dict[int, _Mower] = {}
         for msg in msgs:
             data = msg.data
             try:
@@ -220,12 +223,14 @@ class StateBatcher:
             if may_hold_nul(data) and (nul := nul_field(state)) is not None:
                 rejected.append((msg, "malformed", f"{nul} holds a NUL character (\\u0000)"))
                 continue
-            if subject_mower != state.mower_id:
-                rejected.append((msg, "subject-mismatch", str(state.mower_id)))
+            mower_id = state.mower_id
+            key = mower_id.int
+            if subject_mower != key:
+                rejected.append((msg, "subject-mismatch", str(mower_id)))
                 continue
-            entry = mowers.get(state.mower_id)
+            entry = groups.get(key)
             if entry is None:
-                entry = mowers[state.mower_id] = _Mower()
+                entry = groups[key] = mowers[mower_id] = _Mower()
             entry.msgs.append(msg)
             entry.states.append(state)
         return mowers, rejected, foreign
@@ -313,13 +318,13 @@ class StateBatcher:
         for msg in entry.msgs:
             await msg.term()
 
-    def _subject_mower(self, subject: str) -> uuid.UUID | None:
+    def _subject_mower(self, subject: str) -> int | None:
         # Parsing a UUID per message is a measurable share of the hot path; a mower keeps
-        # its subject, so remember it (bounded: junk subjects cannot grow it forever).
-        # None: not a telemetry.mower.<token> subject at all.
+        # its subject, so remember its id (as an int; bounded: junk subjects cannot grow
+        # it for ever). None: not a telemetry.mower.<token> subject at all.
         if not subject.startswith(TELEMETRY_PREFIX) or "." in subject[len(TELEMETRY_PREFIX) :]:
             return None
-        mower_id = mower_id_from_subject(subject)
+        mower_id = mower_id_from_subject(subject).int
         if len(self._subjects) < _SUBJECT_CACHE:
             self._subjects[subject] = mower_id
         return mower_id
