@@ -52,18 +52,22 @@ class LoopBridge:
         # Append first, then check: a drain that already cleared the flag will either see
         # this call or be followed by the drain scheduled here (deque appends are atomic).
         self._calls.append((fn, args))
-        if self._scheduled:
+        # A drain scheduled on a loop closed since will never run: not a reason to wait.
+        if self._scheduled and not self._loop.is_closed():
             return
         self._scheduled = True
         try:
             self._loop.call_soon_threadsafe(self._drain)
         except RuntimeError:
             # The loop is closed: the service is shutting down and nobody is left to
-            # perform the effect. Raising would fail the actor for it, so log and drop.
-            dropped = list(self._calls)
-            self._calls.clear()
+            # perform the effect. Raising would fail the actor for it, so log and drop
+            # (one at a time: a call another thread appends meanwhile is logged too).
             self._scheduled = False
-            for dropped_fn, _ in dropped:
+            while True:
+                try:
+                    dropped_fn, _ = self._calls.popleft()
+                except IndexError:
+                    break
                 _log.warning(
                     "actors.effect_dropped", reason="event loop closed", fn=repr(dropped_fn)
                 )
@@ -71,21 +75,25 @@ class LoopBridge:
     def _drain(self) -> None:
         self._scheduled = False
         calls = self._calls
-        # A bounded slice per loop turn: a burst of answers must not hold the loop.
-        for _ in range(_DRAIN_SLICE):
-            if not calls:
-                return
-            fn, args = calls.popleft()
-            try:
-                fn(*args)
-            except Exception as error:
-                # What the loop does for a failing callback: report it, go on with the rest.
-                self._loop.call_exception_handler(
-                    {"message": f"Exception in callback {fn!r}", "exception": error}
-                )
-        if calls and not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self._drain)
+        try:
+            # A bounded slice per loop turn: a burst of answers must not hold the loop.
+            for _ in range(_DRAIN_SLICE):
+                if not calls:
+                    return
+                fn, args = calls.popleft()
+                try:
+                    fn(*args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as error:
+                    # What the loop does for a failing callback: report it, run the rest.
+                    self._loop.call_exception_handler(
+                        {"message": f"Exception in callback {fn!r}", "exception": error}
+                    )
+        finally:
+            if calls and not self._scheduled:
+                self._scheduled = True
+                self._loop.call_soon(self._drain)
 
     def wrap(self, future: pykka.Future[T]) -> asyncio.Future[T]:
         """Return an asyncio future (of this loop) settled when the pykka future is.

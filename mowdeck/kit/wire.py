@@ -54,17 +54,21 @@ class FastParser(Parser):
         """Parse ``data`` (after what is buffered) and dispatch every whole message."""
         # Read by position in the chunk as it came: no copy of the rest per message (a
         # bytearray and a ``del`` of each message), only what is left at the end is kept.
-        if self.buf:
-            self.buf.extend(data)
-            data = bytes(self.buf)
-            self.buf.clear()
+        own = self.buf
+        if own:
+            if self.state == AWAITING_MSG_PAYLOAD and len(own) + len(data) < self.needed + 2:
+                own.extend(data)  # a large payload still arriving: append, copy once at the end
+                return
+            own.extend(data)
+            data = bytes(own)
+            own.clear()
         nc = self.nc
         pos = 0
         size = len(data)
         while pos < size:
             if self.state == AWAITING_CONTROL_LINE:
                 if data[pos] not in (_H, _M):
-                    self.buf.extend(data[pos:])
+                    own.extend(data[pos:])
                     await Parser.parse(self)  # PING, PONG, +OK, -ERR, INFO
                     return
                 end = data.find(_CRLF, pos)
@@ -88,25 +92,32 @@ class FastParser(Parser):
             self.state = AWAITING_CONTROL_LINE
             arg = self.msg_arg
             await nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
+            if self.buf is not own:
+                return  # reset meanwhile (a reconnect): the rest belongs to a dead connection
         if pos < size:
-            self.buf.extend(data[pos:])
+            own.extend(data[pos:])
 
     def _control_line(self, args: list[bytes]) -> None:
         # MSG <subject> <sid> [reply] <size>; HMSG <subject> <sid> [reply] <hdr size> <size>
         op = args[0]
         count = len(args)
-        try:
-            if op == b"HMSG" and count in (5, 6):
-                self.header_needed = int(args[-2])
-            elif op != b"MSG" or count not in (4, 5):
-                raise ValueError(op)
-            arg = self.msg_arg
-            arg["subject"] = args[1]
-            arg["sid"] = int(args[2])
-            arg["reply"] = args[3] if count == (6 if op == b"HMSG" else 5) else b""
-            self.needed = int(args[-1])
-        except ValueError:
-            raise ProtocolError("nats: malformed MSG") from None
+        numbers: tuple[bytes, ...]
+        if op == b"HMSG" and count in (5, 6):
+            numbers = (args[2], args[-2], args[-1])
+        elif op == b"MSG" and count in (4, 5):
+            numbers = (args[2], args[-1])
+        else:
+            raise ProtocolError("nats: malformed MSG")
+        # Plain digits only, as nats-py's expression: int() would also take "-5" or "1_0".
+        if not all(n.isdigit() for n in numbers):
+            raise ProtocolError("nats: malformed MSG")
+        if op == b"HMSG":
+            self.header_needed = int(args[-2])
+        arg = self.msg_arg
+        arg["subject"] = args[1]
+        arg["sid"] = int(args[2])
+        arg["reply"] = args[3] if count == (6 if op == b"HMSG" else 5) else b""
+        self.needed = int(args[-1])
 
 
 def parse_header_lines(raw: bytes) -> dict[str, str]:
@@ -204,26 +215,29 @@ async def ack_all(msgs: Sequence[Msg]) -> None:
     """Acknowledge JetStream deliveries: what ``msg.ack()`` does for each, in one write.
 
     Raises as ``msg.ack()`` would, before anything is sent, for a message that is not a
-    JetStream delivery or is already settled. Messages of another client, or of a client
-    that is not connected (reconnecting: nats-py's buffering rules apply), are acked one
-    by one, as are stand-ins for messages in unit tests.
+    JetStream delivery or is already settled (or given twice), and ``ValueError`` for
+    messages of different connections. While the client is not connected or is draining,
+    and for stand-ins of messages in unit tests, each message is acked by ``msg.ack()``
+    (nats-py's buffering and draining rules apply).
     """
     if not msgs:
         return
     nc = getattr(msgs[0], "_client", None)  # in-memory stand-ins have none
-    if not isinstance(nc, Client) or not nc.is_connected:
+    if not isinstance(nc, Client) or not nc.is_connected or nc.is_draining_pubs:
         for msg in msgs:
             await msg.ack()
         return
     commands = []
+    seen: set[int] = set()
     for msg in msgs:
         if msg._client is not nc:
             raise ValueError("ack_all: messages of different connections")
         reply = msg.reply
         if not reply:
             raise NotJSMessageError
-        if msg._ackd:
+        if msg._ackd or id(msg) in seen:
             raise MsgAlreadyAckdError(msg)
+        seen.add(id(msg))
         commands.append(b"PUB " + reply.encode() + b" 0\r\n\r\n")
     await nc._send_command(b"".join(commands))
     nc.stats["out_msgs"] += len(commands)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pykka
 import pytest
+import structlog
+import structlog.testing
 
 from actors import Dispatcher, DispatcherActor, LoopBridge
 from actors.testing import loop_stall_monitor
@@ -111,8 +113,22 @@ def test_effect_after_the_loop_closed_is_dropped_not_raised() -> None:
     loop = asyncio.new_event_loop()
     bridge = LoopBridge(loop)
     loop.close()
-    bridge.call_soon(print, "never")
-    bridge.call_soon(print, "never either")  # not stuck behind a drain that never runs
+    with structlog.testing.capture_logs() as logs:
+        bridge.call_soon(print, "never")
+        bridge.call_soon(print, "never either")
+    assert [entry["event"] for entry in logs] == ["actors.effect_dropped"] * 2
+    assert not bridge._calls
+
+
+def test_calls_behind_a_drain_the_closed_loop_will_never_run_are_dropped() -> None:
+    loop = asyncio.new_event_loop()
+    bridge = LoopBridge(loop)
+    bridge.call_soon(print, "queued while the loop was open")  # a drain is scheduled
+    loop.close()  # ... and never runs
+    with structlog.testing.capture_logs() as logs:
+        bridge.call_soon(print, "after")
+    assert [entry["event"] for entry in logs] == ["actors.effect_dropped"] * 2
+    assert not bridge._calls
 
 
 async def test_calls_from_workers_share_a_wake_up_and_keep_their_order() -> None:
@@ -170,6 +186,28 @@ async def test_a_failing_call_is_reported_and_the_rest_still_run() -> None:
         loop.set_exception_handler(None)
     assert ran == ["before", "after"]
     assert isinstance(reported[0]["exception"], ZeroDivisionError)
+
+
+async def test_a_call_raising_a_base_exception_does_not_hold_back_the_rest() -> None:
+    loop = asyncio.get_running_loop()
+    bridge = LoopBridge(loop)
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+
+    def cancelled() -> None:
+        raise asyncio.CancelledError
+
+    ran: list[int] = []
+    try:
+        bridge.call_soon(ran.append, 1)
+        bridge.call_soon(cancelled)
+        bridge.call_soon(ran.append, 2)
+        for _ in range(10):
+            await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert ran == [1, 2]
+    assert isinstance(reported[0]["exception"], asyncio.CancelledError)
 
 
 async def test_monitor_sees_a_blocking_get_on_the_loop(dispatcher: Dispatcher) -> None:

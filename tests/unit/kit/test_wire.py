@@ -109,11 +109,41 @@ async def test_the_fast_parser_dispatches_what_nats_py_dispatches(seed: int) -> 
         b"HMSG subject 1 3\r\n",
         b"HMSG subject 1 a b\r\n",
         b"MSGX subject 1 3\r\n",
+        b"MSG subject 1 -3\r\n",
+        b"MSG subject 1 1_0\r\n",
+        b"HMSG subject +1 1 3\r\n",
     ],
 )
 async def test_a_malformed_delivery_line_is_a_protocol_error(line: bytes) -> None:
     with pytest.raises(ProtocolError):
         await FastParser(_Recorder()).parse(line + b"abc\r\n")
+
+
+async def test_a_payload_over_many_reads_arrives_whole() -> None:
+    payload = random.Random(7).randbytes(3_000_000)
+    data = b"MSG big 1 %d\r\n" % len(payload) + payload + b"\r\nPING\r\nMSG s 1 1\r\nx\r\n"
+    cuts = list(range(1448, len(data), 1448))  # one TCP segment per read
+    theirs, ours = _Recorder(), _Recorder()
+    await _feed(Parser(theirs), data, cuts)
+    fast = FastParser(ours)
+    await _feed(fast, data, cuts)
+    assert ours.calls == theirs.calls
+    assert ours.calls[0][4] == payload
+    assert not fast.buf
+
+
+async def test_a_reset_while_a_message_is_handed_on_drops_the_rest_of_the_chunk() -> None:
+    # A reconnect resets the parser; what is left of the old connection's chunk is gone.
+    class Resetting(_Recorder):
+        async def _process_msg(self, *args: Any) -> None:
+            await super()._process_msg(*args)
+            parser.reset()
+
+    recorder = Resetting()
+    parser = FastParser(recorder)
+    await parser.parse(b"MSG a 1 1\r\nx\r\nMSG b 1 1\r\ny\r\nMSG c 1 2\r\nhe")
+    assert [c[2] for c in recorder.calls] == [b"a"]
+    assert not parser.buf
 
 
 def _header_block(rng: random.Random) -> bytes:
