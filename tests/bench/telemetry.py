@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import os
 import sys
 import time
 import uuid
@@ -44,6 +45,7 @@ from contracts.v1 import MowerState, Position, encode
 from contracts.v1.subjects import (
     MSG_ID_HEADER,
     TELEMETRY,
+    TELEMETRY_FILTER,
     telemetry_subject,
 )
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
@@ -282,12 +284,22 @@ async def naive(bus: Bus, pool: asyncpg.Pool, batch: list[MowerState]) -> float:
     return len(batch) / elapsed
 
 
-async def transport(bus: Bus, url: str, batch: list[MowerState]) -> float:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def transport(
+    bus: Bus, url: str, batch: list[MowerState], *, server_pid: int, subject: str = STATES_SUBJECT
+) -> tuple[float, float]:
     """States per second that JetStream and nats-py alone deliver and acknowledge.
 
     The same stream, messages and kind of consumer as the service (a push queue
     subscription, explicit acks), on a connection of its own, with a callback that only
     acknowledges: the ceiling of any ingest on this machine, whatever it does per state.
+    Returns the rate and nats-server's CPU per state meanwhile (µs).
     """
     await fresh_stream(bus)
     await publish(bus, batch)
@@ -310,8 +322,9 @@ async def transport(bus: Bus, url: str, batch: list[MowerState]) -> float:
         max_ack_pending=20_000,
     )
     started = time.perf_counter()
+    server_cpu = cpu_seconds(server_pid)
     await consumer.js.subscribe(
-        STATES_SUBJECT,
+        subject,
         durable=durable,
         queue=durable,
         config=config,
@@ -321,8 +334,9 @@ async def transport(bus: Bus, url: str, batch: list[MowerState]) -> float:
     )
     await done
     elapsed = time.perf_counter() - started
+    server_cpu = cpu_seconds(server_pid) - server_cpu
     await consumer.drain()
-    return len(batch) / elapsed
+    return len(batch) / elapsed, server_cpu / len(batch) * 1e6
 
 
 async def run(smoke: bool) -> None:
@@ -367,8 +381,23 @@ async def run(smoke: bool) -> None:
                 f" published at {publisher_rate:,.0f}/s (first publish to the last flush)"
             )
             # -- the transport alone: delivery and acks, nothing else ----------------
-            transport_rate = await transport(bus, server.url, states(mowers, rounds))
-            print(f"transport: {transport_rate:,.0f} states/s delivered and acknowledged")
+            load = states(mowers, rounds)
+            transport_rate, server_us = await transport(
+                bus, server.url, load, server_pid=server.pid
+            )
+            print(
+                f"transport: {transport_rate:,.0f} states/s delivered and acknowledged;"
+                f" nats-server {server_us:.1f} µs of CPU per state"
+            )
+            # The same with the consumer filtered to telemetry.mower.* (narrower than the
+            # stream's telemetry.>): why the service's consumer reads the whole stream.
+            filtered_rate, filtered_us = await transport(
+                bus, server.url, load, server_pid=server.pid, subject=TELEMETRY_FILTER
+            )
+            print(
+                f"transport, filtered to {TELEMETRY_FILTER}: {filtered_rate:,.0f} states/s;"
+                f" nats-server {filtered_us:.1f} µs of CPU per state"
+            )
             await pool.execute(f"TRUNCATE {TABLES}")
             await fresh_stream(bus)
             await publish(bus, states(mowers, rounds))
@@ -423,6 +452,9 @@ async def run(smoke: bool) -> None:
     print(
         f"RESULT states_per_s={rate:.0f} backlog_states_per_s={backlog_rate:.0f} "
         f"publisher_states_per_s={publisher_rate:.0f} transport_states_per_s={transport_rate:.0f} "
+        f"transport_server_us_per_state={server_us:.1f} "
+        f"filtered_transport_states_per_s={filtered_rate:.0f} "
+        f"filtered_transport_server_us_per_state={filtered_us:.1f} "
         f"naive_states_per_s={naive_rate:.0f} "
         f"history_rows_per_idle_mower_day={per_day:.0f} history_query_p99_ms={http_ms.p99:.1f} "
         f"history_query_p50_ms={http_ms.p50:.1f} history_sql_p99_ms={sql_ms.p99:.1f} "
