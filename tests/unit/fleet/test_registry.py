@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -80,20 +79,24 @@ def test_decode_body_names_the_field(body: bytes, model: type, field: str) -> No
     assert err.value.field == field
 
 
+# Deeper than the decoder's recursion limit on every supported Python (3.13's deeper C
+# stack decodes 5,000 levels; none decodes 20,000).
+_NESTED = b"[" * 20_000 + b"]" * 20_000
+
+
 @pytest.mark.parametrize(
     ("body", "model"),
     [
-        (b'{"name": "M", "tags": ' + b"[" * 5000 + b"]" * 5000 + b"}", RegisterRequest),
+        (b'{"name": "M", "tags": ' + _NESTED + b"}", RegisterRequest),
         (
             b'{"name": "M", "connection": {"kind": "simulator", "options": {"a": '
-            + b"[" * 3000
-            + b"]" * 3000
+            + _NESTED
             + b"}}}",
             RegisterRequest,
         ),
         (b'{"x": ' + b"{" * 100_000, PatchRequest),
         (
-            b'{"command": {"kind": "pause_mow"}, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            b'{"command": {"kind": "pause_mow"}, "x": ' + _NESTED + b"}",
             CommandRequest,
         ),
     ],
@@ -105,19 +108,9 @@ def test_decode_body_names_the_field(body: bytes, model: type, field: str) -> No
     ],
 )
 def test_a_deeply_nested_body_is_a_bad_request_not_a_crash(body: bytes, model: type) -> None:
-    try:
+    with pytest.raises(InvalidRequestError) as err:
         decode_body(body, model)
-    except InvalidRequestError as err:
-        answer: str | None = err.field
-    else:
-        answer = None  # decoded: the nesting sat where it is ignored, or checked later
-    if sys.version_info < (3, 13):
-        # The decoder hits the recursion limit: answered 400, like malformed JSON.
-        assert answer == ""
-    else:
-        # Python 3.13's deeper C stack decodes these; what remains is the body's other
-        # faults (a missing `connection`) or nothing. Never an exception of another kind.
-        assert answer in ("", "connection", None)
+    assert err.value.field == ""  # answered 400, like malformed JSON
 
 
 def _options(size: int = 0, depth: int = 1) -> Connection:
