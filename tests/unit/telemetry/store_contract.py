@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from contracts.v1 import MowerState
+import msgspec
+
+from contracts.v1 import MowerState, Position
 from mowdeck.telemetry.bins import downsample, parse_step
 from mowdeck.telemetry.fingerprint import state_fingerprint
 from mowdeck.telemetry.model import Memory, TimelineRow, TrackPoint
@@ -67,6 +69,27 @@ class StoreContract:
         assert counts.latest == 1
         assert await store.latest(ACCOUNT, MOWER) == s
         assert await store.memories([MOWER, OTHER_MOWER]) == {MOWER: memory_of(s)}
+
+    async def test_latest_round_trips_every_field_exactly(self, store: TelemetryStore) -> None:
+        # The values a text or JSON encoding could bend: microseconds, floats that need
+        # all their digits, quotes, backslashes and characters beyond the BMP, nested raw.
+        s = msgspec.structs.replace(
+            state(
+                0.000123,
+                lat=-33.868819999999996,
+                lon=151.20929000000001,
+                rtk_source='ntrip "base" \\ 7',
+                connection="lte/5G \u2013 ok",
+                blade_height_mm=0,
+                speed_mps=0.1 + 0.2,
+                error_code="E\u00e9\U0001f600\\n",
+                charging=True,
+                raw={"fw": "1.2", "n": [1, 2.5, None, True], "big": 2**62, "o": {"k": "v"}},
+            ),
+            position=Position(lat=-33.868819999999996, lon=151.20929000000001, heading_deg=359.999),
+        )
+        await write(store, latest=[s])
+        assert await store.latest(ACCOUNT, MOWER) == s
 
     async def test_older_state_never_overwrites_newer(self, store: TelemetryStore) -> None:
         await write(store, latest=[state(10, battery=50)])
