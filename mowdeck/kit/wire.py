@@ -15,11 +15,13 @@ only those steps:
   pull errors) take nats-py's path.
 - ``ack_all`` acknowledges many deliveries with one write: one ``PUB <reply> 0`` each,
   exactly what ``msg.ack()`` sends.
+- Publishes with headers build their ``HPUB`` from header names checked once (nats-py
+  checks every name with a regular expression on every publish); the bytes are the same.
 
 The overrides use nats-py internals (``Parser`` state, ``_send_command``,
-``_flush_pending``, ``Msg._ackd``); tests/unit/kit/test_wire.py holds them to nats-py's
-own parser and tests/integration/kit/test_wire.py to a real server, so an upgrade that
-changes them fails there, not in production.
+``_flush_pending``, ``_send_publish``, ``Msg._ackd``); tests/unit/kit/test_wire.py holds
+them to nats-py's own parser and publisher and tests/integration/kit/test_wire.py to a
+real server, so an upgrade that changes them fails there, not in production.
 """
 
 from __future__ import annotations
