@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from pykka.messages import ProxyGetAttr
 from actors._bridge import LoopBridge, _inbox_of
 from actors._dispatcher import Dispatcher
 from actors._errors import GaveUpError, SupervisorClosedError
+from actors._future import DispatcherFuture
 from actors._metrics import ActorMetrics
 from actors._snapshot import Snapshot, SnapshotStore
 
@@ -146,6 +148,41 @@ class ShardSupervisor:
             else:
                 self._entries.pop(key, None)  # a first start that was cancelled midway
 
+    async def get_or_start_many(
+        self, keys: Iterable[str]
+    ) -> list[pykka.ActorRef[Any] | BaseException]:
+        """`get_or_start` of each key, in order; the first starts among them share one wait.
+
+        Keys seen for the first time are launched together: their snapshots loaded, their
+        actors started, and one wait covers every new actor's `on_start` (separate calls
+        would each wait for their own, a wake-up of the loop apiece). Every other key goes
+        through `get_or_start`. Each result is the actor, or the exception `get_or_start`
+        would have raised for that key.
+        """
+        bridge = self._bind_loop()
+        keys = list(keys)
+        fresh: dict[str, _Entry] = {}
+        if not self._closed:
+            for key in keys:
+                if key not in self._entries and key not in self._given_up:
+                    fresh[key] = self._entries[key] = _Entry(pending=bridge.loop.create_future())
+        failed = await self._launch_many(fresh) if fresh else {}
+        results: list[pykka.ActorRef[Any] | BaseException] = []
+        for key in keys:
+            error = failed.get(key)
+            if error is not None:
+                results.append(error)
+                continue
+            ref = self.get(key)
+            if ref is None:
+                try:
+                    ref = await self.get_or_start(key)
+                except Exception as err:  # as get_or_start would raise it to this caller
+                    results.append(err)
+                    continue
+            results.append(ref)
+        return results
+
     async def stop(self, key: str) -> bool:
         """Stop the key's actor (after its queued mail) and forget the key and its give-up."""
         bridge = self._bind_loop()
@@ -214,10 +251,7 @@ class ShardSupervisor:
                 if self._metrics is not None:
                     self._metrics.restarts.labels(actor=entry.actor_name).inc()
 
-            def terminated(failure: BaseException | None) -> None:
-                bridge.call_soon(self._on_terminated, key, ref, failure)
-
-            inbox.add_termination_callback(terminated)
+            inbox.add_termination_callback(self._termination_callback(key, ref))
             # Answered after on_start (and any mail the factory queued): callers get an
             # actor that has started. pykka handles ProxyGetAttr itself, not on_receive.
             # If on_start failed, the termination callback takes it from here.
@@ -232,6 +266,61 @@ class ShardSupervisor:
                 entry.pending = None
             if pending is not None and not pending.done():
                 pending.set_result(None)
+
+    async def _launch_many(self, fresh: dict[str, _Entry]) -> dict[str, Exception]:
+        """First starts of `fresh` (as `_launch` does one), then one wait for all on_starts.
+
+        Returns the keys whose start failed, with the error; their entries are gone.
+        """
+        bridge = self._bind_loop()
+        failed: dict[str, Exception] = {}
+        probes: list[DispatcherFuture[Any]] = []
+        try:
+            for key, entry in fresh.items():
+                try:
+                    snapshot = await self._snapshots.load(key)
+                    if self._closed or self._entries.get(key) is not entry:
+                        continue  # stopped while the snapshots loaded
+                    ref = self._factory(key, snapshot)
+                    inbox = _inbox_of(ref)
+                    if inbox.dispatcher is not self._dispatcher:
+                        ref.stop(block=False)
+                        msg = f"factory started {ref} on another dispatcher"
+                        raise TypeError(msg)
+                except Exception as error:
+                    if self._entries.get(key) is entry:
+                        del self._entries[key]
+                    failed[key] = error
+                    continue
+                entry.ref = ref
+                entry.actor_name = ref.actor_class.__name__
+                inbox.add_termination_callback(self._termination_callback(key, ref))
+                # If on_start failed, the termination callback takes it from here.
+                with contextlib.suppress(pykka.ActorDeadError):
+                    probe = ref.ask(_STARTED_PROBE, block=False)
+                    if isinstance(probe, DispatcherFuture):
+                        probes.append(probe)
+            if probes:
+                await _all_settled(bridge, probes)
+        finally:
+            # As in _launch: waiters are answered only now, and a cancelled start leaves
+            # no pending start behind (or the next caller would wait on it for ever).
+            for entry in fresh.values():
+                pending = entry.pending
+                entry.pending = None
+                if pending is not None and not pending.done():
+                    pending.set_result(None)
+        return failed
+
+    def _termination_callback(
+        self, key: str, ref: pykka.ActorRef[Any]
+    ) -> Callable[[BaseException | None], None]:
+        bridge = self._bind_loop()
+
+        def terminated(failure: BaseException | None) -> None:
+            bridge.call_soon(self._on_terminated, key, ref, failure)
+
+        return terminated
 
     def _on_terminated(
         self, key: str, ref: pykka.ActorRef[Any], failure: BaseException | None
@@ -300,6 +389,30 @@ class ShardSupervisor:
                 entry.pending.set_result(None)  # waiters re-check and see the key is gone
         if tasks:
             await asyncio.wait(tasks)
+
+
+async def _all_settled(bridge: LoopBridge, futures: list[DispatcherFuture[Any]]) -> None:
+    """Wait until every future is settled, with one wake-up of the loop for all."""
+    done = bridge.loop.create_future()
+    lock = threading.Lock()
+    remaining = len(futures)
+
+    def settled(_future: DispatcherFuture[Any]) -> None:
+        nonlocal remaining
+        with lock:
+            remaining -= 1
+            last = remaining == 0
+        if last:
+            bridge.call_soon(_resolve, done)
+
+    for future in futures:
+        future.add_done_callback(settled)
+    await done
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _sequence(snapshot: Snapshot | None) -> int | None:

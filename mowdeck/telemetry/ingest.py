@@ -358,9 +358,7 @@ class StateBatcher:
             # One query for every new mower's memory, then all actors start together:
             # a thousand mowers cost one round trip, not a thousand.
             await self._snapshots.prefetch(missing)
-            started = await asyncio.gather(
-                *(supervisor.get_or_start(self._key(m)) for m in missing), return_exceptions=True
-            )
+            started = await supervisor.get_or_start_many(self._key(m) for m in missing)
             if len(missing) >= _FREEZE_AFTER_STARTS:
                 # The actors and their memories live as long as the service; without this
                 # every full collection walks them again (docs/actors.md).

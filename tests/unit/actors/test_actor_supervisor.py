@@ -337,3 +337,89 @@ async def test_factory_must_use_the_supervisors_dispatcher(harness: Harness) -> 
         await supervisor.get_or_start("m1")
     assert await asyncio.to_thread(other.stop, 5)
     await supervisor.stop_all()
+
+
+# -- many keys at once ----------------------------------------------------------------
+
+
+async def test_get_or_start_many_starts_each_new_key_once_after_its_on_start(
+    harness: Harness,
+) -> None:
+    started: list[str] = []
+
+    class Started(Counter):
+        def on_start(self) -> None:
+            time.sleep(0.001)
+            started.append(self.key)
+
+    def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        harness.starts.append((key, snapshot, time.monotonic()))
+        return Started.start(
+            dispatcher=harness.dispatcher, key=key, count=0, fail_on_start=False, stops=[]
+        )
+
+    supervisor = ShardSupervisor(harness.dispatcher, factory, harness.store)
+    known = await supervisor.get_or_start("m0")
+    keys = ["m0", *(f"m{i}" for i in range(1, 50)), "m1"]  # a running key, a repeat
+    refs = await supervisor.get_or_start_many(keys)
+    assert refs[0] is known
+    assert refs[1] is refs[-1]
+    assert all(isinstance(ref, pykka.ActorRef) and ref.is_alive() for ref in refs)
+    assert sorted(started) == sorted(f"m{i}" for i in range(50))  # on_start ran before
+    assert [key for key, _, _ in harness.starts] == [f"m{i}" for i in range(50)]
+    assert supervisor.keys() == [f"m{i}" for i in range(50)]
+    # Concurrent single calls find the started actors, not new ones.
+    assert await supervisor.get_or_start("m7") is refs[7]
+    await supervisor.stop_all()
+
+
+async def test_get_or_start_many_answers_each_key_for_itself(harness: Harness) -> None:
+    harness.failing.add("bad-start")  # on_start raises every time: given up, as one by one
+    await harness.store.save(Snapshot("m2", b"41", 41))
+
+    def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        if key == "bad-factory":
+            raise ValueError("no such mower")
+        return harness.factory(key, snapshot)
+
+    supervisor = ShardSupervisor(
+        harness.dispatcher, factory, harness.store, backoff_initial=0.01, max_restarts=1
+    )
+    refs = await supervisor.get_or_start_many(["m1", "bad-factory", "m2", "bad-start"])
+    assert isinstance(refs[1], ValueError)
+    assert "bad-factory" not in supervisor
+    assert isinstance(refs[3], GaveUpError)
+    assert isinstance(refs[0], pykka.ActorRef)
+    assert isinstance(refs[2], pykka.ActorRef)
+    assert await harness_ask(refs[2], "inc") == 42  # from its snapshot
+    await supervisor.stop_all()
+    closed = await supervisor.get_or_start_many(["m3"])
+    assert isinstance(closed[0], SupervisorClosedError)
+
+
+async def test_a_cancelled_get_or_start_many_leaves_every_key_startable(
+    harness: Harness,
+) -> None:
+    release = asyncio.Event()
+
+    class SlowStore(InMemorySnapshotStore):
+        async def load(self, key: str) -> Snapshot | None:
+            await release.wait()
+            return None
+
+    supervisor = ShardSupervisor(harness.dispatcher, harness.factory, SlowStore())
+    many = asyncio.create_task(supervisor.get_or_start_many(["m1", "m2"]))
+    waiter = asyncio.create_task(supervisor.get_or_start("m2"))
+    await asyncio.sleep(0.01)
+    many.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await many
+    release.set()
+    ref = await asyncio.wait_for(waiter, 2)
+    assert ref.is_alive()
+    assert (await asyncio.wait_for(supervisor.get_or_start("m1"), 2)).is_alive()
+    await supervisor.stop_all()
+
+
+async def harness_ask(ref: pykka.ActorRef[Any], message: Any) -> Any:
+    return await LoopBridge(asyncio.get_running_loop()).ask(ref, message, timeout=2)
