@@ -226,15 +226,10 @@ class ShardSupervisor:
         bridge = self._bind_loop()
         pending = entry.pending
         try:
-            snapshot = await self._snapshots.load(key)
-            if self._closed or self._entries.get(key) is not entry:
+            made = await self._make(key, entry)
+            if made is None:
                 return  # stopped while the snapshot loaded
-            ref = self._factory(key, snapshot)
-            inbox = _inbox_of(ref)
-            if inbox.dispatcher is not self._dispatcher:
-                ref.stop(block=False)
-                msg = f"factory started {ref} on another dispatcher"
-                raise TypeError(msg)
+            ref, snapshot = made
         except Exception as error:
             entry.pending = None
             if not restart:
@@ -251,7 +246,7 @@ class ShardSupervisor:
                 if self._metrics is not None:
                     self._metrics.restarts.labels(actor=entry.actor_name).inc()
 
-            inbox.add_termination_callback(self._termination_callback(key, ref))
+            _inbox_of(ref).add_termination_callback(self._termination_callback(key, ref))
             # Answered after on_start (and any mail the factory queued): callers get an
             # actor that has started. pykka handles ProxyGetAttr itself, not on_receive.
             # If on_start failed, the termination callback takes it from here.
@@ -267,6 +262,20 @@ class ShardSupervisor:
             if pending is not None and not pending.done():
                 pending.set_result(None)
 
+    async def _make(
+        self, key: str, entry: _Entry
+    ) -> tuple[pykka.ActorRef[Any], Snapshot | None] | None:
+        """The key's actor, started from its snapshot; None if the key was stopped meanwhile."""
+        snapshot = await self._snapshots.load(key)
+        if self._closed or self._entries.get(key) is not entry:
+            return None
+        ref = self._factory(key, snapshot)
+        if _inbox_of(ref).dispatcher is not self._dispatcher:
+            ref.stop(block=False)
+            msg = f"factory started {ref} on another dispatcher"
+            raise TypeError(msg)
+        return ref, snapshot
+
     async def _launch_many(self, fresh: dict[str, _Entry]) -> dict[str, Exception]:
         """First starts of `fresh` (as `_launch` does one), then one wait for all on_starts.
 
@@ -278,23 +287,18 @@ class ShardSupervisor:
         try:
             for key, entry in fresh.items():
                 try:
-                    snapshot = await self._snapshots.load(key)
-                    if self._closed or self._entries.get(key) is not entry:
-                        continue  # stopped while the snapshots loaded
-                    ref = self._factory(key, snapshot)
-                    inbox = _inbox_of(ref)
-                    if inbox.dispatcher is not self._dispatcher:
-                        ref.stop(block=False)
-                        msg = f"factory started {ref} on another dispatcher"
-                        raise TypeError(msg)
+                    made = await self._make(key, entry)
                 except Exception as error:
                     if self._entries.get(key) is entry:
                         del self._entries[key]
                     failed[key] = error
                     continue
+                if made is None:
+                    continue  # stopped while the snapshots loaded
+                ref = made[0]
                 entry.ref = ref
                 entry.actor_name = ref.actor_class.__name__
-                inbox.add_termination_callback(self._termination_callback(key, ref))
+                _inbox_of(ref).add_termination_callback(self._termination_callback(key, ref))
                 # If on_start failed, the termination callback takes it from here.
                 with contextlib.suppress(pykka.ActorDeadError):
                     probe = ref.ask(_STARTED_PROBE, block=False)

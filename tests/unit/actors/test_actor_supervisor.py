@@ -98,6 +98,18 @@ class Harness:
         return self.registry.get_sample_value(name, {"actor": "Counter"}) or 0.0
 
 
+class GatedStore(InMemorySnapshotStore):
+    """Loads nothing until ``release`` is set."""
+
+    def __init__(self, release: asyncio.Event) -> None:
+        super().__init__()
+        self._release = release
+
+    async def load(self, key: str) -> Snapshot | None:
+        await self._release.wait()
+        return None
+
+
 @pytest.fixture
 async def harness(registry: CollectorRegistry) -> AsyncIterator[Harness]:
     dispatcher = Dispatcher(workers=2, name="sup")
@@ -275,13 +287,7 @@ async def test_a_first_start_cancelled_while_loading_leaves_the_key_startable(
     harness: Harness,
 ) -> None:
     release = asyncio.Event()
-
-    class SlowStore(InMemorySnapshotStore):
-        async def load(self, key: str) -> Snapshot | None:
-            await release.wait()
-            return None
-
-    supervisor = ShardSupervisor(harness.dispatcher, harness.factory, SlowStore())
+    supervisor = ShardSupervisor(harness.dispatcher, harness.factory, GatedStore(release))
     first = asyncio.create_task(supervisor.get_or_start("m1"))
     waiter = asyncio.create_task(supervisor.get_or_start("m1"))
     await asyncio.sleep(0.01)
@@ -401,13 +407,7 @@ async def test_a_cancelled_get_or_start_many_leaves_every_key_startable(
     harness: Harness,
 ) -> None:
     release = asyncio.Event()
-
-    class SlowStore(InMemorySnapshotStore):
-        async def load(self, key: str) -> Snapshot | None:
-            await release.wait()
-            return None
-
-    supervisor = ShardSupervisor(harness.dispatcher, harness.factory, SlowStore())
+    supervisor = ShardSupervisor(harness.dispatcher, harness.factory, GatedStore(release))
     many = asyncio.create_task(supervisor.get_or_start_many(["m1", "m2"]))
     waiter = asyncio.create_task(supervisor.get_or_start("m2"))
     await asyncio.sleep(0.01)
