@@ -284,6 +284,7 @@ class ShardSupervisor:
         bridge = self._bind_loop()
         failed: dict[str, Exception] = {}
         probes: list[DispatcherFuture[Any]] = []
+        starts = [(entry, entry.pending) for entry in fresh.values()]
         try:
             for key, entry in fresh.items():
                 try:
@@ -307,11 +308,12 @@ class ShardSupervisor:
             if probes:
                 await _all_settled(bridge, probes)
         finally:
-            # As in _launch: waiters are answered only now, and a cancelled start leaves
-            # no pending start behind (or the next caller would wait on it for ever).
-            for entry in fresh.values():
-                pending = entry.pending
-                entry.pending = None
+            # As in _launch: waiters are answered only now, a cancelled start leaves no
+            # pending start behind (or the next caller would wait on it for ever), and a
+            # restart scheduled meanwhile (on_start failed) keeps its own pending.
+            for entry, pending in starts:
+                if entry.pending is pending:
+                    entry.pending = None
                 if pending is not None and not pending.done():
                     pending.set_result(None)
         return failed
