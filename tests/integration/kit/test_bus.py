@@ -20,6 +20,7 @@ from mowdeck.kit.consumer import (
     delivery_count,
     settle,
 )
+from tests.support.jetstream import unsettled
 
 MOWER = uuid.UUID("00000000-0000-4000-8000-000000000042")
 ACCOUNT = uuid.uuid4()
@@ -329,10 +330,4 @@ async def test_a_consumer_that_settles_while_closing_gets_what_arrives_meanwhile
     release.set()
     await asyncio.wait_for(stopping, 5)
     assert sorted(seen) == sorted(e.command_id for e in sent)
-    # JetStream takes an ack in on its own time after reading it: look again for a while.
-    for _ in range(100):
-        info = await bus.js.consumer_info("COMMANDS", "t-settles")
-        if (info.num_pending, info.num_ack_pending) == (0, 0):
-            break
-        await asyncio.sleep(0.02)
-    assert (info.num_pending, info.num_ack_pending) == (0, 0)
+    assert await unsettled(bus, "COMMANDS", "t-settles", until=(0, 0)) == (0, 0)

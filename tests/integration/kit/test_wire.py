@@ -11,6 +11,7 @@ from nats.errors import MsgAlreadyAckdError, NotJSMessageError
 from mowdeck.kit import wire
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
+from tests.support.jetstream import unsettled
 
 SUBJECT = "telemetry.mower.00000000-0000-4000-8000-000000000042"
 
@@ -33,13 +34,8 @@ async def _receive(bus: Bus, durable: str, count: int) -> tuple[Consumer, list[M
 
 
 async def _unacked(bus: Bus, durable: str, expect: int | None = None) -> int:
-    # The server takes an ack in after it has read it: look again for a while.
-    for _ in range(100):
-        info = await bus.js.consumer_info("TELEMETRY", durable)
-        if expect is None or info.num_ack_pending == expect:
-            break
-        await asyncio.sleep(0.02)
-    return int(info.num_ack_pending)
+    until = None if expect is None else (0, expect)  # every message delivered by then
+    return (await unsettled(bus, "TELEMETRY", durable, until=until))[1]
 
 
 async def test_the_bus_uses_the_lean_client(bus: Bus) -> None:

@@ -1,0 +1,26 @@
+"""Reading a durable consumer's counts in tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mowdeck.kit.bus import Bus
+
+__all__ = ["unsettled"]
+
+
+async def unsettled(
+    bus: Bus, stream: str, durable: str, *, until: tuple[int, int] | None = None
+) -> tuple[int, int]:
+    """``(num_pending, num_ack_pending)`` of the durable.
+
+    With ``until``, looked at again for up to 2 s until the counts are those: JetStream
+    takes an ack in on its own time after reading it.
+    """
+    for _ in range(100):
+        info = await bus.js.consumer_info(stream, durable)
+        counts = (int(info.num_pending), int(info.num_ack_pending))
+        if until is None or counts == until:
+            break
+        await asyncio.sleep(0.02)
+    return counts
