@@ -32,12 +32,16 @@ from mowdeck.gateway.registry import Registry
 from mowdeck.kit.bus import header
 from mowdeck.kit.priority import call_first_threadsafe
 
-__all__ = ["CommandIntake"]
+__all__ = ["EMERGENCY_MARKER", "CommandIntake"]
 
 log = structlog.get_logger("mowdeck.gateway")
 _debug = logging.getLogger("mowdeck.gateway")
 
 Tell = Callable[[uuid.UUID, object], None]
+
+# The priority header's value of a stop, as it appears in a raw header block: the
+# emergency lane drops every message without it before building anything.
+EMERGENCY_MARKER = b"emergency"
 
 # Decisions that would answer or run a command again if it was admitted before.
 _ANSWERED_HERE = (Rejected, Expired, Admitted)

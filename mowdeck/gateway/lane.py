@@ -22,6 +22,9 @@ import structlog
 from nats.aio.msg import Msg
 
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.wire import Client, parse_header_lines
+
+_HDR_START = len(b"NATS/1.0\r\n")
 
 __all__ = ["EmergencyLane"]
 
@@ -31,17 +34,26 @@ log = structlog.get_logger("mowdeck.gateway")
 class EmergencyLane:
     """A NATS subscription served by its own thread and event loop.
 
-    ``handle`` is called on the lane's thread for every message; it must be quick and
-    must not touch the main loop's objects except through thread-safe calls.
+    ``handle`` is called on the lane's thread for every message whose header block
+    contains ``marker`` (every message when it is None); it must be quick and must not
+    touch the main loop's objects except through thread-safe calls. The marker is a
+    pre-filter on the raw bytes: ``handle`` still reads the header and decides.
     """
 
     def __init__(
-        self, nats_url: str, *, name: str, subject: str, handle: Callable[[Msg], None]
+        self,
+        nats_url: str,
+        *,
+        name: str,
+        subject: str,
+        handle: Callable[[Msg], None],
+        marker: bytes | None = None,
     ) -> None:
         self._url = nats_url
         self._name = name
         self._subject = subject
         self._handle = handle
+        self._marker = marker
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -78,13 +90,37 @@ class EmergencyLane:
         self._stop = asyncio.Event()
         try:
             bus = await Bus.connect(self._url, name=self._name)
-            await bus.nc.subscribe(self._subject, cb=self._on_message)
+            nc = bus.nc
+            if isinstance(nc, Client):
+                await nc.subscribe_direct(self._subject, self._on_raw)
+            else:
+                await nc.subscribe(self._subject, cb=self._on_message)
+            await nc.flush()  # ready once the server has the subscription, not before
         except BaseException as err:
             self._ready.set_exception(err)
             return
         self._ready.set_result(None)
         await self._stop.wait()
         await bus.drain()
+
+    def _on_raw(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        marker = self._marker
+        if marker is not None and (hdr is None or marker not in hdr):
+            return
+        if hdr is not None and hdr[_HDR_START - 2 : _HDR_START - 1] == b" ":
+            return  # an inline status comes from the server, never from a publisher
+        headers = None if hdr is None else (parse_header_lines(hdr[_HDR_START:]) or None)
+        msg = Msg(
+            _client=None,  # type: ignore[arg-type] # never settled: core messages, read only
+            subject=subject.decode(),
+            reply=reply.decode(),
+            data=data,
+            headers=headers,
+        )
+        try:
+            self._handle(msg)
+        except Exception:
+            log.exception("emergency lane failed on a message", subject=msg.subject)
 
     async def _on_message(self, msg: Msg) -> None:
         try:

@@ -38,7 +38,7 @@ from mowdeck.gateway.actor import (
 )
 from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
 from mowdeck.gateway.effects import EffectRunner
-from mowdeck.gateway.intake import CommandIntake
+from mowdeck.gateway.intake import EMERGENCY_MARKER, CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.names import MowerNames
@@ -196,6 +196,7 @@ class GatewayService:
             name=f"{self._producer}-estop",
             subject=COMMAND_FILTER,
             handle=self.intake.on_lane_message,
+            marker=EMERGENCY_MARKER,
         )
         await self._lane.start()
         self._consumer = Consumer(

@@ -3,7 +3,8 @@
 nats-py's ``publish_async`` draws random bytes, waits on a semaphore through
 ``wait_for`` and parses every ack into a dataclass; on a hot path that is most of a
 publish. This publisher numbers its requests, keeps one future each, and reads an ack
-only far enough to tell success from an error.
+only far enough to tell success from an error. On the project's client the acks are read
+by a direct subscription (``mowdeck.kit.wire``): no ``Msg``, queue or task step per ack.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from nats.aio.msg import Msg
 
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import header
+from mowdeck.kit.wire import Client, has_status
 
 __all__ = ["PipelinedPublisher", "PublishRefusedError"]
 
@@ -38,7 +40,10 @@ class PipelinedPublisher:
     async def start(self) -> None:
         """Subscribe to the ack inbox."""
         self._prefix = self._nc.new_inbox() + "."
-        self._sub = await self._nc.subscribe(self._prefix + "*", cb=self._on_ack)
+        if isinstance(self._nc, Client):
+            self._sub = await self._nc.subscribe_direct(self._prefix + "*", self._on_raw_ack)
+        else:
+            self._sub = await self._nc.subscribe(self._prefix + "*", cb=self._on_ack)
 
     async def publish(
         self, subject: str, data: bytes, headers: dict[str, str]
@@ -60,13 +65,20 @@ class PipelinedPublisher:
         self._futures.pop(token, None)
 
     async def _on_ack(self, msg: Msg) -> None:
-        future = self._futures.get(msg.subject[len(self._prefix) :])
+        self._settle(msg.subject, header(msg, "Status") == "503", msg.data)
+
+    def _on_raw_ack(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        del reply
+        self._settle(subject.decode(), has_status(hdr, b"503"), data)
+
+    def _settle(self, subject: str, no_stream: bool, data: bytes) -> None:
+        future = self._futures.get(subject[len(self._prefix) :])
         if future is None or future.done():
             return
-        if header(msg, "Status") == "503":
-            future.set_exception(PublishRefusedError(f"no stream takes {msg.subject}"))
-        elif b'"error"' in msg.data:
-            future.set_exception(PublishRefusedError(msg.data.decode(errors="replace")))
+        if no_stream:
+            future.set_exception(PublishRefusedError(f"no stream takes {subject}"))
+        elif b'"error"' in data:
+            future.set_exception(PublishRefusedError(data.decode(errors="replace")))
         else:
             future.set_result(None)
 

@@ -17,6 +17,10 @@ only those steps:
   exactly what ``msg.ack()`` sends.
 - Publishes with headers build their ``HPUB`` from header names checked once (nats-py
   checks every name with a regular expression on every publish); the bytes are the same.
+- ``subscribe_direct`` hands each message of a subscription to a plain function, as the
+  parser reads it: no ``Msg``, no queue, no task step and no coroutine per message. For
+  subscriptions that only look at a message and move on (publish acks, the gateway's
+  emergency lane), which nats-py's callback path costs several times their own work.
 
 The overrides use nats-py internals (``Parser`` state, ``_send_command``,
 ``_flush_pending``, ``_send_publish``, ``Msg._ackd``); tests/unit/kit/test_wire.py holds
@@ -27,15 +31,30 @@ real server, so an upgrade that changes them fails there, not in production.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import structlog
 from nats.aio import client as nats_client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.errors import BadHeaderError, MsgAlreadyAckdError, NotJSMessageError, ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, Parser
 
-__all__ = ["Client", "FastParser", "ack_all", "parse_header_lines"]
+__all__ = [
+    "Client",
+    "DirectHandler",
+    "DirectSubscription",
+    "FastParser",
+    "ack_all",
+    "has_status",
+    "parse_header_lines",
+]
+
+log = structlog.get_logger("mowdeck.kit")
+
+# subject, reply, payload, header block (``NATS/1.0...``, or None): the bytes as they came.
+DirectHandler = Callable[[bytes, bytes, bytes, bytes | None], None]
 
 _CRLF = b"\r\n"
 _HDR_LINE = b"NATS/1.0"
@@ -65,6 +84,7 @@ class FastParser(Parser):
             data = bytes(own)
             own.clear()
         nc = self.nc
+        direct: dict[int, DirectHandler] = getattr(nc, "_direct", None) or {}
         pos = 0
         size = len(data)
         while pos < size:
@@ -83,17 +103,17 @@ class FastParser(Parser):
             if size - pos < needed + 2:
                 break
             header_needed = self.header_needed
-            if header_needed:
-                hdr: bytes | None = data[pos : pos + header_needed]
-                payload = data[pos + header_needed : pos + needed]
-                self.header_needed = 0
-            else:
-                hdr = None
-                payload = data[pos : pos + needed]
+            hdr = data[pos : pos + header_needed] if header_needed else None
+            payload = data[pos + header_needed : pos + needed]
+            self.header_needed = 0
             pos += needed + 2
             self.state = AWAITING_CONTROL_LINE
             arg = self.msg_arg
-            await nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
+            handler = direct.get(arg["sid"]) if direct else None
+            if handler is not None:
+                nc._deliver_direct(handler, arg["subject"], arg["reply"], payload, hdr)
+            else:
+                await nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
             if self.buf is not own:
                 return  # reset meanwhile (a reconnect): the rest belongs to a dead connection
         if pos < size:
@@ -122,6 +142,14 @@ class FastParser(Parser):
         self.needed = int(args[-1])
 
 
+def has_status(headers: bytes | None, code: bytes) -> bool:
+    """Whether a raw header block carries the inline status ``code`` (``NATS/1.0 503``)."""
+    if headers is None or not headers.startswith(_HDR_LINE + b" "):
+        return False
+    status = headers[_HDR_START - 1 : headers.find(_CRLF)].split(None, 1)
+    return bool(status) and status[0] == code
+
+
 def parse_header_lines(raw: bytes) -> dict[str, str]:
     """``Client._parse_header_lines`` of nats-py, without a generator per header name."""
     out: dict[str, str] = {}
@@ -148,6 +176,61 @@ class Client(nats_client.Client):
         super().__init__()
         self._ps = FastParser(self)
         self._header_keys: dict[str, bytes] = {}
+        self._direct: dict[int, DirectHandler] = {}
+
+    async def subscribe_direct(
+        self, subject: str, handler: DirectHandler, *, queue: str = ""
+    ) -> DirectSubscription:
+        """Subscribe with ``handler`` called for each message, on the read loop, as parsed.
+
+        ``handler(subject, reply, payload, headers)`` gets the bytes as they came (the
+        header block raw, or None); it must be quick and must not block. What it raises
+        is logged and the message dropped; the connection goes on. The subscription
+        survives reconnects like any other; it has no pending limits, ``max_msgs`` or
+        JetStream flow control, so it is for core subjects only.
+        """
+        # Registered under the id nats-py is about to give it, before the SUB is sent:
+        # no message can reach the queue of a callback-less subscription meanwhile.
+        sid = self._sid + 1
+        self._direct[sid] = handler
+        try:
+            sub = await self.subscribe(subject, queue=queue)
+        except BaseException:
+            self._direct.pop(sid, None)
+            raise
+        if sub._id != sid:  # nats-py numbered it otherwise: never hand it out half-wired
+            self._direct.pop(sid, None)
+            await sub.unsubscribe()
+            raise RuntimeError(f"nats: subscription id {sub._id}, expected {sid}")
+        return DirectSubscription(self, sub)
+
+    async def _process_msg(
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    ) -> None:
+        # nats-py's parser hands on the messages after a PING or INFO of the same read.
+        handler = self._direct.get(sid)
+        if handler is not None:
+            self._deliver_direct(handler, subject, reply, data, headers)
+            return
+        # ``headers`` is None for a message without, as nats-py's own parser passes it.
+        await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
+
+    def _deliver_direct(
+        self,
+        handler: DirectHandler,
+        subject: bytes,
+        reply: bytes,
+        payload: bytes,
+        headers: bytes | None,
+    ) -> None:
+        stats = self.stats
+        stats["in_msgs"] += 1
+        stats["in_bytes"] += len(payload)
+        try:
+            handler(subject, reply, payload, headers)
+        except Exception:
+            where = subject.decode("utf-8", "replace")
+            log.exception("direct subscription handler failed", subject=where)
 
     async def _send_publish(
         self,
@@ -207,6 +290,31 @@ class Client(nats_client.Client):
             result: dict[str, str] | None = await super()._process_headers(headers)
             return result
         return parse_header_lines(headers[_HDR_START:]) or None
+
+
+class DirectSubscription:
+    """A subscription made by ``Client.subscribe_direct``."""
+
+    def __init__(self, client: Client, sub: Subscription) -> None:
+        self._client = client
+        self._sub = sub
+
+    @property
+    def subject(self) -> str:
+        """The subject subscribed to."""
+        return str(self._sub.subject)
+
+    async def unsubscribe(self) -> None:
+        """Stop at once; messages still on their way are dropped."""
+        self._client._direct.pop(self._sub._id, None)
+        await self._sub.unsubscribe()
+
+    async def drain(self) -> None:
+        """Stop after every message the server sent before it (a round trip) is handled."""
+        try:
+            await self._sub.drain()  # type: ignore[no-untyped-call] # untyped in nats-py
+        finally:
+            self._client._direct.pop(self._sub._id, None)
 
 
 def _email_parser() -> object:

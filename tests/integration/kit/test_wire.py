@@ -12,6 +12,7 @@ from mowdeck.kit import wire
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from tests.support.jetstream import unsettled
+from tests.support.natsserver import NatsServer
 
 SUBJECT = "telemetry.mower.00000000-0000-4000-8000-000000000042"
 
@@ -100,3 +101,106 @@ async def test_ack_all_refuses_a_core_message(bus: Bus) -> None:
     await sub.unsubscribe()
     with pytest.raises(NotJSMessageError):
         await wire.ack_all([msg])
+
+
+class _Seen:
+    """What a direct subscription's handler got."""
+
+    def __init__(self, fail_on: bytes | None = None) -> None:
+        self.got: list[tuple[bytes, bytes, bytes, bytes | None]] = []
+        self.fail_on = fail_on
+        self.changed = asyncio.Event()
+
+    def __call__(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        self.changed.set()
+        if data == self.fail_on:
+            raise RuntimeError("a handler's own bug")
+        self.got.append((bytes(subject), bytes(reply), data, hdr))
+
+    async def wait_for(self, count: int, timeout: float = 5.0) -> None:
+        async with asyncio.timeout(timeout):
+            while len(self.got) < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def test_a_direct_subscription_gets_the_bytes_as_they_came(bus: Bus) -> None:
+    nc = bus.nc
+    assert isinstance(nc, wire.Client)
+    seen = _Seen()
+    sub = await nc.subscribe_direct("direct.>", seen)
+    received = nc.stats["in_msgs"]
+    await nc.publish("direct.a", b"one", reply="back", headers={"Mowdeck-Priority": "emergency"})
+    await nc.publish("direct.b", b"two")
+    await seen.wait_for(2)
+    (subject, reply, data, hdr), plain = seen.got
+    assert (subject, reply, data) == (b"direct.a", b"back", b"one")
+    assert hdr is not None and hdr.startswith(b"NATS/1.0\r\n")
+    assert wire.parse_header_lines(hdr[len(b"NATS/1.0\r\n") :]) == {"Mowdeck-Priority": "emergency"}
+    assert plain == (b"direct.b", b"", b"two", None)
+    assert nc.stats["in_msgs"] == received + 2
+    await sub.unsubscribe()
+    await nc.publish("direct.c", b"three")
+    await nc.flush()
+    assert len(seen.got) == 2  # nothing after the unsubscribe
+    assert not nc._direct
+
+
+async def test_a_failing_handler_costs_only_its_own_message(bus: Bus) -> None:
+    nc = bus.nc
+    assert isinstance(nc, wire.Client)
+    seen = _Seen(fail_on=b"bad")
+    sub = await nc.subscribe_direct("direct.x", seen)
+    for data in (b"first", b"bad", b"last"):
+        await nc.publish("direct.x", data)
+    await seen.wait_for(2)
+    assert [g[2] for g in seen.got] == [b"first", b"last"]
+    assert nc.is_connected
+    await sub.unsubscribe()
+
+
+async def test_draining_a_direct_subscription_hands_on_what_was_sent_before(bus: Bus) -> None:
+    nc = bus.nc
+    assert isinstance(nc, wire.Client)
+    seen = _Seen()
+    sub = await nc.subscribe_direct("direct.d", seen)
+    # From another connection, flushed: the server has routed all of them before the
+    # drain's UNSUB (a connection's deliveries to itself and its PONG are not ordered).
+    url = nc.connected_url
+    assert url is not None
+    other = await Bus.connect(f"nats://{url.netloc}", name="publisher")
+    try:
+        for i in range(500):
+            await other.nc.publish("direct.d", str(i).encode())
+        await other.nc.flush()
+    finally:
+        await other.drain()
+    await sub.drain()
+    assert [int(g[2]) for g in seen.got] == list(range(500))
+    assert not nc._direct
+
+
+async def test_a_direct_subscription_survives_a_server_restart(
+    own_nats_server: NatsServer,
+) -> None:
+    bus = await Bus.connect(own_nats_server.url, name="test")
+    try:
+        nc = bus.nc
+        assert isinstance(nc, wire.Client)
+        seen = _Seen()
+        await nc.subscribe_direct("direct.r", seen)
+        await nc.publish("direct.r", b"before")
+        await seen.wait_for(1)
+        await asyncio.to_thread(own_nats_server.restart, 0.5)
+        async with asyncio.timeout(10):
+            while not nc.is_connected:
+                await asyncio.sleep(0.05)
+        # Once resubscribed (the SUB goes out first on the new connection), it delivers.
+        async with asyncio.timeout(10):
+            while len(seen.got) < 2:
+                await nc.publish("direct.r", b"after")
+                await nc.flush()
+                await asyncio.sleep(0.05)
+        assert seen.got[0][2] == b"before" and seen.got[-1][2] == b"after"
+    finally:
+        await bus.drain()

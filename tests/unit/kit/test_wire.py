@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
@@ -10,7 +11,7 @@ from nats.aio.client import Client as NatsPyClient
 from nats.errors import BadHeaderError, ProtocolError
 from nats.protocol.parser import Parser
 
-from mowdeck.kit.wire import Client, FastParser, parse_header_lines
+from mowdeck.kit.wire import Client, FastParser, has_status, parse_header_lines
 
 
 class _Recorder:
@@ -97,6 +98,61 @@ async def test_the_fast_parser_dispatches_what_nats_py_dispatches(seed: int) -> 
     assert ours.calls == theirs.calls
     assert sum(1 for c in ours.calls if c[0] == "msg") > 50
     assert not fast.buf
+
+
+@pytest.mark.parametrize("seed", range(10))
+async def test_direct_subscriptions_get_what_nats_py_would_hand_on_in_order(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    data = _stream(rng, 200)
+    cuts = sorted(rng.sample(range(1, len(data)), k=rng.choice([1, 10, 200, 1000])))
+    theirs = _Recorder()
+    await _feed(Parser(theirs), data, cuts)
+    # The real client, with nats-py's own handlers (under its overrides) recording: a
+    # message after a PING or an INFO in the same read is parsed by nats-py's parser,
+    # and must still reach its direct subscription.
+    ours = _Recorder()
+    for name in ("_process_msg", "_process_ping", "_process_pong", "_process_info"):
+        monkeypatch.setattr(NatsPyClient, name, functools.partialmethod(_forward, name, ours))
+    monkeypatch.setattr(
+        NatsPyClient, "_process_err", functools.partialmethod(_forward, "_process_err", ours)
+    )
+    client = Client()
+
+    def direct(sid: int, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        ours.calls.append(("direct", sid, bytes(subject), bytes(reply), data, hdr))
+
+    client._direct.update({sid: functools.partial(direct, sid) for sid in range(1, 50)})
+    await _feed(client._ps, data, cuts)
+    # The same messages in the same order; those of the direct ids went the direct way.
+    assert [("msg", *c[1:]) if c[0] == "direct" else c for c in ours.calls] == theirs.calls
+    assert any(c[0] == "direct" for c in ours.calls)
+    assert all(c[1] < 50 for c in ours.calls if c[0] == "direct")
+    assert all(c[1] >= 50 for c in ours.calls if c[0] == "msg")
+    assert client.stats["in_msgs"] == sum(1 for c in ours.calls if c[0] == "direct")
+
+
+async def _forward(_client: object, name: str, recorder: _Recorder, *args: Any) -> None:
+    await getattr(recorder, name)(*args)
+
+
+@pytest.mark.parametrize(
+    ("headers", "code", "expected"),
+    [
+        (None, b"503", False),
+        (b"NATS/1.0\r\nStatus: 503\r\n\r\n", b"503", False),
+        (b"NATS/1.0 503\r\n\r\n", b"503", True),
+        (b"NATS/1.0 503 No Responders\r\n\r\n", b"503", True),
+        (b"NATS/1.0 404 No Messages\r\n\r\n", b"503", False),
+        (b"NATS/1.0 5031\r\n\r\n", b"503", False),
+        (b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 7\r\n\r\n", b"100", True),
+    ],
+)
+def test_an_inline_status_is_read_from_the_raw_block(
+    headers: bytes | None, code: bytes, expected: bool
+) -> None:
+    assert has_status(headers, code) is expected
 
 
 @pytest.mark.parametrize(

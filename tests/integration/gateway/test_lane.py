@@ -1,0 +1,93 @@
+"""The emergency lane's own subscription: only marked messages reach its handler."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from nats.aio.msg import Msg
+
+from contracts.v1.subjects import PRIORITY_HEADER
+from mowdeck.gateway.intake import EMERGENCY_MARKER
+from mowdeck.gateway.lane import EmergencyLane
+from mowdeck.kit.bus import Bus, header
+
+SUBJECT = "command.mower.00000000-0000-4000-8000-000000000007"
+
+
+class _Handled:
+    def __init__(self) -> None:
+        self.msgs: list[Msg] = []
+        self.threads: set[str] = set()
+
+    def __call__(self, msg: Msg) -> None:
+        self.threads.add(threading.current_thread().name)
+        if msg.data == b"boom":
+            raise RuntimeError("a handler's own bug")
+        self.msgs.append(msg)
+
+
+async def _lane(bus: Bus, marker: bytes | None) -> tuple[EmergencyLane, _Handled]:
+    handled = _Handled()
+    url = bus.nc.connected_url
+    assert url is not None
+    lane = EmergencyLane(
+        f"nats://{url.netloc}",
+        name="lane-test",
+        subject="command.mower.*",
+        handle=handled,
+        marker=marker,
+    )
+    await lane.start()
+    return lane, handled
+
+
+async def _publish_all(bus: Bus, messages: list[tuple[bytes, dict[str, str] | None]]) -> None:
+    for data, headers in messages:
+        await bus.nc.publish(SUBJECT, data, headers=headers)
+    await bus.nc.flush()
+
+
+async def _settled(handled: _Handled, count: int) -> None:
+    async with asyncio.timeout(5):
+        while len(handled.msgs) < count:  # filled on the lane's thread
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # and nothing more comes
+
+
+async def test_only_messages_with_the_marker_reach_the_handler(bus: Bus) -> None:
+    lane, handled = await _lane(bus, EMERGENCY_MARKER)
+    try:
+        await _publish_all(
+            bus,
+            [
+                (b"normal", {PRIORITY_HEADER: "normal"}),
+                (b"no headers", None),
+                (b"boom", {PRIORITY_HEADER: "emergency"}),  # raises: logged, lane goes on
+                (b"stop", {PRIORITY_HEADER: "emergency", "Nats-Msg-Id": "s-1"}),
+                # The marker is only a pre-filter: the handler still reads the header.
+                (b"look-alike", {"X-Note": "emergency", PRIORITY_HEADER: "normal"}),
+            ],
+        )
+        await _settled(handled, 2)
+        assert [m.data for m in handled.msgs] == [b"stop", b"look-alike"]
+        stop, look_alike = handled.msgs
+        assert stop.subject == SUBJECT
+        assert header(stop, PRIORITY_HEADER) == "emergency"
+        assert header(stop, "Nats-Msg-Id") == "s-1"
+        assert header(look_alike, PRIORITY_HEADER) == "normal"
+        assert handled.threads == {"lane-test"}
+        assert lane.alive
+    finally:
+        await lane.stop()
+
+
+async def test_without_a_marker_every_message_reaches_the_handler(bus: Bus) -> None:
+    lane, handled = await _lane(bus, None)
+    try:
+        await _publish_all(bus, [(b"normal", {PRIORITY_HEADER: "normal"}), (b"bare", None)])
+        await _settled(handled, 2)
+        assert [m.data for m in handled.msgs] == [b"normal", b"bare"]
+        assert handled.msgs[1].headers is None
+    finally:
+        await lane.stop()
