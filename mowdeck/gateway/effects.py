@@ -23,7 +23,7 @@ from contracts.v1 import (
     MowerState,
     encode,
 )
-from contracts.v1.subjects import MSG_ID_HEADER, event_subject, result_subject, telemetry_subject
+from contracts.v1.subjects import MSG_ID_HEADER, RESULT_PREFIX, TELEMETRY_PREFIX, event_subject
 from mowdeck.gateway.actor import DriveCheck, Outcome
 from mowdeck.gateway.connections import (
     CommandTimeoutError,
@@ -42,6 +42,7 @@ from mowdeck.gateway.controller import (
     clean_reason,
 )
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.names import MowerNames
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.pipeline import PipelinedPublisher
 from mowdeck.kit.priority import eager_task
@@ -103,8 +104,11 @@ class EffectRunner:
         device_timeout: float,
         producer: str,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        names: MowerNames | None = None,
     ) -> None:
         self._bus = bus
+        # The mowers' ids as text, formatted once: subjects and msg ids are built from them.
+        self._names = MowerNames() if names is None else names
         self._metrics = metrics
         self._connections = connections
         self._tell = tell
@@ -267,6 +271,7 @@ class EffectRunner:
         # comes must not hold a slot of the pipelined publisher.
         loop = asyncio.get_running_loop()
         outgoing = self._outgoing
+        key = self._names.key
         delay = 0.05
         sent = 0
         while True:
@@ -275,13 +280,14 @@ class EffectRunner:
             while outgoing:
                 item = outgoing[0]
                 if isinstance(item, CommandResult):
-                    subject = result_subject(item.mower_id)
+                    subject = RESULT_PREFIX + key(item.mower_id)
                     data, msg_id = encode(item), item.msg_id
                 else:
                     state, heartbeat = item
-                    subject = telemetry_subject(state.mower_id)
+                    mower = key(state.mower_id)
+                    subject = TELEMETRY_PREFIX + mower
                     data = encode(state)
-                    msg_id = f"{state.mower_id}:{state.observed_at.timestamp():.6f}{heartbeat}"
+                    msg_id = f"{mower}:{state.observed_at.timestamp():.6f}{heartbeat}"
                 try:
                     if isinstance(item, CommandResult):
                         ack = await self._acks.publish(subject, data, {MSG_ID_HEADER: msg_id})

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import structlog
 from nats.aio.msg import Msg
+from nats.errors import MsgAlreadyAckdError
 
 from contracts.v1 import CommandEnvelope
 from contracts.v1.subjects import PRIORITY_HEADER
@@ -31,6 +32,7 @@ from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.registry import Registry
 from mowdeck.kit.bus import header
 from mowdeck.kit.priority import call_first_threadsafe
+from mowdeck.kit.wire import ack_all, delivery
 
 __all__ = ["EMERGENCY_MARKER", "CommandIntake"]
 
@@ -119,6 +121,8 @@ class CommandIntake:
         self.admitted = AdmittedCommands()
         self._normal: deque[Msg] = deque()
         self._normal_ready = asyncio.Event()
+        # Deliveries decided and to be acknowledged: written together, once per batch.
+        self._acks: list[Msg] = []
         self._callbacks = 0
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -136,6 +140,7 @@ class CommandIntake:
     async def release(self) -> None:
         """Refuse new deliveries and give back what was not admitted yet."""
         self.closing = True
+        await self._flush_acks()  # what was decided is settled before anything is given back
         while self._normal:
             await self._refuse_while_closing(self._normal.popleft())  # the next owner runs it
 
@@ -153,6 +158,7 @@ class CommandIntake:
             return
         if header(msg, PRIORITY_HEADER) == "emergency":
             await self._admit_safely(msg)
+            await self._flush_acks()
             return
         self._normal.append(msg)
         self._normal_ready.set()
@@ -216,7 +222,30 @@ class CommandIntake:
                 await self._admit_safely(self._normal.popleft())
                 handled += 1
                 if handled % 64 == 0:
+                    await self._flush_acks()
                     await asyncio.sleep(0)  # let the emergency lane and the links in
+            await self._flush_acks()
+
+    async def _flush_acks(self) -> None:
+        # One write for the batch (``ack_all``). A delivery whose ack is lost comes back
+        # and is recognised as admitted before; one that cannot be settled at all now is
+        # given back by JetStream after the ack wait, as an ack lost on the wire would be.
+        acks, self._acks = self._acks, []
+        if not acks:
+            return
+        try:
+            await ack_all(acks)
+        except Exception as err:
+            # One at a time then, skipping any settled meanwhile (a failure after its
+            # decision gives it back with a nak).
+            log.warning("acknowledging one by one", count=len(acks), error=str(err))
+            for msg in acks:
+                try:
+                    await msg.ack()
+                except MsgAlreadyAckdError:
+                    continue
+                except Exception as one:
+                    log.warning("could not acknowledge a delivery", error=str(one))
 
     async def _refuse_while_closing(self, msg: Msg) -> None:
         # Given back, for the next owner of the shard to run; unless this gateway admitted
@@ -247,8 +276,8 @@ class CommandIntake:
 
     async def _admit(self, msg: Msg) -> None:
         delivered = time.perf_counter()
-        metadata = msg.metadata  # parsed from the reply subject on every access
-        if metadata.num_delivered > 1:
+        deliveries, sequence = delivery(msg.reply)
+        if deliveries > 1:
             self._metrics.redeliveries.inc()
         now = datetime.now(UTC)
         decision = self._decide(msg, now)
@@ -261,7 +290,7 @@ class CommandIntake:
             # its controller may have restarted since, with no memory of it. The stream
             # copy of a stop still goes on: it sets the controller's boundary.
             self._metrics.duplicates.inc()
-            await msg.ack()
+            self._acks.append(msg)
             return
         match decision:
             case Invalid(reason):
@@ -270,12 +299,12 @@ class CommandIntake:
                 log.warning("command terminated", subject=msg.subject, reason=reason)
             case Foreign():
                 self._metrics.foreign.inc()
-                await msg.ack()
+                self._acks.append(msg)
             case Rejected(envelope, reason):
                 label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
                 self._metrics.refused.labels(label).inc()
                 self._effects(envelope.mower_id, [result_effect(envelope, "rejected", now, reason)])
-                await msg.ack()
+                self._acks.append(msg)
                 log.info(
                     "command rejected",
                     mower_id=str(envelope.mower_id),
@@ -285,9 +314,8 @@ class CommandIntake:
             case Expired(envelope):
                 self._metrics.refused.labels("expired").inc()
                 self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
-                await msg.ack()
+                self._acks.append(msg)
             case Admitted(envelope, _):
-                sequence = metadata.sequence.stream
                 self.admitted.add(envelope, now)
                 self._metrics.admitted_kind(envelope.kind).inc()
                 if envelope.is_emergency:
@@ -299,7 +327,7 @@ class CommandIntake:
                     )
                 else:
                     self._tell(envelope.mower_id, Submit(envelope, sequence, delivered))
-                await msg.ack()
+                self._acks.append(msg)
                 if _debug.isEnabledFor(logging.DEBUG):
                     log.debug(
                         "command admitted",

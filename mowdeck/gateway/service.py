@@ -158,6 +158,7 @@ class GatewayService:
             tell=self.tell,
             device_timeout=s.device_command_timeout_seconds,
             producer=self._producer,
+            names=self._names,
         )
         await self.effects.start()
         self._outbox = EffectOutbox(loop, self.effects)

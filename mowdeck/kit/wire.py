@@ -47,6 +47,7 @@ __all__ = [
     "DirectSubscription",
     "FastParser",
     "ack_all",
+    "delivery",
     "has_status",
     "parse_header_lines",
 ]
@@ -140,6 +141,21 @@ class FastParser(Parser):
         arg["sid"] = int(args[2])
         arg["reply"] = args[3] if count == (6 if op == b"HMSG" else 5) else b""
         self.needed = int(args[-1])
+
+
+_V1_TOKENS = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>
+
+
+def delivery(reply: str) -> tuple[int, int]:
+    """``(num_delivered, stream sequence)`` of a JetStream delivery, from its reply subject.
+
+    What ``msg.metadata`` gives for these two, with its checks (``NotJSMessageError``),
+    without building its dataclasses and timestamp on every access.
+    """
+    tokens = Msg.Metadata._get_metadata_fields(reply)
+    if len(tokens) == _V1_TOKENS:
+        return int(tokens[4]), int(tokens[5])
+    return int(tokens[Msg.Ack.NumDelivered]), int(tokens[Msg.Ack.StreamSeq])
 
 
 def has_status(headers: bytes | None, code: bytes) -> bool:

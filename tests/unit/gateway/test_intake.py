@@ -18,6 +18,7 @@ from contracts.v1 import (
     EmergencyStop,
     MowerRegistration,
     StartMow,
+    decode,
     encode,
 )
 from contracts.v1.subjects import PRIORITY_HEADER, command_subject
@@ -44,6 +45,11 @@ class FakeMsg:
     num_delivered: int = 1
     sequence: int = 1
     settled: list[str] = field(default_factory=list)
+
+    @property
+    def reply(self) -> str:
+        # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>
+        return f"$JS.ACK.COMMANDS.device-gateway-0.{self.num_delivered}.{self.sequence}.1.0.0"
 
     @property
     def metadata(self) -> Any:
@@ -108,13 +114,19 @@ def intake(registry: dict[uuid.UUID, MowerRegistration] | None = None) -> Any:
     return it, told, effects, metrics
 
 
+async def admit(it: Any, msg: FakeMsg) -> None:
+    """One delivery admitted and its settlement written (the intake acks once per batch)."""
+    await it._admit(msg)
+    await it._flush_acks()
+
+
 async def test_an_admitted_command_redelivered_after_it_expired_gets_no_second_result(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     it, told, effects, metrics = intake()
     env = envelope(ttl_s=30)
     first = delivery(env)
-    await it._admit(first)
+    await admit(it, first)
     assert first.settled == ["ack"]
     assert [type(m) for m in told] == [Submit]
     # The ack was lost; JetStream redelivers after ack_wait, when the command has expired.
@@ -127,7 +139,7 @@ async def test_an_admitted_command_redelivered_after_it_expired_gets_no_second_r
 
     monkeypatch.setattr(intake_module, "datetime", Later)
     again = delivery(env, num_delivered=2)
-    await it._admit(again)
+    await admit(it, again)
     assert again.settled == ["ack"]
     assert effects.results == []  # not "expired": its results came from the first delivery
     assert len(told) == 1
@@ -138,10 +150,10 @@ async def test_a_redelivery_after_the_mower_was_removed_gets_no_second_result() 
     registry = {MOWER: REG}
     it, _, effects, _ = intake(registry)
     env = envelope()
-    await it._admit(delivery(env))
+    await admit(it, delivery(env))
     registry.clear()
     again = delivery(env, num_delivered=2)
-    await it._admit(again)
+    await admit(it, again)
     assert again.settled == ["ack"]
     assert effects.results == []
 
@@ -150,7 +162,7 @@ async def test_an_unknown_command_delivered_late_is_still_answered_expired() -> 
     it, _, effects, _ = intake()
     env = envelope(ttl_s=1, now=datetime.now(UTC) - timedelta(seconds=5))
     msg = delivery(env, num_delivered=3)
-    await it._admit(msg)
+    await admit(it, msg)
     assert msg.settled == ["ack"]
     assert effects.results == [(env.command_id, "expired")]
 
@@ -183,6 +195,34 @@ async def test_a_failing_admission_gives_that_delivery_back_and_admits_the_next(
     it, told, _, metrics = intake()
     it.start()
     try:
+        first, second = envelope(), envelope()
+        broken, fine = delivery(first), delivery(second)
+
+        def tell(mower_id: uuid.UUID, message: Any) -> None:
+            if message.envelope.command_id == first.command_id:
+                raise RuntimeError("controller lookup failed")
+            told.append(message)
+
+        it._tell = tell
+        await it.on_command(broken)
+        await it.on_command(fine)
+        for _ in range(100):
+            if fine.settled:
+                break
+            await asyncio.sleep(0.01)
+        assert broken.settled == ["nak"]
+        assert fine.settled == ["ack"]
+        assert [m.envelope.command_id for m in told] == [second.command_id]
+        assert metrics.refused.labels("error")._value.get() == 1
+    finally:
+        await it.stop()
+
+
+async def test_a_failing_ack_costs_only_its_own_delivery() -> None:
+    # The batch's acks are written together; if that fails, each is tried on its own.
+    it, told, _, _ = intake()
+    it.start()
+    try:
         broken, fine = delivery(envelope()), delivery(envelope())
 
         async def ack_fails() -> None:
@@ -195,12 +235,16 @@ async def test_a_failing_admission_gives_that_delivery_back_and_admits_the_next(
             if fine.settled:
                 break
             await asyncio.sleep(0.01)
-        assert broken.settled == ["nak"]
         assert fine.settled == ["ack"]
-        assert len(told) == 2  # both reached the controller; the first is redelivered
-        assert metrics.refused.labels("error")._value.get() == 1
+        assert broken.settled == []  # JetStream gives it back after ack_wait; it is known
+        assert len(told) == 2
+        assert broken_is_known(it, broken)
     finally:
         await it.stop()
+
+
+def broken_is_known(it: Any, msg: FakeMsg) -> bool:
+    return decode(msg.data, CommandEnvelope).command_id in it.admitted
 
 
 def test_admitted_commands_are_forgotten_after_expiry_and_beyond_the_limit() -> None:
@@ -227,9 +271,9 @@ async def test_an_admitted_command_redelivered_in_time_does_not_reach_its_contro
     # Its controller may have restarted since, with no memory of the id: it would run twice.
     it, told, _, metrics = intake()
     env = envelope()
-    await it._admit(delivery(env))
+    await admit(it, delivery(env))
     again = delivery(env, num_delivered=2)
-    await it._admit(again)
+    await admit(it, again)
     assert again.settled == ["ack"]
     assert [type(m) for m in told] == [Submit]
     assert metrics.duplicates._value.get() == 1
@@ -242,7 +286,7 @@ async def test_the_stream_copy_of_a_stop_still_reaches_its_controller() -> None:
     stop = envelope(EmergencyStop(reason="test"))
     it._send_stop(stop, 0.0)
     copy = delivery(stop, sequence=9)
-    await it._admit(copy)
+    await admit(it, copy)
     assert copy.settled == ["ack"]
     assert [(type(m), m.sequence) for m in told] == [(EmergencySubmit, None), (EmergencySubmit, 9)]
 
@@ -252,7 +296,7 @@ async def test_release_acks_queued_redeliveries_of_admitted_commands_and_gives_b
 ):
     it, _, _, _ = intake()
     admitted, fresh = envelope(), envelope()
-    await it._admit(delivery(admitted))
+    await admit(it, delivery(admitted))
     queued_again, queued_new = delivery(admitted, num_delivered=2), delivery(fresh)
     it._normal.extend([queued_again, queued_new])
     await it.release()

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsPyClient
-from nats.errors import BadHeaderError, ProtocolError
+from nats.aio.msg import Msg
+from nats.errors import BadHeaderError, NotJSMessageError, ProtocolError
 from nats.protocol.parser import Parser
 
-from mowdeck.kit.wire import Client, FastParser, has_status, parse_header_lines
+from mowdeck.kit.wire import Client, FastParser, delivery, has_status, parse_header_lines
 
 
 class _Recorder:
@@ -268,3 +269,23 @@ async def test_a_header_name_nats_py_refuses_is_refused(name: str) -> None:
         await NatsPyClient()._send_publish("s", "", b"", 0, {name: "v"})
     with pytest.raises(BadHeaderError):
         await Client()._send_publish("s", "", b"", 0, {name: "v"})
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.COMMANDS.device-gateway-0.1.42.7.1700000000000000000.3",
+        "$JS.ACK.COMMANDS.device-gateway-0.12.9000000001.8.1700000000000000000.0",
+        "$JS.ACK.hub.ACCHASH.COMMANDS.device-gateway-0.2.42.7.1700000000000000000.3.rnd",
+        "$JS.ACK._.ACCHASH.COMMANDS.device-gateway-0.5.43.9.1700000000000000000.0",
+    ],
+)
+def test_delivery_counts_are_what_the_metadata_says(reply: str) -> None:
+    metadata = Msg(_client=None, reply=reply).metadata  # type: ignore[arg-type]
+    assert delivery(reply) == (metadata.num_delivered, metadata.sequence.stream)
+
+
+@pytest.mark.parametrize("reply", ["", "_INBOX.abc", "$JS.ACK.S.c.1.2", "$JS.NAK.S.c.1.2.3.4.5"])
+def test_a_reply_that_is_no_delivery_is_refused_as_the_metadata_refuses_it(reply: str) -> None:
+    with pytest.raises(NotJSMessageError):
+        delivery(reply)
