@@ -204,12 +204,7 @@ async def test_a_failing_admission_gives_that_delivery_back_and_admits_the_next(
             told.append(message)
 
         it._tell = tell
-        await it.on_command(broken)
-        await it.on_command(fine)
-        for _ in range(100):
-            if fine.settled:
-                break
-            await asyncio.sleep(0.01)
+        await deliver_both(it, broken, fine)
         assert broken.settled == ["nak"]
         assert fine.settled == ["ack"]
         assert [m.envelope.command_id for m in told] == [second.command_id]
@@ -229,22 +224,23 @@ async def test_a_failing_ack_costs_only_its_own_delivery() -> None:
             raise ConnectionError("connection being replaced")
 
         broken.ack = ack_fails  # type: ignore[method-assign]
-        await it.on_command(broken)
-        await it.on_command(fine)
-        for _ in range(100):
-            if fine.settled:
-                break
-            await asyncio.sleep(0.01)
+        await deliver_both(it, broken, fine)
         assert fine.settled == ["ack"]
         assert broken.settled == []  # JetStream gives it back after ack_wait; it is known
         assert len(told) == 2
-        assert broken_is_known(it, broken)
+        assert decode(broken.data, CommandEnvelope).command_id in it.admitted
     finally:
         await it.stop()
 
 
-def broken_is_known(it: Any, msg: FakeMsg) -> bool:
-    return decode(msg.data, CommandEnvelope).command_id in it.admitted
+async def deliver_both(it: Any, broken: FakeMsg, fine: FakeMsg) -> None:
+    """Two ordinary deliveries, in order; back once the second is settled."""
+    await it.on_command(broken)
+    await it.on_command(fine)
+    for _ in range(100):
+        if fine.settled:
+            break
+        await asyncio.sleep(0.01)
 
 
 def test_admitted_commands_are_forgotten_after_expiry_and_beyond_the_limit() -> None:
