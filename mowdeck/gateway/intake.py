@@ -316,8 +316,6 @@ class CommandIntake:
                 self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
                 self._acks.append(msg)
             case Admitted(envelope, _):
-                self.admitted.add(envelope, now)
-                self._metrics.admitted_kind(envelope.kind).inc()
                 if envelope.is_emergency:
                     # A stop whose header was missing still wins once decoded.
                     self._effects.stop_delivered(envelope.command_id, delivered)
@@ -327,6 +325,11 @@ class CommandIntake:
                     )
                 else:
                     self._tell(envelope.mower_id, Submit(envelope, sequence, delivered))
+                # Remembered once its controller has it: a delivery given back because the
+                # hand-over failed must be admitted when it comes back, not taken for a
+                # duplicate.
+                self.admitted.add(envelope, now)
+                self._metrics.admitted_kind(envelope.kind).inc()
                 self._acks.append(msg)
                 if _debug.isEnabledFor(logging.DEBUG):
                     log.debug(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -88,6 +89,7 @@ class EmergencyLane:
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
+        bus: Bus | None = None
         try:
             bus = await Bus.connect(self._url, name=self._name)
             nc = bus.nc
@@ -97,6 +99,9 @@ class EmergencyLane:
                 await nc.subscribe(self._subject, cb=self._on_message)
             await nc.flush()  # ready once the server has the subscription, not before
         except BaseException as err:
+            if bus is not None:  # connected, then failed: the connection is not left open
+                with contextlib.suppress(Exception):
+                    await bus.nc.close()
             self._ready.set_exception(err)
             return
         self._ready.set_result(None)

@@ -212,7 +212,7 @@ class Client(nats_client.Client):
         try:
             sub = await self.subscribe(subject, queue=queue)
         except BaseException:
-            self._direct.pop(sid, None)
+            self._remove_sub(sid)  # also if nats-py had taken it in before it failed
             raise
         if sub._id != sid:  # nats-py numbered it otherwise: never hand it out half-wired
             self._direct.pop(sid, None)
@@ -230,6 +230,13 @@ class Client(nats_client.Client):
             return
         # ``headers`` is None for a message without, as nats-py's own parser passes it.
         await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
+
+    def _remove_sub(self, sid: int, max_msgs: int = 0) -> None:
+        # The handler goes with the subscription, not before: a direct subscription that
+        # nats-py still holds (an unsubscribe refused while the connection drains) must
+        # not send its messages to a queue nobody reads, which the drain would wait for.
+        self._direct.pop(sid, None)
+        super()._remove_sub(sid, max_msgs)
 
     def _deliver_direct(
         self,
@@ -322,15 +329,11 @@ class DirectSubscription:
 
     async def unsubscribe(self) -> None:
         """Stop at once; messages still on their way are dropped."""
-        self._client._direct.pop(self._sub._id, None)
         await self._sub.unsubscribe()
 
     async def drain(self) -> None:
         """Stop after every message the server sent before it (a round trip) is handled."""
-        try:
-            await self._sub.drain()  # type: ignore[no-untyped-call] # untyped in nats-py
-        finally:
-            self._client._direct.pop(self._sub._id, None)
+        await self._sub.drain()  # type: ignore[no-untyped-call] # untyped in nats-py
 
 
 def _email_parser() -> object:

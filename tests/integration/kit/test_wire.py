@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from nats.aio.msg import Msg
-from nats.errors import MsgAlreadyAckdError, NotJSMessageError
+from nats.errors import ConnectionDrainingError, MsgAlreadyAckdError, NotJSMessageError
 
 from mowdeck.kit import wire
 from mowdeck.kit.bus import Bus
@@ -140,10 +140,17 @@ async def test_a_direct_subscription_gets_the_bytes_as_they_came(bus: Bus) -> No
     assert plain == (b"direct.b", b"", b"two", None)
     assert nc.stats["in_msgs"] == received + 2
     await sub.unsubscribe()
-    await nc.publish("direct.c", b"three")
-    await nc.flush()
-    assert len(seen.got) == 2  # nothing after the unsubscribe
     assert not nc._direct
+    # Published from elsewhere after the server took the UNSUB: nothing reaches the handler.
+    await nc.flush()
+    other = await _other(bus)
+    try:
+        await other.nc.publish("direct.c", b"three")
+        await other.nc.flush()
+    finally:
+        await other.drain()
+    await nc.flush()
+    assert len(seen.got) == 2
 
 
 async def test_a_failing_handler_costs_only_its_own_message(bus: Bus) -> None:
@@ -166,9 +173,7 @@ async def test_draining_a_direct_subscription_hands_on_what_was_sent_before(bus:
     sub = await nc.subscribe_direct("direct.d", seen)
     # From another connection, flushed: the server has routed all of them before the
     # drain's UNSUB (a connection's deliveries to itself and its PONG are not ordered).
-    url = nc.connected_url
-    assert url is not None
-    other = await Bus.connect(f"nats://{url.netloc}", name="publisher")
+    other = await _other(bus)
     try:
         for i in range(500):
             await other.nc.publish("direct.d", str(i).encode())
@@ -178,6 +183,52 @@ async def test_draining_a_direct_subscription_hands_on_what_was_sent_before(bus:
     await sub.drain()
     assert [int(g[2]) for g in seen.got] == list(range(500))
     assert not nc._direct
+
+
+async def _other(bus: Bus) -> Bus:
+    """A second connection to the same server."""
+    url = bus.nc.connected_url
+    assert url is not None
+    return await Bus.connect(f"nats://{url.netloc}", name="publisher")
+
+
+async def test_a_direct_subscription_keeps_its_handler_while_nats_py_keeps_it(
+    nats_server: NatsServer,
+) -> None:
+    # An unsubscribe refused while the connection drains leaves the subscription in
+    # place; its messages must still go to the handler, not to a queue the drain waits
+    # for. The connection's drain then ends it, handler and all.
+    bus = await Bus.connect(nats_server.url, name="test")
+    nc = bus.nc
+    assert isinstance(nc, wire.Client)
+    seen = _Seen()
+    sub = await nc.subscribe_direct("direct.k", seen)
+    sid = sub._sub._id
+    draining = asyncio.create_task(nc.drain())
+    while not nc.is_draining:  # nats-py sets it a step into drain()
+        await asyncio.sleep(0)
+    with pytest.raises(ConnectionDrainingError):
+        await sub.unsubscribe()
+    assert (sid in nc._subs) == (sid in nc._direct)  # the handler lives as long as the sub
+    await asyncio.wait_for(draining, 5)  # not held by a queue nobody reads
+    assert not nc._direct
+
+
+async def test_a_failed_direct_subscribe_leaves_nothing_behind(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nc = bus.nc
+    assert isinstance(nc, wire.Client)
+
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise OSError("connection lost while subscribing")
+
+    subs = dict(nc._subs)
+    monkeypatch.setattr(nc, "_send_subscribe", refused)
+    with pytest.raises(OSError, match="subscribing"):
+        await nc.subscribe_direct("direct.f", _Seen())
+    assert not nc._direct
+    assert nc._subs == subs
 
 
 async def test_a_direct_subscription_survives_a_server_restart(

@@ -209,6 +209,13 @@ async def test_a_failing_admission_gives_that_delivery_back_and_admits_the_next(
         assert fine.settled == ["ack"]
         assert [m.envelope.command_id for m in told] == [second.command_id]
         assert metrics.refused.labels("error")._value.get() == 1
+        # Given back, it comes back: this time it reaches its controller, and is admitted.
+        it._tell = lambda _mower_id, message: told.append(message)
+        again = delivery(first, num_delivered=2)
+        await admit(it, again)
+        assert again.settled == ["ack"]
+        assert [m.envelope.command_id for m in told] == [second.command_id, first.command_id]
+        assert metrics.duplicates._value.get() == 0
     finally:
         await it.stop()
 
