@@ -54,6 +54,7 @@ class VirtualMower:
     """One simulated mower; ``now`` is simulated seconds, ``wall`` monotonic seconds."""
 
     __slots__ = (
+        "_by_id",
         "_rand",
         "account_id",
         "body",
@@ -95,6 +96,9 @@ class VirtualMower:
         self.rtk_source = rtk_source
         self.transport = TransportFaults()
         self.commands: deque[CommandRecord] | None = None  # created on the first command
+        # The latest record of each id in ``commands``: a repeated id is looked up per
+        # command, and a scan of the log cost a hundred comparisons each time.
+        self._by_id: dict[uuid.UUID, CommandRecord] | None = None
         self._rand = seed & _MASK
 
     def _random(self) -> float:
@@ -120,12 +124,23 @@ class VirtualMower:
 
     def record(self, command_id: uuid.UUID, command: Command | None, at: datetime) -> CommandRecord:
         """Log a received command (``None`` when it could not be decoded)."""
-        if self.commands is None:
-            self.commands = deque(maxlen=_HISTORY)
+        log, by_id = self.commands, self._by_id
+        if log is None or by_id is None:
+            log = self.commands = deque(maxlen=_HISTORY)
+            by_id = self._by_id = {}
         kind = command_kind(command) if command is not None else "invalid"
         rec = CommandRecord(command_id=command_id, kind=kind, received_at=at)
-        self.commands.append(rec)
+        if len(log) == log.maxlen:
+            oldest = log[0]
+            if by_id.get(oldest.command_id) is oldest:
+                del by_id[oldest.command_id]
+        log.append(rec)
+        by_id[command_id] = rec
         return rec
+
+    def find(self, command_id: uuid.UUID) -> CommandRecord | None:
+        """The latest record of ``command_id`` still in the log, if any."""
+        return None if self._by_id is None else self._by_id.get(command_id)
 
     def inject(self, fault: Fault, now: float, wall: float) -> None:
         """Apply a fault at simulated ``now`` and wall-clock ``wall``."""

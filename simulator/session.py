@@ -113,7 +113,7 @@ class MowerSession:
                 return
             await self._answer(m.record(err.command_id, None, received), err.reason)
             return
-        earlier = _find(m.commands, frame)
+        earlier = m.find(frame.command_id)
         if earlier is not None:
             # A repeated command id is answered again, never executed twice.
             if earlier.status != "pending":
@@ -185,9 +185,3 @@ def _outcome(rec: CommandRecord) -> OutcomeFrame:
     return OutcomeFrame(
         command_id=rec.command_id, status=status, at=rec.answered_at, reason=rec.reason
     )
-
-
-def _find(log: deque[CommandRecord] | None, frame: CommandFrame) -> CommandRecord | None:
-    if not log:
-        return None
-    return next((r for r in reversed(log) if r.command_id == frame.command_id), None)

@@ -118,3 +118,21 @@ def test_same_seed_same_fleet_different_seed_different_fleet() -> None:
     fleet = SimulatorFleet(FleetConfig(mowers=5, seed=1))
     assert all(m.mower_id.version == 4 for m in fleet.mowers)
     assert len({m.account_id for m in fleet.mowers}) == 1
+
+
+def test_a_command_is_found_by_id_while_it_is_in_the_log() -> None:
+    m = mower()
+    assert m.find(uuid.UUID(int=1)) is None  # no command yet
+    ids = [uuid.UUID(int=1000 + i) for i in range(150)]
+    records = [m.record(i, StartMow(), AT) for i in ids]
+    assert m.commands is not None and len(m.commands) == 100  # the log keeps the last 100
+    assert all(m.find(i) is None for i in ids[:50])  # fell out of the log
+    assert [m.find(i) for i in ids[50:]] == records[50:]
+    # An id recorded again (an undecodable repeat): the latest record is the one found,
+    # and it stays found when the older one leaves the log.
+    again = m.record(ids[60], None, AT)
+    assert m.find(ids[60]) is again
+    for n in range(11):
+        m.record(uuid.UUID(int=5000 + n), StartMow(), AT)
+    assert records[60] not in m.commands
+    assert m.find(ids[60]) is again
