@@ -120,15 +120,15 @@ def decode_gateway_frame(data: bytes | str) -> CommandFrame:
         head = _head.decode(data)
     except msgspec.DecodeError as err:
         raise ProtocolError(f"malformed frame: {err}") from err
-    command_id = _command_id(head)
+    # The id is parsed from the head only for an error: a good frame carries it decoded.
     if head.v is not None and head.v != PROTOCOL_VERSION:
-        raise ProtocolError(f"unsupported protocol version {head.v}", command_id)
+        raise ProtocolError(f"unsupported protocol version {head.v}", _command_id(head))
     if head.type != "command":
-        raise ProtocolError(f"unexpected frame type {head.type!r}", command_id)
+        raise ProtocolError(f"unexpected frame type {head.type!r}", _command_id(head))
     try:
         return _gateway.decode(data)
     except msgspec.DecodeError as err:
-        raise ProtocolError(f"invalid command: {err}", command_id) from err
+        raise ProtocolError(f"invalid command: {err}", _command_id(head)) from err
 
 
 def decode_device_frame(data: bytes | str) -> DeviceFrame:
