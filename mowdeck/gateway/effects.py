@@ -32,6 +32,7 @@ from mowdeck.gateway.connections import (
     MowerConnection,
 )
 from mowdeck.gateway.controller import (
+    PREEMPTED,
     Effect,
     EndDrive,
     PublishLink,
@@ -120,6 +121,11 @@ class EffectRunner:
         # the stream copy of a stop the emergency lane brought is never sent, so its entry
         # is never taken out).
         self._delivered_at: OrderedDict[uuid.UUID, float] = OrderedDict()
+        # Per mower: how many stops were written (an ordinary send decided before the
+        # latest one is not written after it), and the stop the lane sent before its
+        # controller was told.
+        self._stop_epochs: dict[uuid.UUID, int] = {}
+        self._stops_ahead: dict[uuid.UUID, uuid.UUID] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
         # Results and states leave through one task, in decision order, acks pipelined.
         self._outgoing: deque[CommandResult | tuple[MowerState, str]] = deque()
@@ -148,12 +154,21 @@ class EffectRunner:
                 case PublishResult(result, admitted_at):
                     if result.status == "accepted":
                         self.pending.add(result.command_id, admitted_at)
+                    if self._stops_ahead.get(mower_id) == result.command_id:
+                        # The controller has taken in the stop the lane sent ahead of it:
+                        # what it decides from here on, it decides knowing of the stop.
+                        del self._stops_ahead[mower_id]
                     self._enqueue(result)
                 case SendToDevice(envelope) if envelope.is_emergency:
                     # Written to the device inside this call, not a loop turn later.
+                    self._stop_epochs[mower_id] = self._stop_epochs.get(mower_id, 0) + 1
                     self._track(eager_task(self._send(envelope)))
+                case SendToDevice(envelope) if mower_id in self._stops_ahead:
+                    # Decided before its controller knew of the stop the lane sent: it
+                    # was published before the stop, which overtook it.
+                    self._tell(mower_id, Outcome(envelope, "rejected", PREEMPTED))
                 case SendToDevice(envelope):
-                    self._spawn(self._send(envelope))
+                    self._spawn(self._send(envelope, self._stop_epochs.get(mower_id, 0)))
                 case PublishState(state, heartbeat):
                     # A heartbeat gets an id of its own (the time it was due): republishing
                     # an unchanged state under the state's id would be dropped by the
@@ -179,6 +194,14 @@ class EffectRunner:
                     )
                     self._spawn(self._publish_event(event))
 
+    def stop_sent_ahead(self, mower_id: uuid.UUID, command_id: uuid.UUID) -> None:
+        """The lane is sending a stop its controller has not been told of yet.
+
+        Until the controller's answer to it comes through here, an ordinary send it
+        decided is one the stop overtook: it is answered ``rejected`` and never written.
+        """
+        self._stops_ahead[mower_id] = command_id
+
     def stop_delivered(self, command_id: uuid.UUID, at: float) -> None:
         """An emergency stop reached the gateway at ``at`` (perf counter); first wins."""
         if command_id not in self._delivered_at:
@@ -198,11 +221,16 @@ class EffectRunner:
         self._outgoing.append(item)
         self._wake.set()
 
-    async def _send(self, envelope: CommandEnvelope) -> None:
+    async def _send(self, envelope: CommandEnvelope, epoch: int = 0) -> None:
         if envelope.is_emergency:
             delivered = self._delivered_at.pop(envelope.command_id, None)
             if delivered is not None:
                 self._metrics.estop_seconds.observe(time.perf_counter() - delivered)
+        elif self._stop_epochs.get(envelope.mower_id, 0) != epoch:
+            # A stop went to the device after this send was decided and before it got its
+            # turn: the mower must not run a command the stop overtook.
+            self._tell(envelope.mower_id, Outcome(envelope, "rejected", PREEMPTED))
+            return
         # Checked again right before sending: the command may have waited in the queue.
         if envelope.is_expired(self._clock()):
             self._tell(envelope.mower_id, Outcome(envelope, "expired", None))

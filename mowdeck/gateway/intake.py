@@ -208,6 +208,7 @@ class CommandIntake:
             return  # a duplicate publish of a stop is sent once
         self.admitted.add(envelope, datetime.now(UTC))
         self._effects.stop_delivered(envelope.command_id, delivered)
+        self._effects.stop_sent_ahead(envelope.mower_id, envelope.command_id)
         self._effects(envelope.mower_id, [SendToDevice(envelope)])
         self._tell(
             envelope.mower_id, EmergencySubmit(envelope, None, sent=True, admitted_at=delivered)

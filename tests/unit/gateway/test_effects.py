@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from contracts.v1 import (
     CommandEnvelope,
     Connection,
+    EmergencyStop,
     EventEnvelope,
     MowerRegistration,
     MowerState,
@@ -23,7 +24,13 @@ from contracts.v1 import (
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.gateway.actor import Outcome
 from mowdeck.gateway.connections import LinkLostError
-from mowdeck.gateway.controller import PublishLink, PublishState, SendToDevice
+from mowdeck.gateway.controller import (
+    PREEMPTED,
+    PublishLink,
+    PublishState,
+    SendToDevice,
+    result_effect,
+)
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 
@@ -61,15 +68,53 @@ def runner(now: datetime) -> tuple[EffectRunner, RecordingConnection, list[objec
     return effects, conn, told
 
 
-def envelope(ttl_s: float) -> CommandEnvelope:
+def envelope(ttl_s: float, command: Any = None) -> CommandEnvelope:
     return CommandEnvelope.issue(
         mower_id=MOWER,
         account_id=ACCOUNT,
-        command=StartMow(),
+        command=StartMow() if command is None else command,
         issued_by="user:a",
         now=T0,
         ttl=timedelta(seconds=ttl_s),
     )
+
+
+async def test_a_send_decided_before_a_stop_is_never_written_after_it() -> None:
+    # The controller started a command, then took a stop: both reach the loop in one
+    # drain. The stop is written at once; the command's send, a turn later, must not be.
+    start, stop = envelope(ttl_s=5), envelope(ttl_s=5, command=EmergencyStop(reason="test"))
+    effects, conn, told = runner(now=T0 + timedelta(seconds=1))
+    effects(MOWER, [SendToDevice(start)])
+    effects(MOWER, [SendToDevice(stop)])
+    await effects.settle(timeout=1.0)
+    assert conn.sent == [stop]
+    assert Outcome(start, "rejected", PREEMPTED) in told
+    assert Outcome(stop, "executed", None) in told
+    # Decided after the stop: written.
+    later = envelope(ttl_s=5)
+    effects(MOWER, [SendToDevice(later)])
+    await effects.settle(timeout=1.0)
+    assert conn.sent == [stop, later]
+
+
+async def test_a_send_decided_before_the_controller_knew_of_the_lanes_stop_is_rejected() -> None:
+    # The lane sent a stop ahead of the stream; the controller, not told yet, starts a
+    # command published before the stop. Until the controller answers the stop, every
+    # send it decides is one the stop overtook.
+    start, stop = envelope(ttl_s=5), envelope(ttl_s=5, command=EmergencyStop(reason="test"))
+    now = T0 + timedelta(seconds=1)
+    effects, conn, told = runner(now=now)
+    effects.stop_sent_ahead(MOWER, stop.command_id)
+    effects(MOWER, [SendToDevice(stop)])
+    effects(MOWER, [SendToDevice(start)])
+    await effects.settle(timeout=1.0)
+    assert conn.sent == [stop]
+    assert Outcome(start, "rejected", PREEMPTED) in told
+    effects(MOWER, [result_effect(stop, "accepted", now)])  # the controller knows now
+    later = envelope(ttl_s=5)
+    effects(MOWER, [SendToDevice(later)])
+    await effects.settle(timeout=1.0)
+    assert conn.sent == [stop, later]
 
 
 async def test_a_command_that_expired_on_its_way_to_the_device_is_not_sent() -> None:

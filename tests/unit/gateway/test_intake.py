@@ -82,6 +82,9 @@ class FakeEffects:
     def stop_delivered(self, command_id: uuid.UUID, at: float) -> None:
         pass
 
+    def stop_sent_ahead(self, mower_id: uuid.UUID, command_id: uuid.UUID) -> None:
+        pass
+
 
 def envelope(command: Any = None, *, ttl_s: float = 30.0, now: datetime | None = None) -> Any:
     return CommandEnvelope.issue(
