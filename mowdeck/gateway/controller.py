@@ -146,6 +146,10 @@ class Controller:
         self._queue.append(_Queued(envelope, sequence))
         if self._in_flight is None:
             effects += self._next(now)
+        elif self._driving and isinstance(envelope.command, ManualDrive):
+            # The operator is still driving: the dead-man counts from this command's
+            # arrival, not from when the one ahead of it is answered.
+            effects.append(self._arm_drive(envelope.command.ttl_ms))
         return effects
 
     def emergency(

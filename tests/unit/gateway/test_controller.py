@@ -155,6 +155,21 @@ def test_manual_drive_arms_the_dead_man_and_a_newer_drive_rearms_it() -> None:
     assert c.drive_check(check2.token) == []  # once
 
 
+def test_a_drive_that_arrives_while_the_last_is_unanswered_rearms_the_dead_man() -> None:
+    # A slow device has not answered the first drive yet; the operator keeps driving.
+    # The first drive's timer must not end the session under the second.
+    c = Controller(REG)
+    d1 = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
+    check1 = next(e for e in c.submit(d1, 1, T0) if isinstance(e, ScheduleDriveCheck))
+    d2 = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
+    e2 = c.submit(d2, 2, T0)
+    assert sent(e2) == []  # queued behind the first
+    check2 = next(e for e in e2 if isinstance(e, ScheduleDriveCheck))
+    assert c.drive_check(check1.token) == []  # superseded by the newer arrival
+    assert sent(c.outcome(d1, "executed", None, T0)) == [d2.command_id]
+    assert c.drive_check(check2.token) == []  # re-armed again when d2 was sent
+
+
 def test_a_dock_that_executed_ends_the_drive_session_without_the_dead_man_undoing_it() -> None:
     c = Controller(REG)
     drive = cmd(ManualDrive(linear_mps=0.5, angular_rps=0, ttl_ms=400))
