@@ -2,7 +2,13 @@
 
 from mowdeck.errors import MowdeckError
 
-__all__ = ["QueryLimitError", "StoreError", "StoreRejectedError", "TelemetryError"]
+__all__ = [
+    "QueryLimitError",
+    "StoreConflictError",
+    "StoreError",
+    "StoreRejectedError",
+    "TelemetryError",
+]
 
 
 class TelemetryError(MowdeckError):
@@ -15,6 +21,11 @@ class StoreError(TelemetryError):
 
 class StoreRejectedError(StoreError):
     """The store refused the data itself (PostgreSQL's class 22): retrying cannot help."""
+
+
+class StoreConflictError(StoreError):
+    """The transaction lost a race with another writer (a deadlock, a serialization
+    failure) and was rolled back: the same work, tried again at once, goes through."""
 
 
 class QueryLimitError(TelemetryError):

@@ -32,7 +32,7 @@ from mowdeck.kit.collector import freeze
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
-from mowdeck.telemetry.errors import StoreRejectedError
+from mowdeck.telemetry.errors import StoreConflictError, StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.plan import Plan, plan_batch
@@ -43,6 +43,9 @@ __all__ = ["StateBatcher"]
 log = structlog.get_logger("mowdeck.telemetry.ingest")
 _DECIDE_TIMEOUT = 10.0
 _NAK_DELAY = 1.0
+# A batch that loses a race with another replica (a deadlock) is tried again this often
+# before it is given back to JetStream.
+_CONFLICT_ATTEMPTS = 3
 _SUBJECT_CACHE = 100_000
 # Starting this many actors at once is start-up (or a shard moving here): a good moment to
 # move what now lives for good out of the collector's sight.
@@ -255,10 +258,7 @@ class StateBatcher:
         states = {m: e.states for m, e in mowers.items()}
         started = time.perf_counter()
         try:
-            async with self._store.state_writer() as tx:
-                stored, directory = await tx.lock(list(mowers))
-                plan, drops = plan_batch(states, outcomes, stored, directory, self._rules)
-                counts = await tx.write(plan.batch)
+            plan, drops, counts = await self._transact(states, outcomes)
         except StoreRejectedError as err:
             # Redelivering data the store refused would be refused again, forever, and
             # would take every mower batched with it along. Split until the mower is alone.
@@ -301,6 +301,27 @@ class StateBatcher:
                     acks.append(msg)
         await ack_all(acks)
         return counts
+
+    async def _transact(
+        self,
+        states: dict[uuid.UUID, list[MowerState]],
+        outcomes: dict[uuid.UUID, Outcome],
+    ) -> tuple[Plan, dict[uuid.UUID, dict[int, str]], WriteCounts]:
+        # One transaction: lock the mowers' latest rows, plan against them, write.
+        for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+            try:
+                async with self._store.state_writer() as tx:
+                    stored, directory = await tx.lock(list(states))
+                    plan, drops = plan_batch(states, outcomes, stored, directory, self._rules)
+                    counts = await tx.write(plan.batch)
+                return plan, drops, counts
+            except StoreConflictError as err:
+                # Rolled back for another replica's sake: the same batch, planned again
+                # against what is stored now, goes through.
+                if attempt == _CONFLICT_ATTEMPTS:
+                    raise
+                log.info("batch lost a race; trying again", attempt=attempt, error=str(err))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def _refuse(self, mowers: dict[uuid.UUID, _Mower], err: StoreRejectedError) -> None:
         # The actor decided against a memory that was never committed: restart it from the

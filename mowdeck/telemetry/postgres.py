@@ -15,7 +15,7 @@ import msgspec
 from contracts.v1 import MowerState, Position
 from mowdeck.kit.pg import delete_in_batches, rows_affected
 from mowdeck.telemetry import sql
-from mowdeck.telemetry.errors import StoreError, StoreRejectedError
+from mowdeck.telemetry.errors import StoreConflictError, StoreError, StoreRejectedError
 from mowdeck.telemetry.model import (
     HistoryBin,
     HistoryRow,
@@ -43,6 +43,12 @@ async def create_pool(dsn: str, *, max_size: int) -> asyncpg.Pool:
     return pool
 
 
+# deadlock_detected, serialization_failure: the transaction was rolled back for another's
+# sake. Two replicas meeting new mowers can deadlock: row locks are taken in one order, but
+# only on rows that exist, and a row another transaction inserts meanwhile is locked later.
+_CONFLICTS = frozenset({"40P01", "40001"})
+
+
 def _refused(err: Exception) -> bool:
     # asyncpg raises DataError for class 22 and for arguments it cannot encode; a class 22
     # code it does not know yet comes as UnknownPostgresError with the code.
@@ -58,6 +64,8 @@ def _translated(operation: str) -> Iterator[None]:
     except (asyncpg.PostgresError, asyncpg.InterfaceError) as err:
         if _refused(err):
             raise StoreRejectedError(f"{operation} refused: {err}") from err
+        if getattr(err, "sqlstate", None) in _CONFLICTS:
+            raise StoreConflictError(f"{operation} lost a race: {err}") from err
         raise StoreError(f"{operation} failed: {err}") from err
 
 

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import pytest
 import structlog
 from prometheus_client import CollectorRegistry
@@ -20,8 +21,9 @@ from prometheus_client import CollectorRegistry
 from actors import Dispatcher, LoopBridge, ShardSupervisor
 from contracts.v1 import MowerState, encode
 from contracts.v1.subjects import telemetry_subject
+from mowdeck.telemetry import postgres
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
-from mowdeck.telemetry.errors import StoreError, StoreRejectedError
+from mowdeck.telemetry.errors import StoreConflictError, StoreError, StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.ingest import StateBatcher
 from mowdeck.telemetry.memory import InMemoryTelemetryStore
@@ -336,3 +338,78 @@ async def test_a_transient_failure_while_split_still_redelivers(rig: Rig) -> Non
     assert (first.outcome, second.outcome) == ("nak", "term")
     assert rig.dropped("rejected-by-store") == 1
     assert rig.supervisor.get(str(good)) is None
+
+
+# -- a transaction that loses a race with another replica -------------------------------
+
+
+class _DeadlockVictim:
+    """A transaction that PostgreSQL picks as a deadlock's victim while it locks."""
+
+    def __init__(self, tx: StateWriter) -> None:
+        self._tx = tx
+
+    async def lock(self, mower_ids: Sequence[uuid.UUID]) -> Any:
+        raise StoreConflictError("ingest batch lost a race: deadlock detected")
+
+    async def write(self, batch: WriteBatch) -> WriteCounts:
+        return await self._tx.write(batch)
+
+
+def _conflicting(store: InMemoryTelemetryStore, failures: int) -> None:
+    """The store's next ``failures`` transactions are rolled back as a deadlock's victim."""
+    original = store.state_writer
+    left = failures
+
+    @asynccontextmanager
+    async def writer() -> AsyncIterator[Any]:
+        nonlocal left
+        async with original() as tx:
+            if left:
+                left -= 1
+                yield _DeadlockVictim(tx)
+            else:
+                yield tx
+
+    store.state_writer = writer  # type: ignore[method-assign]
+
+
+async def test_a_batch_that_loses_a_race_is_tried_again_at_once(rig: Rig) -> None:
+    first, second = FakeMsg(state(0)), FakeMsg(state(10, mower_id=uuid.UUID(int=2)))
+    await rig.process(first)  # the first mower's actor is running
+    _conflicting(rig.store, failures=2)
+    third = FakeMsg(state(20))
+    with structlog.testing.capture_logs() as logs:
+        await rig.process(second, third)
+    assert (second.outcome, third.outcome) == ("ack", "ack")
+    assert [e["attempt"] for e in logs if e["event"] == "batch lost a race; trying again"] == [
+        1,
+        2,
+    ]
+    assert (await rig.store.latest(ACCOUNT, MOWER)) == state(20)
+    assert rig.supervisor.get(str(MOWER)) is not None  # not restarted: nothing was lost
+
+
+async def test_a_batch_that_keeps_losing_is_given_back(rig: Rig) -> None:
+    _conflicting(rig.store, failures=3)
+    msg = FakeMsg(state(0))
+    await rig.process(msg)
+    assert msg.outcome == "nak"
+    assert await rig.store.latest(ACCOUNT, MOWER) is None
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (asyncpg.DeadlockDetectedError("deadlock detected"), StoreConflictError),
+        (asyncpg.SerializationError("could not serialize access"), StoreConflictError),
+        (asyncpg.CharacterNotInRepertoireError("invalid byte sequence"), StoreRejectedError),
+        (asyncpg.ConnectionDoesNotExistError("connection was closed"), StoreError),
+    ],
+)
+def test_the_postgres_errors_a_retry_mends_are_told_apart(
+    error: Exception, expected: type[Exception]
+) -> None:
+    with pytest.raises(expected) as raised, postgres._translated("ingest batch"):
+        raise error
+    assert type(raised.value) is expected
