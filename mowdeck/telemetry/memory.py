@@ -83,17 +83,18 @@ class InMemoryTelemetryStore:
         return True
 
     async def remove_mower(self, mower_id: uuid.UUID, occurred_at: datetime) -> int:
-        """Purge the mower and tombstone it."""
+        """Tombstone the mower and purge it, unless a newer event won."""
+        entry = self.directory.get(mower_id)
+        if entry is not None and entry.event_at is not None and entry.event_at > occurred_at:
+            return 0  # registered again since: the new registration's rows stay
+        account = entry.account_id if entry else uuid.UUID(int=0)
+        self.directory[mower_id] = _Entry(account, occurred_at, removed=True)
         deleted = len(self.history_rows.pop(mower_id, {}))
         deleted += len(self.position_rows.pop(mower_id, {}))
         deleted += 1 if self.latest_rows.pop(mower_id, None) is not None else 0
         for key in [k for k, row in self.timeline_rows.items() if row.mower_id == mower_id]:
             del self.timeline_rows[key]
             deleted += 1
-        entry = self.directory.get(mower_id)
-        if entry is None or entry.event_at is None or entry.event_at <= occurred_at:
-            account = entry.account_id if entry else uuid.UUID(int=0)
-            self.directory[mower_id] = _Entry(account, occurred_at, removed=True)
         return deleted
 
     async def add_timeline(self, row: TimelineRow) -> bool:

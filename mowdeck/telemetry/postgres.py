@@ -141,12 +141,19 @@ class PostgresTelemetryStore:
         return rows_affected(status) == 1
 
     async def remove_mower(self, mower_id: uuid.UUID, occurred_at: datetime) -> int:
-        """Purge the mower in one transaction and tombstone it."""
+        """Tombstone the mower and purge it, in one transaction, unless a newer event won.
+
+        A removal that arrives after the id was registered again (redelivered, or taken
+        late by another replica) must not purge the new registration's rows: the
+        tombstone's guard decides, and its row lock holds off a registration meanwhile.
+        """
         deleted = 0
         async with self._pool.acquire() as conn, conn.transaction():
+            status = await conn.execute(sql.TOMBSTONE, mower_id, occurred_at)
+            if rows_affected(status) == 0:
+                return 0
             for statement in sql.PURGE:
                 deleted += rows_affected(await conn.execute(statement, mower_id))
-            await conn.execute(sql.TOMBSTONE, mower_id, occurred_at)
         return deleted
 
     async def add_timeline(self, row: TimelineRow) -> bool:

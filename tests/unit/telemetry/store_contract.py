@@ -216,6 +216,27 @@ class StoreContract:
         assert await store.latest(ACCOUNT, OTHER_MOWER) is not None
         assert len(await store.timeline(ACCOUNT, OTHER_MOWER, T0, FAR, 10)) == 1
 
+    async def test_a_late_removal_leaves_a_newer_registration_alone(
+        self, store: TelemetryStore
+    ) -> None:
+        # Removed at 5, registered again at 100 and reporting; the removal comes again
+        # (redelivered, or late on another replica): the new registration keeps its rows.
+        await store.register_mower(MOWER, ACCOUNT, at(0))
+        await store.remove_mower(MOWER, at(5))
+        assert await store.register_mower(MOWER, ACCOUNT, at(100))
+        mine = state(110)
+        await write(store, latest=[mine], history=[mine], positions=[mine])
+        await store.add_timeline(result(1, "accepted", 110))
+        assert await store.remove_mower(MOWER, at(5)) == 0
+        assert await store.directory_account(MOWER) == ACCOUNT
+        assert await store.latest(ACCOUNT, MOWER) == mine
+        assert len(await store.history(ACCOUNT, MOWER, T0, FAR, 10)) == 1
+        assert len(await store.track(ACCOUNT, MOWER, T0, FAR, 10)) == 1
+        assert len(await store.timeline(ACCOUNT, MOWER, T0, FAR, 10)) == 1
+        # A removal newer than the registration purges as before.
+        assert await store.remove_mower(MOWER, at(200)) == 4
+        assert await store.latest(ACCOUNT, MOWER) is None
+
     async def test_timeline_one_row_per_transition(self, store: TelemetryStore) -> None:
         assert await store.add_timeline(result(1, "accepted", 0))
         assert not await store.add_timeline(result(1, "accepted", 0))
