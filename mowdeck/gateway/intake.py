@@ -118,6 +118,10 @@ class CommandIntake:
         self._effects = effects
         self._tell = tell
         self.closing = False
+        # Stops the lane brings are still sent while closing: the commands admitted
+        # before still run until their results are out, and a stop must win over them.
+        # Only once the controllers are closed does the lane stop acting.
+        self.stops_closed = False
         self.admitted = AdmittedCommands()
         self._normal: deque[Msg] = deque()
         self._normal_ready = asyncio.Event()
@@ -179,7 +183,7 @@ class CommandIntake:
         registry), then handed to the loop ahead of everything it has queued. Refusals
         are answered when the stream delivers the stop.
         """
-        if self.closing:
+        if self.stops_closed:
             return
         if header(msg, PRIORITY_HEADER) != "emergency":
             return  # everything but a stop waits for the stream
@@ -204,7 +208,7 @@ class CommandIntake:
         # On the loop, before anything else it had ready. An admitted stop has one
         # possible decision, so it goes to the device from here, without waiting for a
         # worker; the controller is told it was sent.
-        if self.closing or envelope.command_id in self.admitted:
+        if self.stops_closed or envelope.command_id in self.admitted:
             return  # a duplicate publish of a stop is sent once
         self.admitted.add(envelope, datetime.now(UTC))
         self._effects.stop_delivered(envelope.command_id, delivered)

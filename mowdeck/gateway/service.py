@@ -270,8 +270,6 @@ class GatewayService:
         self.readiness.set_not_ready("shutting down")
         if self.intake is not None:
             self.intake.closing = True
-        if self._lane is not None:
-            await self._lane.stop()
         if self._consumer is not None:
             await self._consumer.stop()
         if self.intake is not None:
@@ -280,6 +278,7 @@ class GatewayService:
         assert self.effects is not None
         if not await self.effects.pending.wait_empty(timeout):
             log.error("shutdown timed out waiting for results", pending=len(self.effects.pending))
+        await self._close_lane()
         await self._close_controllers("gateway shutting down")
         await self.effects.settle(timeout=5.0)
         if self.intake is not None:
@@ -302,6 +301,13 @@ class GatewayService:
         if self._own_bus and self.bus is not None:
             await self.bus.drain()
         log.info("gateway stopped", shard=self.settings.shard_index)
+
+    async def _close_lane(self) -> None:
+        # The lane keeps sending stops until here, while what was admitted still runs.
+        if self.intake is not None:
+            self.intake.stops_closed = True
+        if self._lane is not None:
+            await self._lane.stop()
 
     # Controllers.
 

@@ -186,6 +186,24 @@ async def test_while_closing_a_stop_the_lane_already_sent_is_acknowledged_not_gi
     assert other.settled == ["nak"]  # never admitted: the next owner runs it
 
 
+async def test_while_closing_the_lane_still_sends_stops_until_the_controllers_close() -> None:
+    # Commands admitted before the shutdown still run until their results are out; a
+    # stop published meanwhile must still win over them.
+    it, told, effects, _ = intake()
+    it._loop = asyncio.get_running_loop()
+    it.closing = True
+    stop = envelope(EmergencyStop(reason="test"))
+    it.on_lane_message(delivery(stop))  # type: ignore[arg-type]
+    await asyncio.sleep(0)  # handed to the loop ahead of everything else
+    assert effects.sent == [stop.command_id]
+    assert isinstance(told[0], EmergencySubmit)
+    it.stops_closed = True  # the controllers are being closed: nothing left to stop
+    later = envelope(EmergencyStop(reason="test"))
+    it.on_lane_message(delivery(later))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert effects.sent == [stop.command_id]
+
+
 async def test_a_duplicate_publish_of_a_stop_reaches_the_device_once() -> None:
     it, _, effects, _ = intake()
     stop = envelope(EmergencyStop(reason="test"))
