@@ -89,14 +89,25 @@ def _time(request: web.Request, name: str, default: datetime) -> datetime:
         ) from None
     if value.tzinfo is None:
         raise Problem(400, "Bad Request", f"`{name}` must carry a time zone", type_="bad-query")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first representable time
+        raise Problem(
+            400, "Bad Request", f"`{name}` is out of the representable range", type_="bad-query"
+        ) from None
 
 
 def _range(
     request: web.Request, deps: QueryDeps, step: timedelta | None
 ) -> tuple[datetime, datetime]:
     end = _time(request, "to", deps.clock())
-    start = _time(request, "from", end - _DEFAULT_WINDOW)
+    try:
+        default_start = end - _DEFAULT_WINDOW
+    except OverflowError:
+        raise Problem(
+            400, "Bad Request", "`to` is too early to leave room for a range", type_="bad-query"
+        ) from None
+    start = _time(request, "from", default_start)
     s = deps.settings
     try:
         check_range(

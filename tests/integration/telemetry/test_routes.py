@@ -224,6 +224,14 @@ async def test_limits(service: TelemetryService, issuer: TokenIssuer) -> None:
     for bad in ("step=0s", "step=1y", "from=yesterday", "from=2026-05-01T00:00:00"):
         status, _ = await _get(service, issuer, "alice", f"{base}?{bad}")
         assert status in (400, 422), bad
+    # Times at the edge of what can be represented: a 400 that says so, never a 500.
+    for bad in (
+        "from=0001-01-01T00:30:00%2B01:00&to=0001-01-02T00:00:00Z",
+        "to=0001-01-01T00:00:00Z",
+        "to=9999-12-31T23:00:00-05:00",
+    ):
+        status, body = await _get(service, issuer, "alice", f"{base}?{bad}")
+        assert (status, _kind(body)) == (400, "bad-query"), bad
 
 
 async def test_raw_history_is_cut_at_the_row_limit(
