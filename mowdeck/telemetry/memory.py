@@ -75,11 +75,13 @@ class InMemoryTelemetryStore:
     async def register_mower(
         self, mower_id: uuid.UUID, account_id: uuid.UUID, occurred_at: datetime
     ) -> bool:
-        """Apply a registration unless a newer event was applied."""
+        """Apply a registration unless a newer event was applied (a removed id starts clean)."""
         entry = self.directory.get(mower_id)
         if entry is not None and entry.event_at is not None and entry.event_at > occurred_at:
             return False
         self.directory[mower_id] = _Entry(account_id, occurred_at)
+        if entry is not None and entry.removed:
+            self._purge(mower_id)
         return True
 
     async def remove_mower(self, mower_id: uuid.UUID, occurred_at: datetime) -> int:
@@ -89,6 +91,9 @@ class InMemoryTelemetryStore:
             return 0  # registered again since: the new registration's rows stay
         account = entry.account_id if entry else uuid.UUID(int=0)
         self.directory[mower_id] = _Entry(account, occurred_at, removed=True)
+        return self._purge(mower_id)
+
+    def _purge(self, mower_id: uuid.UUID) -> int:
         deleted = len(self.history_rows.pop(mower_id, {}))
         deleted += len(self.position_rows.pop(mower_id, {}))
         deleted += 1 if self.latest_rows.pop(mower_id, None) is not None else 0

@@ -136,9 +136,21 @@ class PostgresTelemetryStore:
     async def register_mower(
         self, mower_id: uuid.UUID, account_id: uuid.UUID, occurred_at: datetime
     ) -> bool:
-        """Apply a registration unless a newer event was applied."""
-        status = await self._pool.execute(sql.REGISTER, mower_id, account_id, occurred_at)
-        return rows_affected(status) == 1
+        """Apply a registration unless a newer event was applied.
+
+        An id registered again after its removal starts clean: rows a late state of the
+        removed mower wrote after the purge (its last batch, a redelivery) are purged
+        too, or they would hold the new registration's states off as another account's.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            removed_at = await conn.fetchval(sql.DIRECTORY_FOR_UPDATE, mower_id)
+            status = await conn.execute(sql.REGISTER, mower_id, account_id, occurred_at)
+            if rows_affected(status) != 1:
+                return False
+            if removed_at is not None:
+                for statement in sql.PURGE:
+                    await conn.execute(statement, mower_id)
+        return True
 
     async def remove_mower(self, mower_id: uuid.UUID, occurred_at: datetime) -> int:
         """Tombstone the mower and purge it, in one transaction, unless a newer event won.

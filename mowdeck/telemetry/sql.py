@@ -112,6 +112,8 @@ ON CONFLICT (mower_id) DO UPDATE SET account_id = excluded.account_id,
     event_at = excluded.event_at, removed_at = NULL, updated_at = now()
 WHERE mower_directory.event_at IS NULL OR mower_directory.event_at <= excluded.event_at
 """
+# The mower's directory row, locked for the registration that follows in the transaction.
+DIRECTORY_FOR_UPDATE = "SELECT removed_at FROM mower_directory WHERE mower_id = $1 FOR UPDATE"
 TOMBSTONE = """
 INSERT INTO mower_directory (mower_id, account_id, event_at, removed_at)
 VALUES ($1, '00000000-0000-0000-0000-000000000000', $2, $2)

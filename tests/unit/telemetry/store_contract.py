@@ -237,6 +237,26 @@ class StoreContract:
         assert await store.remove_mower(MOWER, at(200)) == 4
         assert await store.latest(ACCOUNT, MOWER) is None
 
+    async def test_an_id_registered_again_after_its_removal_starts_clean(
+        self, store: TelemetryStore
+    ) -> None:
+        # A late state of the removed mower was stored after the purge; the id then goes
+        # to another account, whose states must not be held off by that row.
+        await store.register_mower(MOWER, ACCOUNT, at(0))
+        await store.remove_mower(MOWER, at(5))
+        late = state(6)
+        await write(store, latest=[late], history=[late], positions=[late])
+        assert await store.register_mower(MOWER, OTHER_ACCOUNT, at(100))
+        assert await store.memories([MOWER]) == {}
+        assert await store.latest(ACCOUNT, MOWER) is None
+        assert await store.history(ACCOUNT, MOWER, T0, FAR, 10) == []
+        assert await store.directory_account(MOWER) == OTHER_ACCOUNT
+        # An update of a live registration keeps what is stored.
+        mine = state(110, account_id=OTHER_ACCOUNT)
+        await write(store, latest=[mine])
+        assert await store.register_mower(MOWER, OTHER_ACCOUNT, at(120))
+        assert await store.latest(OTHER_ACCOUNT, MOWER) == mine
+
     async def test_timeline_one_row_per_transition(self, store: TelemetryStore) -> None:
         assert await store.add_timeline(result(1, "accepted", 0))
         assert not await store.add_timeline(result(1, "accepted", 0))
