@@ -160,6 +160,12 @@ class SimulatorConnection:
             await ws.send_bytes(encode_frame(frame))
         except (OSError, aiohttp.ClientError, RuntimeError) as err:
             self._pending.pop(cid, None)
+            # The link may have gone down meanwhile and failed the future already: this
+            # error is the one reported, so that one is taken (not logged as never seen).
+            if not fut.done():
+                fut.cancel()
+            elif not fut.cancelled():
+                fut.exception()
             raise LinkDownError(f"link went down while sending: {err}") from err
         # One timer that fails the future, rather than ``wait_for(shield(...))``: that pair
         # costs three futures, a task and a timer per command, a tenth of the gateway's

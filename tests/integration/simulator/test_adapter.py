@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -206,3 +208,31 @@ def test_registrations_carry_no_secrets(sim: SimulatorServer) -> None:
         assert set(reg.connection.options) == {"url"}
         assert reg.connection.options["url"].endswith(f"/mowers/{reg.mower_id}/ws")
         assert msgspec.json.decode(msgspec.json.encode(reg), type=MowerRegistration) == reg
+
+
+async def test_a_link_that_goes_down_while_a_command_is_written_leaves_no_stray_error(
+    link: tuple[SimulatorConnection, Recorder],
+) -> None:
+    # The reader notices the loss and fails every waiting command while the write of
+    # this one is still under way; the write then fails too. The caller gets that error,
+    # and the future's own one is not left over as "never retrieved".
+    conn, _ = link
+    ws = conn._ws
+    assert ws is not None
+    stray: list[dict[str, object]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: stray.append(context))
+
+    async def send_bytes(data: bytes) -> None:
+        await conn._link_down("link closed")
+        raise ConnectionResetError("connection reset by peer")
+
+    ws.send_bytes = send_bytes  # type: ignore[method-assign]
+    try:
+        with pytest.raises(LinkDownError, match="while sending"):
+            await conn.send(envelope(conn.registration, StartMow()), timeout=1.0)
+        gc.collect()
+        await asyncio.sleep(0)
+        assert stray == []
+    finally:
+        loop.set_exception_handler(None)
