@@ -83,8 +83,12 @@ class ShardSupervisor:
         window_seconds: float = 60.0,
         metrics: ActorMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_failure: Callable[[str, BaseException, bool], None] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        # Told on the loop of every failure: the key, the error, and whether the
+        # supervisor gave up (True) or scheduled a restart (False).
+        self._on_failure = on_failure
         self._factory = factory
         self._snapshots = snapshots
         self._backoff_initial = backoff_initial
@@ -342,6 +346,14 @@ class ShardSupervisor:
         self._record_failure(key, entry, failure)
 
     def _record_failure(self, key: str, entry: _Entry, failure: BaseException) -> None:
+        gave_up = self._restart_or_give_up(key, entry, failure)
+        if self._on_failure is not None:
+            try:
+                self._on_failure(key, failure, gave_up)
+            except Exception:
+                _log.exception("actors.failure_callback_failed", actor_key=key)
+
+    def _restart_or_give_up(self, key: str, entry: _Entry, failure: BaseException) -> bool:
         now = self._clock()
         failures = entry.failures
         while failures and now - failures[0] > self._window:
@@ -362,7 +374,7 @@ class ShardSupervisor:
             )
             if self._metrics is not None:
                 self._metrics.give_ups.labels(actor=entry.actor_name).inc()
-            return
+            return True
         delay = min(self._backoff_max, self._backoff_initial * 2 ** (len(failures) - 1))
         _log.warning(
             "actors.restart_scheduled",
@@ -374,6 +386,7 @@ class ShardSupervisor:
         loop = self._bind_loop().loop
         entry.pending = loop.create_future()
         entry.timer = loop.call_later(delay, self._begin_restart, key, entry)
+        return False
 
     def _begin_restart(self, key: str, entry: _Entry) -> None:
         entry.timer = None

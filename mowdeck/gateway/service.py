@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pykka
@@ -31,17 +33,21 @@ from mowdeck.gateway.actor import (
     Close,
     ControllerActor,
     EffectOutbox,
+    EmergencySubmit,
     Heartbeat,
     LinkChanged,
     Rename,
     StateReported,
+    Submit,
 )
 from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
+from mowdeck.gateway.controller import Effect, SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.intake import EMERGENCY_MARKER, CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.names import MowerNames
+from mowdeck.gateway.open_commands import OpenCommands
 from mowdeck.gateway.registry import Change, FleetFeed, Registry
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
@@ -127,6 +133,7 @@ class GatewayService:
         self._tells: list[tuple[str, pykka.ActorRef[Any], object]] = []
         self._held_deliveries: set[asyncio.Task[None]] = set()
         self._held: dict[str, list[object]] = {}
+        self._open = OpenCommands()  # what each controller holds, answered if it fails
         self._tells_scheduled = False
         self._names = MowerNames()
         self._lane: EmergencyLane | None = None
@@ -150,6 +157,7 @@ class GatewayService:
             self._make_controller,
             InMemorySnapshotStore(),
             metrics=self._actor_metrics,
+            on_failure=self._controller_failed,
         )
         self.effects = EffectRunner(
             self.bus,
@@ -161,7 +169,7 @@ class GatewayService:
             names=self._names,
         )
         await self.effects.start()
-        self._outbox = EffectOutbox(loop, self.effects)
+        self._outbox = EffectOutbox(loop, self._perform)
         for registration in s.bootstrap_mowers:
             await self.apply(registration)
         self._feed = FleetFeed(
@@ -329,6 +337,7 @@ class GatewayService:
         """
         assert self._supervisor is not None
         key = self._names.key(mower_id)
+        self._open.told(key, message)
         held = self._held.get(key)
         if held is not None:
             held.append(message)  # behind what waits for the restarted controller
@@ -337,6 +346,8 @@ class GatewayService:
         if ref is None:
             if key in self._supervisor:  # restarting after a failure: keep it for the next
                 self._hold(key, message)
+            elif key in self._supervisor.given_up():
+                self._answer_lost(key, "the mower's controller is unavailable")
             return
         if is_emergency(message):
             self._tell_one(key, ref, message)
@@ -363,6 +374,41 @@ class GatewayService:
             # The controller failed since it was looked up; the supervisor restarts it.
             self._hold(key, message)
 
+    def _perform(self, mower_id: uuid.UUID, effects: Sequence[Effect]) -> None:
+        # The outbox's sink: what a controller decided, performed on the loop.
+        self._open.performed(self._names.key(mower_id), effects)
+        assert self.effects is not None
+        self.effects(mower_id, effects)
+
+    def _controller_failed(self, key: str, error: BaseException, gave_up: bool) -> None:
+        # A controller failed (a bug): its queue and the messages in its inbox are gone.
+        # What it decided before is performed first; what was told since waits for its
+        # successor (held); the rest is answered here.
+        if self._outbox is not None:
+            self._outbox.flush()
+        self._flush_tells()  # tells of this turn to the dead controller are held
+        if gave_up:
+            return  # _deliver_held answers everything once the restart is refused
+        held = self._held.get(key, ())
+        keep = [m.envelope.command_id for m in held if isinstance(m, (Submit, EmergencySubmit))]
+        self._answer_lost(key, f"the mower's controller failed ({type(error).__name__})", keep)
+
+    def _answer_lost(self, key: str, reason: str, keep: Sequence[uuid.UUID] = ()) -> None:
+        # Ordinary commands a controller took with it get their final result; a stop it
+        # never decided still goes to the device (its outcome reaches the successor).
+        lost = self._open.take(key, keep)
+        if not lost:
+            return
+        now = datetime.now(UTC)
+        effects: list[Effect] = []
+        for envelope in lost:
+            if envelope.is_emergency:
+                effects += [result_effect(envelope, "accepted", now), SendToDevice(envelope)]
+            else:
+                effects.append(result_effect(envelope, "failed", now, reason))
+        log.error("commands of a failed controller answered", mower=key, commands=len(lost))
+        self._perform(lost[0].mower_id, effects)
+
     def _hold(self, key: str, message: object) -> None:
         # Messages for a controller being restarted wait, in order, for the restarted one
         # (an admitted command must still get its result); the other mowers' messages are
@@ -387,6 +433,7 @@ class GatewayService:
                 messages=len(dropped),
                 error=repr(err),
             )
+            self._answer_lost(key, "the mower's controller is unavailable")
             return
         messages = self._held.pop(key, [])  # with whatever arrived while it restarted
         for message in messages:

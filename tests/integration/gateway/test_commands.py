@@ -407,3 +407,73 @@ async def test_commands_for_a_controller_being_restarted_wait_for_it_in_order(
         assert (await results.wait_final(second.command_id)).status == "executed"
         ran = [c for c, _, _ in received(sim, mower.mower_id)]
         assert ran.index(first.command_id) < ran.index(second.command_id)
+
+
+class _Poison:
+    """A message no controller knows: its handler raises, and the controller fails."""
+
+
+async def test_the_commands_a_failed_controller_held_get_their_final_result(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server
+) -> None:  # type: ignore[no-untyped-def]
+    # The controller has one command at the slow device and two in its queue when it
+    # fails (a bug). The one at the device is answered by its successor when the device
+    # answers; the queued ones, acknowledged on the stream long ago, are answered failed,
+    # never run, and the mower takes commands again.
+    mowers = sim.registrations()
+    mower = mowers[0]
+    async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
+        await wait_connected(gw, len(mowers))
+        await sim.inject(mower.mower_id, LatencyFault(ms=1000))
+        at_device, queued, behind = (
+            command(mower, SetBladeHeight(height_mm=30 + i)) for i in range(3)
+        )
+        for env in (at_device, queued, behind):
+            await bus.publish_command(env, now=datetime.now(UTC))
+        for env in (at_device, queued, behind):
+            await eventually(lambda env=env: "accepted" in results.of(env.command_id))
+        gw.tell(mower.mower_id, _Poison())
+        for env in (queued, behind):
+            final = await results.wait_final(env.command_id)
+            assert (final.status, final.reason) == (
+                "failed",
+                "the mower's controller failed (TypeError)",
+            )
+        assert (await results.wait_final(at_device.command_id)).status == "executed"
+        later = command(mower, StartMow())
+        await bus.publish_command(later, now=datetime.now(UTC))
+        assert (await results.wait_final(later.command_id, timeout=10)).status == "executed"
+        ran = [c for c, _, _ in received(sim, mower.mower_id)]
+        assert queued.command_id not in ran and behind.command_id not in ran
+        assert ran.count(at_device.command_id) == 1
+        for env in (at_device, queued, behind, later):
+            assert len([s for s in results.of(env.command_id) if s != "accepted"]) == 1
+        assert len(gw.effects.pending) == 0  # a shutdown has nothing to wait for
+
+
+async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server
+) -> None:  # type: ignore[no-untyped-def]
+    mowers = sim.registrations()
+    mower = mowers[0]
+    key = str(mower.mower_id)
+    async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
+        await wait_connected(gw, len(mowers))
+        supervisor = gw._supervisor
+        assert supervisor is not None
+        while key not in supervisor.given_up():  # fails until the supervisor gives up
+            await eventually(
+                lambda: supervisor.get(key) is not None or key in supervisor.given_up(), timeout=10
+            )
+            if key not in supervisor.given_up():
+                gw.tell(mower.mower_id, _Poison())
+                await eventually(lambda: supervisor.get(key) is None, timeout=5)
+        env = command(mower, SetBladeHeight(height_mm=33))
+        await bus.publish_command(env, now=datetime.now(UTC))
+        final = await results.wait_final(env.command_id)
+        assert (final.status, final.reason) == ("failed", "the mower's controller is unavailable")
+        assert env.command_id not in [c for c, _, _ in received(sim, mower.mower_id)]
+        # The other mowers never noticed.
+        other = command(mowers[1], SetBladeHeight(height_mm=34))
+        await bus.publish_command(other, now=datetime.now(UTC))
+        assert (await results.wait_final(other.command_id)).status == "executed"

@@ -195,6 +195,23 @@ async def test_gives_up_on_an_actor_that_keeps_failing(harness: Harness) -> None
     await supervisor.stop_all()
 
 
+async def test_the_owner_hears_of_every_failure_and_of_the_give_up(harness: Harness) -> None:
+    heard: list[tuple[str, str, bool]] = []
+    supervisor = harness.supervisor(
+        max_restarts=2,
+        on_failure=lambda key, error, gave_up: heard.append((key, repr(error), gave_up)),
+    )
+    harness.failing.add("broken")
+    with pytest.raises(GaveUpError):
+        await supervisor.get_or_start("broken")
+    assert [(key, gave_up) for key, _, gave_up in heard] == [
+        ("broken", False),
+        ("broken", False),
+        ("broken", True),
+    ]
+    await supervisor.stop_all()
+
+
 async def test_failures_spread_beyond_the_window_never_give_up(harness: Harness) -> None:
     clock = [0.0]
     supervisor = harness.supervisor(max_restarts=1, window_seconds=10.0, clock=lambda: clock[0])
