@@ -39,6 +39,8 @@ class Rules:
 
     heartbeat: timedelta = timedelta(seconds=300)
     min_move_m: float = 0.01
+    # States observed further than this ahead of the service's clock are dropped.
+    max_clock_skew: timedelta = timedelta(seconds=300)
 
 
 class Decision(msgspec.Struct, frozen=True):

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -111,6 +112,7 @@ class StateBatcher:
         )
         self._malformed = metrics.dropped.labels(reason="malformed")
         self._mismatch = metrics.dropped.labels(reason="subject-mismatch")
+        self._future = metrics.dropped.labels(reason="from-the-future")
         self._refused = metrics.dropped.labels(reason="rejected-by-store")
 
     async def on_message(self, msg: Msg) -> None:
@@ -208,6 +210,7 @@ class StateBatcher:
         # Keyed and compared by the UUIDs' ints: a uuid.UUID's ``__hash__`` and ``__eq__``
         # are Python calls, two per state here.
         groups: dict[int, _Mower] = {}
+        horizon = datetime.now(UTC) + self._rules.max_clock_skew
         for msg in msgs:
             data = msg.data
             try:
@@ -230,6 +233,10 @@ class StateBatcher:
             key = mower_id.int
             if subject_mower != key:
                 rejected.append((msg, "subject-mismatch", str(mower_id)))
+                continue
+            if state.observed_at > horizon:
+                detail = f"observed_at {state.observed_at.isoformat()} is ahead of this clock"
+                rejected.append((msg, "from-the-future", detail))
                 continue
             entry = groups.get(key)
             if entry is None:
@@ -357,12 +364,12 @@ class StateBatcher:
         return key
 
     async def _reject(self, msg: Msg, reason: str, detail: str | None) -> None:
-        if reason == "malformed":
-            self._malformed.inc()
-            log.warning("state terminated", reason=reason, subject=msg.subject, error=detail)
-        else:
+        if reason == "subject-mismatch":
             self._mismatch.inc()
             log.warning("state terminated", reason=reason, subject=msg.subject, mower_id=detail)
+        else:
+            (self._malformed if reason == "malformed" else self._future).inc()
+            log.warning("state terminated", reason=reason, subject=msg.subject, error=detail)
         await msg.term()
 
     async def _decide(self, mowers: dict[uuid.UUID, _Mower]) -> dict[uuid.UUID, Outcome | None]:

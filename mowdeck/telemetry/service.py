@@ -145,7 +145,7 @@ class TelemetryService:
             self._owned.append(self._authorizer.close)
         verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
 
-        rules = Rules(heartbeat=s.heartbeat)
+        rules = Rules(heartbeat=s.heartbeat, max_clock_skew=s.max_clock_skew)
         self._dispatcher = dispatcher = Dispatcher(
             workers=s.telemetry_actor_workers, name="telemetry"
         )

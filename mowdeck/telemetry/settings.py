@@ -23,6 +23,10 @@ class TelemetrySettings(BaseSettings, frozen=True, kw_only=True):
     telemetry_heartbeat_history_seconds: Positive = 300.0
     # The latest state is reported ``stale`` when older than this.
     telemetry_stale_after_seconds: Positive = 30.0
+    # A state observed further ahead of this service's clock is dropped: the latest row
+    # is guarded by ``observed_at``, and one state from a mower whose clock runs years
+    # ahead would hold every later state off as older.
+    telemetry_max_clock_skew_seconds: Positive = 300.0
     # Raw queries are cut at this many rows; a step needing more bins is refused.
     telemetry_query_max_rows: Count = 5000
     telemetry_query_max_range_days: Count = 31
@@ -59,6 +63,11 @@ class TelemetrySettings(BaseSettings, frozen=True, kw_only=True):
     def heartbeat(self) -> timedelta:
         """``telemetry_heartbeat_history_seconds`` as a timedelta."""
         return timedelta(seconds=self.telemetry_heartbeat_history_seconds)
+
+    @property
+    def max_clock_skew(self) -> timedelta:
+        """``telemetry_max_clock_skew_seconds`` as a timedelta."""
+        return timedelta(seconds=self.telemetry_max_clock_skew_seconds)
 
     @property
     def stale_after(self) -> timedelta:

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -413,3 +414,21 @@ def test_the_postgres_errors_a_retry_mends_are_told_apart(
     with pytest.raises(expected) as raised, postgres._translated("ingest batch"):
         raise error
     assert type(raised.value) is expected
+
+
+async def test_a_state_from_the_future_is_terminated_and_holds_nothing_off(rig: Rig) -> None:
+    # A mower whose clock runs a year ahead: its state would make every later one look
+    # older to the latest row's guard. A few seconds ahead is a clock's ordinary skew.
+    now = datetime.now(UTC)
+    ahead = FakeMsg(state((now - T0).total_seconds() + 365 * 86400))
+    slightly = FakeMsg(state((now - T0).total_seconds() + 10, mower_id=uuid.UUID(int=2)))
+    with structlog.testing.capture_logs() as logs:
+        await rig.process(ahead, slightly)
+    assert (ahead.outcome, slightly.outcome) == ("term", "ack")
+    assert rig.dropped("from-the-future") == 1
+    [entry] = [e for e in logs if e["event"] == "state terminated"]
+    assert entry["reason"] == "from-the-future"
+    honest = FakeMsg(state((now - T0).total_seconds()))
+    await rig.process(honest)
+    assert honest.outcome == "ack"
+    assert await rig.store.latest(ACCOUNT, MOWER) == state((now - T0).total_seconds())

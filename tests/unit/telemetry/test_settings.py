@@ -13,6 +13,7 @@ from mowdeck.telemetry.settings import load_telemetry_settings
 DEFAULTS = {
     "telemetry_heartbeat_history_seconds": 300.0,
     "telemetry_stale_after_seconds": 30.0,
+    "telemetry_max_clock_skew_seconds": 300.0,
     "telemetry_query_max_rows": 5000,
     "telemetry_query_max_range_days": 31,
     "telemetry_unknown_mower_attempts": 3,
