@@ -23,9 +23,7 @@ import structlog
 from nats.aio.msg import Msg
 
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.wire import Client, parse_header_lines
-
-_HDR_START = len(b"NATS/1.0\r\n")
+from mowdeck.kit.wire import Client, has_inline_status, plain_headers
 
 __all__ = ["EmergencyLane"]
 
@@ -112,9 +110,9 @@ class EmergencyLane:
         marker = self._marker
         if marker is not None and (hdr is None or marker not in hdr):
             return
-        if hdr is not None and hdr[_HDR_START - 2 : _HDR_START - 1] == b" ":
+        if hdr is not None and has_inline_status(hdr):
             return  # an inline status comes from the server, never from a publisher
-        headers = None if hdr is None else (parse_header_lines(hdr[_HDR_START:]) or None)
+        headers = None if hdr is None else plain_headers(hdr)
         msg = Msg(
             _client=None,  # type: ignore[arg-type] # never settled: core messages, read only
             subject=subject.decode(),

@@ -18,9 +18,8 @@ only those steps:
 - Publishes with headers build their ``HPUB`` from header names checked once (nats-py
   checks every name with a regular expression on every publish); the bytes are the same.
 - ``subscribe_direct`` hands each message of a subscription to a plain function, as the
-  parser reads it: no ``Msg``, no queue, no task step and no coroutine per message. For
-  subscriptions that only look at a message and move on (publish acks, the gateway's
-  emergency lane), which nats-py's callback path costs several times their own work.
+  parser reads it: no ``Msg``, no queue and no task step per message. For subscriptions
+  that only look at a message and move on (publish acks, the gateway's emergency lane).
 
 The overrides use nats-py internals (``Parser`` state, ``_send_command``,
 ``_flush_pending``, ``_send_publish``, ``Msg._ackd``); tests/unit/kit/test_wire.py holds
@@ -48,8 +47,10 @@ __all__ = [
     "FastParser",
     "ack_all",
     "delivery",
+    "has_inline_status",
     "has_status",
     "parse_header_lines",
+    "plain_headers",
 ]
 
 log = structlog.get_logger("mowdeck.kit")
@@ -63,7 +64,6 @@ _HDR_START = len(_HDR_LINE) + len(_CRLF)
 _SPACE = re.compile(r"\s")  # what str.isspace() accepts, as nats-py checks header names
 _H = ord("H")
 _M = ord("M")
-_SPC = ord(" ")
 _HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # nats-py's rule for names
 _HEADER_VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _HEADER_KEYS_MAX = 1024
@@ -85,7 +85,6 @@ class FastParser(Parser):
             data = bytes(own)
             own.clear()
         nc = self.nc
-        direct: dict[int, DirectHandler] = getattr(nc, "_direct", None) or {}
         pos = 0
         size = len(data)
         while pos < size:
@@ -110,11 +109,7 @@ class FastParser(Parser):
             pos += needed + 2
             self.state = AWAITING_CONTROL_LINE
             arg = self.msg_arg
-            handler = direct.get(arg["sid"]) if direct else None
-            if handler is not None:
-                nc._deliver_direct(handler, arg["subject"], arg["reply"], payload, hdr)
-            else:
-                await nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
+            await nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
             if self.buf is not own:
                 return  # reset meanwhile (a reconnect): the rest belongs to a dead connection
         if pos < size:
@@ -160,10 +155,20 @@ def delivery(reply: str) -> tuple[int, int]:
 
 def has_status(headers: bytes | None, code: bytes) -> bool:
     """Whether a raw header block carries the inline status ``code`` (``NATS/1.0 503``)."""
-    if headers is None or not headers.startswith(_HDR_LINE + b" "):
+    if headers is None or not has_inline_status(headers):
         return False
     status = headers[_HDR_START - 1 : headers.find(_CRLF)].split(None, 1)
     return bool(status) and status[0] == code
+
+
+def has_inline_status(block: bytes) -> bool:
+    """Whether a raw header block starts with an inline status (``NATS/1.0 503``)."""
+    return block[len(_HDR_LINE) : len(_HDR_LINE) + 1] == b" "
+
+
+def plain_headers(block: bytes) -> dict[str, str] | None:
+    """The headers of a raw block without an inline status, as nats-py gives them."""
+    return parse_header_lines(block[_HDR_START:]) or None
 
 
 def parse_header_lines(raw: bytes) -> dict[str, str]:
@@ -223,10 +228,18 @@ class Client(nats_client.Client):
     async def _process_msg(
         self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
     ) -> None:
-        # nats-py's parser hands on the messages after a PING or INFO of the same read.
+        # Both parsers hand every message here (nats-py's takes the rest of a read that
+        # began with a PING or an INFO).
         handler = self._direct.get(sid)
         if handler is not None:
-            self._deliver_direct(handler, subject, reply, data, headers)
+            stats = self.stats
+            stats["in_msgs"] += 1
+            stats["in_bytes"] += len(data)
+            try:
+                handler(subject, reply, data, headers)
+            except Exception:
+                where = subject.decode("utf-8", "replace")
+                log.exception("direct subscription handler failed", subject=where)
             return
         # ``headers`` is None for a message without, as nats-py's own parser passes it.
         await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
@@ -237,23 +250,6 @@ class Client(nats_client.Client):
         # not send its messages to a queue nobody reads, which the drain would wait for.
         self._direct.pop(sid, None)
         super()._remove_sub(sid, max_msgs)
-
-    def _deliver_direct(
-        self,
-        handler: DirectHandler,
-        subject: bytes,
-        reply: bytes,
-        payload: bytes,
-        headers: bytes | None,
-    ) -> None:
-        stats = self.stats
-        stats["in_msgs"] += 1
-        stats["in_bytes"] += len(payload)
-        try:
-            handler(subject, reply, payload, headers)
-        except Exception:
-            where = subject.decode("utf-8", "replace")
-            log.exception("direct subscription handler failed", subject=where)
 
     async def _send_publish(
         self,
@@ -308,11 +304,11 @@ class Client(nats_client.Client):
             not headers
             or _email_parser() is not None  # an installed C parser: nats-py's path
             or len(headers) <= _HDR_START
-            or headers[len(_HDR_LINE)] == _SPC  # an inline status: nats-py's path
+            or has_inline_status(headers)  # nats-py's path
         ):
             result: dict[str, str] | None = await super()._process_headers(headers)
             return result
-        return parse_header_lines(headers[_HDR_START:]) or None
+        return plain_headers(headers)
 
 
 class DirectSubscription:

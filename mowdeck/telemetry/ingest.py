@@ -110,9 +110,10 @@ class StateBatcher:
             rows.labels(table="mower_history"),
             rows.labels(table="mower_positions"),
         )
-        self._malformed = metrics.dropped.labels(reason="malformed")
-        self._mismatch = metrics.dropped.labels(reason="subject-mismatch")
-        self._future = metrics.dropped.labels(reason="from-the-future")
+        self._rejected = {
+            reason: metrics.dropped.labels(reason=reason)
+            for reason in ("malformed", "subject-mismatch", "from-the-future")
+        }
         self._refused = metrics.dropped.labels(reason="rejected-by-store")
 
     async def on_message(self, msg: Msg) -> None:
@@ -315,7 +316,8 @@ class StateBatcher:
         outcomes: dict[uuid.UUID, Outcome],
     ) -> tuple[Plan, dict[uuid.UUID, dict[int, str]], WriteCounts]:
         # One transaction: lock the mowers' latest rows, plan against them, write.
-        for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+        attempt = 1
+        while True:
             try:
                 async with self._store.state_writer() as tx:
                     stored, directory = await tx.lock(list(states))
@@ -328,7 +330,7 @@ class StateBatcher:
                 if attempt == _CONFLICT_ATTEMPTS:
                     raise
                 log.info("batch lost a race; trying again", attempt=attempt, error=str(err))
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+                attempt += 1
 
     async def _refuse(self, mowers: dict[uuid.UUID, _Mower], err: StoreRejectedError) -> None:
         # The actor decided against a memory that was never committed: restart it from the
@@ -364,11 +366,10 @@ class StateBatcher:
         return key
 
     async def _reject(self, msg: Msg, reason: str, detail: str | None) -> None:
+        self._rejected[reason].inc()
         if reason == "subject-mismatch":
-            self._mismatch.inc()
             log.warning("state terminated", reason=reason, subject=msg.subject, mower_id=detail)
         else:
-            (self._malformed if reason == "malformed" else self._future).inc()
             log.warning("state terminated", reason=reason, subject=msg.subject, error=detail)
         await msg.term()
 
