@@ -387,8 +387,9 @@ class GatewayService:
         if self._outbox is not None:
             self._outbox.flush()
         self._flush_tells()  # tells of this turn to the dead controller are held
-        if gave_up:
-            return  # _deliver_held answers everything once the restart is refused
+        if gave_up:  # no successor: everything is answered now, held messages too
+            self._answer_lost(key, "the mower's controller is unavailable")
+            return
         held = self._held.get(key, ())
         keep = [m.envelope.command_id for m in held if isinstance(m, (Submit, EmergencySubmit))]
         self._answer_lost(key, f"the mower's controller failed ({type(error).__name__})", keep)

@@ -472,6 +472,14 @@ async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
         await bus.publish_command(env, now=datetime.now(UTC))
         final = await results.wait_final(env.command_id)
         assert (final.status, final.reason) == ("failed", "the mower's controller is unavailable")
+        # What the controller held when it failed for the last time is answered at once,
+        # not only once another command for the mower comes along.
+        held = command(mower, SetBladeHeight(height_mm=35))
+        gw._open.told(key, Submit(held, 1))
+        gw._controller_failed(key, TypeError("bug"), True)
+        assert len(gw._open) == 0  # answered in the call, not at the next tell
+        final = await results.wait_final(held.command_id)
+        assert (final.status, final.reason) == ("failed", "the mower's controller is unavailable")
         assert env.command_id not in [c for c, _, _ in received(sim, mower.mower_id)]
         # The other mowers never noticed.
         other = command(mowers[1], SetBladeHeight(height_mm=34))
