@@ -17,7 +17,7 @@ import structlog
 
 from contracts.v1 import MowerRegistration
 from mowdeck.errors import MowdeckError
-from mowdeck.kit.collector import freeze_long_lived, set_young_threshold
+from mowdeck.kit.garbage_collector import freeze_long_lived, set_young_threshold
 from mowdeck.kit.logging import configure_logging
 from simulator.fleet import FleetConfig
 from simulator.server import SimulatorServer
@@ -121,7 +121,7 @@ async def run(args: argparse.Namespace) -> int:
         await server.stop()
         raise SimulatorStartError(f"cannot listen on {host}:{port}: {_why(err)}") from err
     # The mowers live as long as the process: keep full collections from walking them,
-    # and let the frames and commands in flight die young (see mowdeck.kit.collector).
+    # and let the frames and commands in flight die young (see mowdeck.kit.garbage_collector).
     freeze_long_lived("mowers built")
     set_young_threshold(_GC_YOUNG_THRESHOLD)
     try:

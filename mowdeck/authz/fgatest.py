@@ -23,7 +23,7 @@ from mowdeck.authz._ports import TupleStore
 from mowdeck.authz._tuples import Tuple
 
 __all__ = [
-    "Outcome",
+    "ModelTestReport",
     "StoreFactory",
     "default_test_file",
     "load_test_file",
@@ -41,7 +41,7 @@ async def memory_store() -> TupleStore:
 
 
 @dataclass
-class Outcome:
+class ModelTestReport:
     """What a run found: assertions counted and the ones that failed, in words."""
 
     checks: int = 0
@@ -74,8 +74,8 @@ def _tuples(entries: list[dict[str, Any]] | None) -> list[Tuple]:
 
 async def _run_test(
     test: dict[str, Any], base: list[Tuple], model: AuthorizationModel, store: TupleStore
-) -> Outcome:
-    outcome = Outcome()
+) -> ModelTestReport:
+    outcome = ModelTestReport()
     authorizer = LocalAuthorizer(store, model)
     await authorizer.write([*base, *_tuples(test.get("tuples"))])
     name = test.get("name", "?")
@@ -104,12 +104,12 @@ async def run_test_file(
     path: Path | None = None,
     model: AuthorizationModel | None = None,
     store_factory: StoreFactory = memory_store,
-) -> Outcome:
+) -> ModelTestReport:
     """Run every test of the file, each on a fresh store from ``store_factory``."""
     document = load_test_file(path or default_test_file())
     model = model if model is not None else load_model()
     base = _tuples(document.get("tuples"))
-    total = Outcome()
+    total = ModelTestReport()
     for test in document.get("tests") or []:
         outcome = await _run_test(test, base, model, await store_factory())
         total.checks += outcome.checks

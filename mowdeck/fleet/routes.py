@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from mowdeck.authn import principal
 from mowdeck.authz import AuthzUnavailableError
-from mowdeck.fleet import registry as rules
+from mowdeck.fleet import rules
 from mowdeck.fleet.errors import (
     CommandNotFoundError,
     FleetError,
@@ -25,7 +25,7 @@ from mowdeck.fleet.errors import (
     VersionConflictError,
 )
 from mowdeck.fleet.ports import MowerRecord
-from mowdeck.fleet.registry import CommandRequest, PatchRequest, RegisterRequest
+from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
 from mowdeck.kit.bus import BusError, ExpiredCommandError
 from mowdeck.kit.http import Problem, json_response, read_json

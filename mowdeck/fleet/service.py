@@ -17,12 +17,12 @@ from contracts.v1.subjects import MOWER_EVENT_FILTER
 from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
-from mowdeck.fleet.commands import ResultRecorder, ResultWaiters
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
 from mowdeck.fleet.pruning import Pruner
+from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import (
     FLEET,
     HttpMetrics,
@@ -32,9 +32,9 @@ from mowdeck.fleet.routes import (
 )
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
-from mowdeck.gateway.connections.registry import ENTRY_POINT_GROUP, ConnectionRegistry
+from mowdeck.gateway.connections.adapters import ENTRY_POINT_GROUP, ConnectionAdapters
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.collector import GcPauses
+from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
     HttpServer,
     Readiness,
@@ -52,7 +52,7 @@ GRANTS_CHANGED = "event.identity.grants.changed"
 def installed_connection_kinds() -> frozenset[str]:
     """The connection kinds of the installed gateway adapters (entry points)."""
     try:
-        return ConnectionRegistry.from_entry_points().kinds
+        return ConnectionAdapters.from_entry_points().kinds
     except Exception:
         # An adapter that fails to import is still declared; Fleet only stores the kind.
         from importlib.metadata import entry_points  # noqa: PLC0415
@@ -94,7 +94,7 @@ class FleetService:
         authorizer: Authorizer | None = None,
         verifier: TokenVerifier | None = None,
         connection_kinds: Collection[str] | None = None,
-        registry: CollectorRegistry | None = None,
+        metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.settings = settings
@@ -105,8 +105,10 @@ class FleetService:
         self._authorizer = authorizer
         self._verifier = verifier
         self._kinds = connection_kinds
-        self.registry = registry if registry is not None else CollectorRegistry()
-        self._gc_pauses = GcPauses(self.registry)
+        self.metrics_registry = (
+            metrics_registry if metrics_registry is not None else CollectorRegistry()
+        )
+        self._gc_pauses = GcPauses(self.metrics_registry)
         self._clock = clock
         self.readiness = Readiness()
         self._owned: list[Callable[[], Any]] = []
@@ -166,7 +168,7 @@ class FleetService:
             bus_publisher(bus),
             batch=s.fleet_outbox_batch,
             poll_seconds=s.fleet_outbox_poll_seconds,
-            metrics=OutboxMetrics(self.registry),
+            metrics=OutboxMetrics(self.metrics_registry),
         )
         waiters = ResultWaiters(bus)
         journal = CommandJournal(command_log, batch=s.fleet_recorder_batch)
@@ -177,8 +179,10 @@ class FleetService:
             batch=s.fleet_recorder_batch,
             flush_seconds=s.fleet_recorder_flush_seconds,
         )
-        responder = MowerListResponder(bus, repository, self.registry)
-        self.pruner = pruner = Pruner(PostgresPruning(pool), s, self.registry, clock=self._clock)
+        responder = MowerListResponder(bus, repository, self.metrics_registry)
+        self.pruner = pruner = Pruner(
+            PostgresPruning(pool), s, self.metrics_registry, clock=self._clock
+        )
         self.fleet = fleet = Fleet(
             settings=s,
             repository=repository,
@@ -192,7 +196,7 @@ class FleetService:
             connection_kinds=frozenset(
                 self._kinds if self._kinds is not None else installed_connection_kinds()
             ),
-            metrics=FleetMetrics(self.registry),
+            metrics=FleetMetrics(self.metrics_registry),
             clock=self._clock,
         )
 
@@ -217,14 +221,14 @@ class FleetService:
     async def _serve(self, fleet: Fleet, verifier: TokenVerifier) -> None:
         app = web.Application(
             middlewares=[
-                metrics_middleware(HttpMetrics(self.registry)),
+                metrics_middleware(HttpMetrics(self.metrics_registry)),
                 problem_middleware,
                 auth_middleware(verifier),
                 fleet_errors,
             ]
         )
         app[FLEET] = fleet
-        with_ops_routes(app, self.readiness, self.registry)
+        with_ops_routes(app, self.readiness, self.metrics_registry)
         app.add_routes(routes())
         s = self.settings
         self._http = HttpServer(app, s.http_host, s.http_port)

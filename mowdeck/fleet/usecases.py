@@ -15,9 +15,8 @@ from prometheus_client import CollectorRegistry, Counter
 from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
 from mowdeck.authn import Principal
 from mowdeck.authz import Tuple, account_object, mower_object, user_ref
-from mowdeck.fleet import registry as rules
+from mowdeck.fleet import rules
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache
-from mowdeck.fleet.commands import ResultWaiters
 from mowdeck.fleet.errors import (
     CommandNotFoundError,
     ForbiddenError,
@@ -28,7 +27,8 @@ from mowdeck.fleet.errors import (
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.outbox import OutboxRelay
 from mowdeck.fleet.ports import CommandLog, CommandRecord, MowerRecord, MowerRepository
-from mowdeck.fleet.registry import CommandRequest, PatchRequest, RegisterRequest
+from mowdeck.fleet.results import ResultWaiters
+from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]

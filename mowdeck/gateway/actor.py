@@ -17,13 +17,13 @@ from mowdeck.gateway.controller import Controller, Effect
 __all__ = [
     "Close",
     "ControllerActor",
+    "DeviceOutcome",
     "DriveCheck",
     "EffectOutbox",
     "EffectSink",
     "EmergencySubmit",
     "Heartbeat",
     "LinkChanged",
-    "Outcome",
     "Rename",
     "StateReported",
     "Submit",
@@ -104,7 +104,7 @@ class EmergencySubmit(Emergency):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class DeviceOutcome:
     """What became of a command sent to the device."""
 
     envelope: CommandEnvelope
@@ -182,7 +182,7 @@ class ControllerActor(DispatcherActor):
                 effects = controller.emergency(
                     envelope, sequence, self._clock(), sent=sent, admitted_at=admitted_at
                 )
-            case Outcome(envelope, status, reason):
+            case DeviceOutcome(envelope, status, reason):
                 effects = controller.outcome(envelope, status, reason, self._clock())
             case Heartbeat():
                 effects = controller.heartbeat()

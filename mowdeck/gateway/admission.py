@@ -75,7 +75,7 @@ def admit(  # noqa: PLR0911 - one return per outcome of ADR 0013's order
     *,
     shard_index: int,
     shard_count: int,
-    registry: Mapping[uuid.UUID, MowerRegistration],
+    mowers: Mapping[uuid.UUID, MowerRegistration],
     now: datetime,
 ) -> Decision:
     """Decide what happens to one delivered command."""
@@ -90,7 +90,7 @@ def admit(  # noqa: PLR0911 - one return per outcome of ADR 0013's order
         )
     if shard_of(subject_mower, shard_count) != shard_index:
         return Foreign(subject_mower)
-    registration = registry.get(envelope.mower_id)
+    registration = mowers.get(envelope.mower_id)
     if registration is None:
         return Rejected(envelope, "unknown mower")
     if registration.account_id != envelope.account_id:

@@ -7,7 +7,7 @@ import sys
 
 from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
-from mowdeck.kit.collector import set_young_threshold
+from mowdeck.kit.garbage_collector import set_young_threshold
 from mowdeck.kit.lifecycle import run_services
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.settings import load_settings

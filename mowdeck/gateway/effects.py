@@ -24,7 +24,7 @@ from contracts.v1 import (
     encode,
 )
 from contracts.v1.subjects import MSG_ID_HEADER, RESULT_PREFIX, TELEMETRY_PREFIX, event_subject
-from mowdeck.gateway.actor import DriveCheck, Outcome
+from mowdeck.gateway.actor import DeviceOutcome, DriveCheck
 from mowdeck.gateway.connections import (
     CommandTimeoutError,
     LinkDownError,
@@ -45,8 +45,8 @@ from mowdeck.gateway.controller import (
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.names import MowerNames
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.loop_scheduling import eager_task
 from mowdeck.kit.pipeline import PipelinedPublisher
-from mowdeck.kit.priority import eager_task
 
 __all__ = ["EffectRunner", "PendingCommands"]
 
@@ -166,7 +166,7 @@ class EffectRunner:
                 case SendToDevice(envelope) if mower_id in self._stops_ahead:
                     # Decided before its controller knew of the stop the lane sent: it
                     # was published before the stop, which overtook it.
-                    self._tell(mower_id, Outcome(envelope, "rejected", PREEMPTED))
+                    self._tell(mower_id, DeviceOutcome(envelope, "rejected", PREEMPTED))
                 case SendToDevice(envelope):
                     self._spawn(self._send(envelope, self._stop_epochs.get(mower_id, 0)))
                 case PublishState(state, heartbeat):
@@ -229,15 +229,15 @@ class EffectRunner:
         elif self._stop_epochs.get(envelope.mower_id, 0) != epoch:
             # A stop went to the device after this send was decided and before it got its
             # turn: the mower must not run a command the stop overtook.
-            self._tell(envelope.mower_id, Outcome(envelope, "rejected", PREEMPTED))
+            self._tell(envelope.mower_id, DeviceOutcome(envelope, "rejected", PREEMPTED))
             return
         # Checked again right before sending: the command may have waited in the queue.
         if envelope.is_expired(self._clock()):
-            self._tell(envelope.mower_id, Outcome(envelope, "expired", None))
+            self._tell(envelope.mower_id, DeviceOutcome(envelope, "expired", None))
             return
         conn = self._connections.get(envelope.mower_id)
         if conn is None:
-            self._tell(envelope.mower_id, Outcome(envelope, "failed", "mower not connected"))
+            self._tell(envelope.mower_id, DeviceOutcome(envelope, "failed", "mower not connected"))
             return
         if _debug_enabled():
             log.debug(
@@ -249,19 +249,21 @@ class EffectRunner:
         try:
             outcome = await conn.send(envelope, timeout=self._device_timeout)
         except LinkDownError as err:
-            self._tell(envelope.mower_id, Outcome(envelope, "failed", f"link down: {err}"))
+            self._tell(envelope.mower_id, DeviceOutcome(envelope, "failed", f"link down: {err}"))
         except LinkLostError as err:
-            self._tell(envelope.mower_id, Outcome(envelope, "failed", str(err)))
+            self._tell(envelope.mower_id, DeviceOutcome(envelope, "failed", str(err)))
         except CommandTimeoutError:
             reason = f"no answer from the mower within {self._device_timeout:g} s"
-            self._tell(envelope.mower_id, Outcome(envelope, "failed", reason))
+            self._tell(envelope.mower_id, DeviceOutcome(envelope, "failed", reason))
         except Exception as err:
             log.exception(
                 "device send failed",
                 mower_id=str(envelope.mower_id),
                 command_id=str(envelope.command_id),
             )
-            self._tell(envelope.mower_id, Outcome(envelope, "failed", f"gateway error: {err}"))
+            self._tell(
+                envelope.mower_id, DeviceOutcome(envelope, "failed", f"gateway error: {err}")
+            )
         else:
             if _debug_enabled():
                 log.debug(
@@ -271,7 +273,7 @@ class EffectRunner:
                     status=outcome.status,
                     reason=outcome.reason,
                 )
-            self._tell(envelope.mower_id, Outcome(envelope, outcome.status, outcome.reason))
+            self._tell(envelope.mower_id, DeviceOutcome(envelope, outcome.status, outcome.reason))
 
     async def _end_drive(self, mower_id: uuid.UUID) -> None:
         conn = self._connections.get(mower_id)

@@ -29,9 +29,9 @@ from mowdeck.gateway.admission import (
 from mowdeck.gateway.controller import SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
-from mowdeck.gateway.registry import Registry
+from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.kit.bus import header
-from mowdeck.kit.priority import call_first_threadsafe
+from mowdeck.kit.loop_scheduling import call_first_threadsafe
 from mowdeck.kit.wire import ack_all, delivery
 
 __all__ = ["EMERGENCY_MARKER", "CommandIntake"]
@@ -106,14 +106,14 @@ class CommandIntake:
         *,
         shard_index: int,
         shard_count: int,
-        registry: Registry,
+        mowers: ShardMowers,
         metrics: GatewayMetrics,
         effects: EffectRunner,
         tell: Tell,
     ) -> None:
         self._shard_index = shard_index
         self._shard_count = shard_count
-        self._registry = registry
+        self._mowers = mowers
         self._metrics = metrics
         self._effects = effects
         self._tell = tell
@@ -200,7 +200,7 @@ class CommandIntake:
             msg.data,
             shard_index=self._shard_index,
             shard_count=self._shard_count,
-            registry=self._registry,
+            mowers=self._mowers,
             now=now,
         )
 

@@ -68,7 +68,7 @@ class GatewayMetrics:
         self.connected = Gauge(
             "mowdeck_gateway_mowers_connected", "Mowers with a live link.", registry=registry
         )
-        self.registry_size = Gauge(
+        self.mowers_known = Gauge(
             "mowdeck_gateway_registry_mowers",
             "Mowers of this shard in the registry.",
             registry=registry,

@@ -40,19 +40,19 @@ from mowdeck.gateway.actor import (
     StateReported,
     Submit,
 )
-from mowdeck.gateway.connections import ConnectionRegistry, MowerConnection
+from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
 from mowdeck.gateway.controller import Effect, SendToDevice, result_effect
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.intake import EMERGENCY_MARKER, CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.mowers import Change, FleetFeed, ShardMowers
 from mowdeck.gateway.names import MowerNames
 from mowdeck.gateway.open_commands import OpenCommands
-from mowdeck.gateway.registry import Change, FleetFeed, Registry
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.collector import GcPauses, freeze_long_lived
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
+from mowdeck.kit.garbage_collector import GcPauses, freeze_long_lived
 from mowdeck.kit.http import (
     HttpServer,
     Readiness,
@@ -100,8 +100,8 @@ class GatewayService:
         settings: GatewaySettings,
         *,
         bus: Bus | None = None,
-        registry: CollectorRegistry | None = None,
-        connections: ConnectionRegistry | None = None,
+        metrics_registry: CollectorRegistry | None = None,
+        connections: ConnectionAdapters | None = None,
         freeze_after_seed: bool = False,
     ) -> None:
         """``freeze_after_seed``: once the registry is seeded from Fleet, move what is
@@ -110,10 +110,10 @@ class GatewayService:
         self.settings = settings
         self._own_bus = bus is None
         self.bus: Bus | None = bus
-        self.metrics_registry = registry or CollectorRegistry()
+        self.metrics_registry = metrics_registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.metrics_registry)
-        self.adapters = connections or ConnectionRegistry.from_entry_points()
-        self.registry = Registry(settings.shard_index, settings.shard_count)
+        self.adapters = connections or ConnectionAdapters.from_entry_points()
+        self.mowers = ShardMowers(settings.shard_index, settings.shard_count)
         self.readiness = Readiness()
         self.connections: dict[uuid.UUID, MowerConnection] = {}
         self._actor_metrics = ActorMetrics(self.metrics_registry)
@@ -190,7 +190,7 @@ class GatewayService:
         self.intake = CommandIntake(
             shard_index=s.shard_index,
             shard_count=s.shard_count,
-            registry=self.registry,
+            mowers=self.mowers,
             metrics=self.metrics,
             effects=self.effects,
             tell=self.tell,
@@ -239,7 +239,7 @@ class GatewayService:
             "gateway started",
             shard=s.shard_index,
             shards=s.shard_count,
-            mowers=len(self.registry),
+            mowers=len(self.mowers),
             http=self._http.url,
         )
 
@@ -322,7 +322,7 @@ class GatewayService:
     def _make_controller(self, key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
         # The gateway keeps nothing durable: a controller always starts fresh.
         del snapshot
-        registration = self.registry[uuid.UUID(key)]
+        registration = self.mowers[uuid.UUID(key)]
         assert self._outbox is not None
         return ControllerActor.start(
             dispatcher=self.dispatcher, registration=registration, outbox=self._outbox
@@ -442,7 +442,7 @@ class GatewayService:
 
     async def apply(self, registration: MowerRegistration) -> None:
         """Add or update a mower of this shard."""
-        change = self.registry.apply(registration)
+        change = self.mowers.apply(registration)
         mower_id = registration.mower_id
         if change in (Change.FOREIGN, Change.UNCHANGED):
             return
@@ -458,7 +458,7 @@ class GatewayService:
             self.tell(mower_id, LinkChanged(False, "connection changed"))
         else:
             await self._supervisor.get_or_start(str(mower_id))
-        self.metrics.registry_size.set(len(self.registry))
+        self.metrics.mowers_known.set(len(self.mowers))
         try:
             factory = self.adapters.factory(registration.connection.kind)
         except Exception as err:
@@ -476,9 +476,9 @@ class GatewayService:
 
     async def remove(self, mower_id: uuid.UUID) -> None:
         """Forget a mower: close its link and controller, report it disconnected."""
-        if self.registry.remove(mower_id) is None:
+        if self.mowers.remove(mower_id) is None:
             return
-        self.metrics.registry_size.set(len(self.registry))
+        self.metrics.mowers_known.set(len(self.mowers))
         conn = self.connections.pop(mower_id, None)
         if conn is not None:
             await conn.close()
@@ -500,7 +500,7 @@ class GatewayService:
             log.warning("controller did not close", mower_id=str(mower_id), error=str(err))
 
     async def _close_controllers(self, reason: str) -> None:
-        await asyncio.gather(*(self._close_one(m, reason) for m in list(self.registry)))
+        await asyncio.gather(*(self._close_one(m, reason) for m in list(self.mowers)))
         if self._outbox is not None:
             self._outbox.flush()  # the closes' effects, before anyone waits for their work
 
@@ -511,7 +511,7 @@ class GatewayService:
         self._flush_tells()
         if self._held_deliveries:  # messages waiting for a restarted controller go first
             await asyncio.wait(set(self._held_deliveries), timeout=10.0)
-        refs = [self._supervisor.get(str(m)) for m in self.registry]
+        refs = [self._supervisor.get(str(m)) for m in self.mowers]
         await asyncio.gather(
             *(self._bridge.ask(r, Heartbeat(), timeout=5.0) for r in refs if r is not None),
             return_exceptions=True,
@@ -523,9 +523,9 @@ class GatewayService:
             self._outbox.flush()
 
     async def _heartbeats(self) -> None:
-        interval = self.settings.telemetry_heartbeat_seconds
+        interval = self.settings.state_heartbeat_seconds
         while True:
             await asyncio.sleep(interval)
             beat = Heartbeat()
-            for mower_id in list(self.registry):
+            for mower_id in list(self.mowers):
                 self.tell(mower_id, beat)

@@ -21,7 +21,11 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     shard_count: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
     # Development only: seeds the registry until Fleet answers (ADR 0013).
     bootstrap_mowers: list[MowerRegistration] = msgspec.field(default_factory=list)
-    telemetry_heartbeat_seconds: Positive = 10.0
+    # How often each mower's last state is published again (a heartbeat). The variable is
+    # MOWDECK_TELEMETRY_HEARTBEAT_SECONDS, as ADR 0013 names it.
+    state_heartbeat_seconds: Positive = msgspec.field(
+        default=10.0, name="telemetry_heartbeat_seconds"
+    )
     device_command_timeout_seconds: Positive = 10.0
     dispatcher_workers: Annotated[int, msgspec.Meta(ge=1, le=64)] = 2
     fleet_list_timeout_seconds: Positive = 2.0

@@ -74,7 +74,9 @@ def load_settings(model: type[T], environ: Mapping[str, str] | None = None) -> T
     hints = typing.get_type_hints(model, include_extras=True)
     raw: dict[str, Any] = {}
     for field in msgspec.structs.fields(model):
-        name = env_name(field.name)
+        # A field may carry another name (``msgspec.field(name=...)``) to keep the variable
+        # an ADR names while the attribute says what it is.
+        name = env_name(field.encode_name)
         if name not in env:
             continue
         value: Any = env[name]
@@ -86,7 +88,7 @@ def load_settings(model: type[T], environ: Mapping[str, str] | None = None) -> T
                 raise SettingsError(f"{name}: expected JSON ({err})") from err
         elif value == "" and not _is_text(tp):
             continue
-        raw[field.name] = value
+        raw[field.encode_name] = value
     try:
         return msgspec.convert(raw, model, strict=False)
     except msgspec.ValidationError as err:

@@ -29,8 +29,8 @@ __all__ = [
     "Decide",
     "DecisionSink",
     "FingerprintActor",
+    "FingerprintAnswer",
     "LatestRowSnapshots",
-    "Outcome",
     "actor_factory",
 ]
 
@@ -38,10 +38,10 @@ _memory_codec = msgspec.json.Encoder()
 _memory_decoder = msgspec.json.Decoder(Memory)
 
 
-class Outcome(msgspec.Struct, frozen=True):
+class FingerprintAnswer(msgspec.Struct, frozen=True):
     """A mower's answer: the memory it decided against, the decisions, the memory after."""
 
-    # Outcome and Decide are Structs rather than frozen dataclasses: one of each is made
+    # FingerprintAnswer and Decide are Structs rather than frozen dataclasses: one of each is made
     # per mower and batch, and a frozen dataclass pays an ``object.__setattr__`` per field.
 
     base: Memory | None
@@ -56,12 +56,12 @@ class DecisionSink:
         self._bridge = bridge
         self._lock = threading.Lock()
         self._remaining = expected
-        self.outcomes: dict[uuid.UUID, Outcome | None] = {}
+        self.outcomes: dict[uuid.UUID, FingerprintAnswer | None] = {}
         self.done: asyncio.Future[None] = bridge.loop.create_future()
         if expected == 0:
             self.done.set_result(None)
 
-    def deliver(self, mower_id: uuid.UUID, outcome: Outcome | None) -> None:
+    def deliver(self, mower_id: uuid.UUID, outcome: FingerprintAnswer | None) -> None:
         """Record a mower's outcome (None: the actor failed); thread-safe."""
         with self._lock:
             self.outcomes[mower_id] = outcome
@@ -111,7 +111,7 @@ class FingerprintActor(DispatcherActor):
                 message.sink.deliver(self.mower_id, None)
                 raise
             self.memory = memory
-            message.sink.deliver(self.mower_id, Outcome(base, decisions, memory))
+            message.sink.deliver(self.mower_id, FingerprintAnswer(base, decisions, memory))
             return None
         if isinstance(message, Adopt):
             self.memory = message.memory

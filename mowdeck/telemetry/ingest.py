@@ -29,10 +29,16 @@ from pykka import ActorDeadError
 from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
-from mowdeck.kit.collector import freeze
+from mowdeck.kit.garbage_collector import freeze
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
-from mowdeck.telemetry.actor import Adopt, Decide, DecisionSink, LatestRowSnapshots, Outcome
+from mowdeck.telemetry.actor import (
+    Adopt,
+    Decide,
+    DecisionSink,
+    FingerprintAnswer,
+    LatestRowSnapshots,
+)
 from mowdeck.telemetry.errors import StoreConflictError, StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.metrics import TelemetryMetrics
@@ -64,7 +70,7 @@ class _Prepared:
     """A decided batch waiting for its commit."""
 
     mowers: dict[uuid.UUID, _Mower]
-    outcomes: dict[uuid.UUID, Outcome]
+    outcomes: dict[uuid.UUID, FingerprintAnswer]
 
 
 class StateBatcher:
@@ -192,7 +198,7 @@ class StateBatcher:
         if not mowers:
             return None
         outcomes = await self._decide(mowers)
-        decided: dict[uuid.UUID, Outcome] = {}
+        decided: dict[uuid.UUID, FingerprintAnswer] = {}
         for mower_id, outcome in outcomes.items():
             if outcome is None:
                 await _settle_all(mowers.pop(mower_id).msgs, ack=False)
@@ -261,7 +267,7 @@ class StateBatcher:
         return await self._commit_mowers(prepared.mowers, prepared.outcomes)
 
     async def _commit_mowers(
-        self, mowers: dict[uuid.UUID, _Mower], outcomes: dict[uuid.UUID, Outcome]
+        self, mowers: dict[uuid.UUID, _Mower], outcomes: dict[uuid.UUID, FingerprintAnswer]
     ) -> WriteCounts:
         states = {m: e.states for m, e in mowers.items()}
         started = time.perf_counter()
@@ -313,7 +319,7 @@ class StateBatcher:
     async def _transact(
         self,
         states: dict[uuid.UUID, list[MowerState]],
-        outcomes: dict[uuid.UUID, Outcome],
+        outcomes: dict[uuid.UUID, FingerprintAnswer],
     ) -> tuple[Plan, dict[uuid.UUID, dict[int, str]], WriteCounts]:
         # One transaction: lock the mowers' latest rows, plan against them, write.
         attempt = 1
@@ -373,7 +379,9 @@ class StateBatcher:
             log.warning("state terminated", reason=reason, subject=msg.subject, error=detail)
         await msg.term()
 
-    async def _decide(self, mowers: dict[uuid.UUID, _Mower]) -> dict[uuid.UUID, Outcome | None]:
+    async def _decide(
+        self, mowers: dict[uuid.UUID, _Mower]
+    ) -> dict[uuid.UUID, FingerprintAnswer | None]:
         supervisor = self._supervisor
         refs: dict[uuid.UUID, Any] = {}
         missing: list[uuid.UUID] = []

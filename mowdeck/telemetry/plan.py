@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contracts.v1 import MowerState
-from mowdeck.telemetry.actor import Outcome
+from mowdeck.telemetry.actor import FingerprintAnswer
 from mowdeck.telemetry.fingerprint import Decision, Rules, decide_all
 from mowdeck.telemetry.model import Memory
 from mowdeck.telemetry.ports import WriteBatch
@@ -32,7 +32,7 @@ class Plan:
 
 def plan_batch(
     states: Mapping[uuid.UUID, Sequence[MowerState]],
-    outcomes: dict[uuid.UUID, Outcome],
+    outcomes: dict[uuid.UUID, FingerprintAnswer],
     stored: dict[uuid.UUID, Memory],
     directory: dict[uuid.UUID, uuid.UUID],
     rules: Rules,

@@ -24,8 +24,8 @@ from contracts.v1.subjects import (
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.collector import GcPauses, set_young_threshold
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
+from mowdeck.kit.garbage_collector import GcPauses, set_young_threshold
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
 from mowdeck.telemetry.directory import DirectoryEvents, seed_directory
@@ -74,7 +74,7 @@ class TelemetryService:
         store: TelemetryStore | None = None,
         authorizer: Authorizer | None = None,
         verifier: TokenVerifier | None = None,
-        registry: CollectorRegistry | None = None,
+        metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = _now,
         seed: bool = True,
         retention: bool = True,
@@ -87,9 +87,11 @@ class TelemetryService:
         self.store = store
         self._authorizer = authorizer
         self._verifier = verifier
-        self.registry = registry if registry is not None else CollectorRegistry()
-        self._gc_pauses = GcPauses(self.registry)
-        self.metrics = TelemetryMetrics(self.registry)
+        self.metrics_registry = (
+            metrics_registry if metrics_registry is not None else CollectorRegistry()
+        )
+        self._gc_pauses = GcPauses(self.metrics_registry)
+        self.metrics = TelemetryMetrics(self.metrics_registry)
         self._clock = clock
         self._seed_enabled = seed
         self._retention_enabled = retention
@@ -211,7 +213,7 @@ class TelemetryService:
         watch("state batcher", task_alive(lambda: batcher.task))
         watch("fingerprint workers", lambda: dispatcher.workers_alive)
         deps = QueryDeps(store, self._authorizer, s, self.metrics, self._clock)
-        app = create_app(deps, verifier, self.readiness, self.registry)
+        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
         self._http = HttpServer(app, s.http_host, s.http_port)
         await self._http.start()
         self.readiness.set_ready()

@@ -53,8 +53,8 @@ from contracts.v1.subjects import (
     telemetry_subject,
 )
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.collector import set_young_threshold
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
+from mowdeck.kit.garbage_collector import set_young_threshold
 from tests.support.natsserver import NatsServer, free_port
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000bec1")

@@ -107,7 +107,7 @@ async def test_a_mowing_mower_is_visible_through_telemetry(
         assert await telemetry.seeded == len(mowers)
         async with (
             running_gateway(
-                settings_for(nats_server.url, mowers, telemetry_heartbeat_seconds=1)
+                settings_for(nats_server.url, mowers, state_heartbeat_seconds=1)
             ) as gateway,
             aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http,
         ):

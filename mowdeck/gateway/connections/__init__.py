@@ -1,5 +1,6 @@
 """Connections from the gateway to mowers: one port, adapters found by connection kind."""
 
+from mowdeck.gateway.connections.adapters import ConnectionAdapters, UnknownConnectionKindError
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
@@ -10,15 +11,14 @@ from mowdeck.gateway.connections.port import (
     LinkLostError,
     MowerConnection,
 )
-from mowdeck.gateway.connections.registry import ConnectionRegistry, UnknownConnectionKindError
 
 __all__ = [
     "CommandOutcome",
     "CommandTimeoutError",
+    "ConnectionAdapters",
     "ConnectionError",
     "ConnectionEvents",
     "ConnectionFactory",
-    "ConnectionRegistry",
     "LinkDownError",
     "LinkLostError",
     "MowerConnection",

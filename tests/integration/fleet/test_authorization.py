@@ -23,7 +23,7 @@ from mowdeck.authz import (
 from mowdeck.fleet import FleetService
 from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.postgres import PostgresMowerRepository
-from mowdeck.fleet.registry import outbox_event
+from mowdeck.fleet.rules import outbox_event
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api, start_fleet
 from tests.integration.fleet.test_commands import registered

@@ -13,7 +13,7 @@ from contracts.v1 import CommandEnvelope, CommandResult, decode_command, encode
 from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER, result_subject
 from mowdeck.authz import Authorizer, grant_tuples
 from mowdeck.fleet import FleetService
-from mowdeck.fleet.commands import RECORDER_DURABLE
+from mowdeck.fleet.results import RECORDER_DURABLE
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api, start_fleet
 from tests.integration.fleet.test_rest import owner

@@ -25,7 +25,7 @@ from mowdeck.authz import Authorizer
 from mowdeck.fleet import FleetService
 from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.postgres import PostgresMowerRepository
-from mowdeck.fleet.registry import MAX_OPTIONS_BYTES, outbox_event
+from mowdeck.fleet.rules import MAX_OPTIONS_BYTES, outbox_event
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import start_fleet
 from tests.integration.fleet.test_commands import registered

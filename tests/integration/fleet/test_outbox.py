@@ -15,7 +15,7 @@ from mowdeck.fleet.errors import MowerExistsError
 from mowdeck.fleet.outbox import OutboxRelay, bus_publisher
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.postgres import PostgresMowerRepository
-from mowdeck.fleet.registry import outbox_event
+from mowdeck.fleet.rules import outbox_event
 from mowdeck.kit.bus import Bus, BusError
 
 

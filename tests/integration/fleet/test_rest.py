@@ -11,7 +11,7 @@ from contracts.v1 import decode_event
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.authz import Authorizer, grant_tuples
 from mowdeck.fleet import FleetService
-from mowdeck.fleet.registry import MAX_OPTIONS_BYTES
+from mowdeck.fleet.rules import MAX_OPTIONS_BYTES
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api
 

@@ -108,7 +108,7 @@ async def test_other_shards_commands_are_acknowledged_without_acting(
     async with running_gateway(
         settings_for(nats_server.url, mowers, shard_index=0, shard_count=2)
     ) as gw:
-        assert set(gw.registry) == {m.mower_id for m in mine}
+        assert set(gw.mowers) == {m.mower_id for m in mine}
         env = command(theirs[0], PauseMow())
         await bus.publish_command(env, now=datetime.now(UTC))
         await eventually(lambda: gw.metrics.foreign._value.get() == 1)

@@ -23,8 +23,8 @@ from contracts.v1 import (
 )
 from mowdeck.gateway.connections import (
     CommandTimeoutError,
+    ConnectionAdapters,
     ConnectionError,
-    ConnectionRegistry,
     LinkDownError,
 )
 from mowdeck.gateway.connections.simulator import SimulatorConnection
@@ -60,7 +60,7 @@ def envelope(reg: MowerRegistration, command: Command) -> CommandEnvelope:
 async def link(sim: SimulatorServer) -> AsyncIterator[tuple[SimulatorConnection, Recorder]]:
     reg = sim.registrations()[0]
     rec = Recorder()
-    factory = ConnectionRegistry.from_entry_points().factory("simulator")
+    factory = ConnectionAdapters.from_entry_points().factory("simulator")
     conn = factory(reg, rec)
     assert isinstance(conn, SimulatorConnection)
     await conn.open()

@@ -122,7 +122,7 @@ async def test_results_become_the_timeline_with_the_directory_account(
     await eventually(lambda: _nothing_pending(bus, RESULTS_DURABLE, "COMMANDS"))
     rows = await pool.fetch("SELECT status, account_id FROM command_timeline ORDER BY at")
     assert [(r[0], r[1]) for r in rows] == [("accepted", ACCOUNT), ("executed", ACCOUNT)]
-    written = service.registry.get_sample_value(
+    written = service.metrics_registry.get_sample_value(
         "mowdeck_telemetry_rows_written_total", {"table": "command_timeline"}
     )
     assert written == 2
@@ -148,7 +148,7 @@ async def test_a_result_postgresql_refuses_is_terminated(
     await eventually(lambda: _nothing_pending(bus, RESULTS_DURABLE, "COMMANDS"))
     rows = await pool.fetch("SELECT status FROM command_timeline")
     assert [r[0] for r in rows] == ["accepted"]
-    sample = service.registry.get_sample_value
+    sample = service.metrics_registry.get_sample_value
     assert sample("mowdeck_telemetry_dropped_total", {"reason": "rejected-by-store"}) == 1
     info = await bus.js.consumer_info("COMMANDS", RESULTS_DURABLE)
     assert info.num_redelivered == 0
@@ -167,7 +167,7 @@ async def test_result_for_unknown_mower_is_redelivered_then_dropped(
     info = await bus.js.consumer_info("COMMANDS", RESULTS_DURABLE)
     # Two messages; the unknown mower's result was delivered three times, the junk once.
     assert (info.delivered.stream_seq, info.delivered.consumer_seq) == (2, 4)
-    sample = service.registry.get_sample_value
+    sample = service.metrics_registry.get_sample_value
     assert sample("mowdeck_telemetry_dropped_total", {"reason": "unknown-mower"}) == 1
     assert sample("mowdeck_telemetry_dropped_total", {"reason": "malformed"}) == 1
     assert await pool.fetchval("SELECT count(*) FROM command_timeline") == 0

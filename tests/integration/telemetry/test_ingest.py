@@ -32,7 +32,7 @@ async def _settled(bus: Bus) -> bool:
 
 
 async def _metric(service: object, name: str, **labels: str) -> float:
-    value = service.registry.get_sample_value(name, labels or None)  # type: ignore[attr-defined]
+    value = service.metrics_registry.get_sample_value(name, labels or None)  # type: ignore[attr-defined]
     return float(value or 0.0)
 
 

@@ -165,7 +165,7 @@ async def test_the_service_runs_retention_on_its_interval(
     service.retention.start()
 
     async def deleted() -> float | None:
-        return service.registry.get_sample_value(
+        return service.metrics_registry.get_sample_value(
             "mowdeck_telemetry_retention_deleted_rows_total", {"table": "mower_history"}
         )
 

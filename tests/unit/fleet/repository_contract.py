@@ -21,7 +21,7 @@ from mowdeck.fleet.errors import (
     VersionConflictError,
 )
 from mowdeck.fleet.ports import CommandRecord, MowerRecord, PruneCutoffs
-from mowdeck.fleet.registry import outbox_event
+from mowdeck.fleet.rules import outbox_event
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

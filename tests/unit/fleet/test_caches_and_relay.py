@@ -15,7 +15,7 @@ from mowdeck.fleet.caches import CachedAuthorizer, RecordCache, SingleFlight
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.outbox import OutboxRelay
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
-from mowdeck.fleet.registry import outbox_event
+from mowdeck.fleet.rules import outbox_event
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.memory import InMemoryCommandLog
 from mowdeck.fleet.ports import CommandRecord
-from mowdeck.fleet.registry import encode_command
+from mowdeck.fleet.rules import encode_command
 from mowdeck.kit.bus import BusError, ExpiredCommandError
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ from contracts.v1 import (
 from mowdeck.fleet.listing import MowerListResponder, within
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.ports import MowerRecord
-from mowdeck.fleet.registry import outbox_event
+from mowdeck.fleet.rules import outbox_event
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from contracts.v1 import Connection, MowerRegistration
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
-from mowdeck.fleet.registry import outbox_event
+from mowdeck.fleet.rules import outbox_event
 from mowdeck.kit.bus import BusError
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

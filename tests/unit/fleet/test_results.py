@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from contracts.v1 import CommandResult, encode
-from mowdeck.fleet.commands import ResultRecorder
 from mowdeck.fleet.errors import UnstorableError
 from mowdeck.fleet.memory import InMemoryCommandLog
 from mowdeck.fleet.ports import CommandRecord
+from mowdeck.fleet.results import ResultRecorder
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

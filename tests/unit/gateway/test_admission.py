@@ -16,7 +16,7 @@ ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
 MINE = uuid.UUID(int=4)  # shard 0 of 2
 OTHER = uuid.UUID(int=5)  # shard 1 of 2
 UNKNOWN = uuid.UUID(int=6)
-REGISTRY = {
+MOWERS = {
     MINE: MowerRegistration(
         mower_id=MINE, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator")
     )
@@ -30,7 +30,7 @@ def env(mower: uuid.UUID, account: uuid.UUID = ACCOUNT, at: datetime = T0) -> Co
 
 
 def decide(subject: str, data: bytes, now: datetime = T0) -> object:
-    return admit(subject, data, shard_index=0, shard_count=2, registry=REGISTRY, now=now)
+    return admit(subject, data, shard_index=0, shard_count=2, mowers=MOWERS, now=now)
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from contracts.v1 import (
     encode,
 )
 from contracts.v1.subjects import MSG_ID_HEADER
-from mowdeck.gateway.actor import Outcome
+from mowdeck.gateway.actor import DeviceOutcome
 from mowdeck.gateway.connections import LinkLostError
 from mowdeck.gateway.controller import (
     PREEMPTED,
@@ -88,8 +88,8 @@ async def test_a_send_decided_before_a_stop_is_never_written_after_it() -> None:
     effects(MOWER, [SendToDevice(stop)])
     await effects.settle(timeout=1.0)
     assert conn.sent == [stop]
-    assert Outcome(start, "rejected", PREEMPTED) in told
-    assert Outcome(stop, "executed", None) in told
+    assert DeviceOutcome(start, "rejected", PREEMPTED) in told
+    assert DeviceOutcome(stop, "executed", None) in told
     # Decided after the stop: written.
     later = envelope(ttl_s=5)
     effects(MOWER, [SendToDevice(later)])
@@ -109,7 +109,7 @@ async def test_a_send_decided_before_the_controller_knew_of_the_lanes_stop_is_re
     effects(MOWER, [SendToDevice(start)])
     await effects.settle(timeout=1.0)
     assert conn.sent == [stop]
-    assert Outcome(start, "rejected", PREEMPTED) in told
+    assert DeviceOutcome(start, "rejected", PREEMPTED) in told
     effects(MOWER, [result_effect(stop, "accepted", now)])  # the controller knows now
     later = envelope(ttl_s=5)
     effects(MOWER, [SendToDevice(later)])
@@ -124,7 +124,7 @@ async def test_a_command_that_expired_on_its_way_to_the_device_is_not_sent() -> 
     effects(MOWER, [SendToDevice(env)])
     await effects.settle(timeout=1.0)
     assert conn.sent == []
-    assert told == [Outcome(env, "expired", None)]
+    assert told == [DeviceOutcome(env, "expired", None)]
 
 
 async def test_a_valid_command_is_sent_and_its_outcome_reported() -> None:
@@ -133,7 +133,7 @@ async def test_a_valid_command_is_sent_and_its_outcome_reported() -> None:
     effects(MOWER, [SendToDevice(env)])
     await effects.settle(timeout=1.0)
     assert conn.sent == [env]
-    assert told == [Outcome(env, "executed", None)]
+    assert told == [DeviceOutcome(env, "executed", None)]
 
 
 class CapturingNats:
@@ -186,7 +186,9 @@ async def test_a_link_lost_after_sending_is_reported_as_such_not_as_a_timeout() 
     effects._connections = {MOWER: LosingConnection()}  # type: ignore[dict-item]
     effects(MOWER, [SendToDevice(env)])
     await effects.settle(timeout=1.0)
-    assert told == [Outcome(env, "failed", "link lost before the mower answered: link closed")]
+    assert told == [
+        DeviceOutcome(env, "failed", "link lost before the mower answered: link closed")
+    ]
 
 
 async def test_a_link_event_reason_fits_the_contract() -> None:

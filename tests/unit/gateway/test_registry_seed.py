@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from contracts.v1 import Connection, MowerListReply, MowerRegistration, encode
-from mowdeck.gateway.registry import FleetFeed
+from mowdeck.gateway.mowers import FleetFeed
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import BusError
 

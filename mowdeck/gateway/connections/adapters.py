@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 from mowdeck.errors import MowdeckError
 from mowdeck.gateway.connections.port import ConnectionFactory
 
-__all__ = ["ENTRY_POINT_GROUP", "ConnectionRegistry", "UnknownConnectionKindError"]
+__all__ = ["ENTRY_POINT_GROUP", "ConnectionAdapters", "UnknownConnectionKindError"]
 
 ENTRY_POINT_GROUP = "mowdeck.connections"
 
@@ -17,14 +17,14 @@ class UnknownConnectionKindError(MowdeckError):
     """No adapter is installed for a connection kind."""
 
 
-class ConnectionRegistry:
+class ConnectionAdapters:
     """The installed connection adapters; plug-ins add kinds through entry points."""
 
     def __init__(self, factories: Mapping[str, ConnectionFactory]) -> None:
         self._factories = dict(factories)
 
     @classmethod
-    def from_entry_points(cls) -> ConnectionRegistry:
+    def from_entry_points(cls) -> ConnectionAdapters:
         """Every adapter installed in this environment."""
         found: dict[str, ConnectionFactory] = {}
         for ep in entry_points(group=ENTRY_POINT_GROUP):

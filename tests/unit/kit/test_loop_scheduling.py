@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from mowdeck.kit.priority import call_first_threadsafe, eager_task
+from mowdeck.kit.loop_scheduling import call_first_threadsafe, eager_task
 
 
 async def test_a_first_call_runs_before_everything_already_ready() -> None:

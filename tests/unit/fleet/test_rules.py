@@ -9,7 +9,7 @@ import pytest
 
 from contracts.v1 import Connection, MowerListRequest, MowerRegistration, decode_event
 from mowdeck.fleet.errors import InvalidRequestError
-from mowdeck.fleet.registry import (
+from mowdeck.fleet.rules import (
     MAX_OPTIONS_BYTES,
     MAX_OPTIONS_DEPTH,
     CommandRequest,

@@ -24,9 +24,9 @@ from contracts.v1 import (
 from contracts.v1.subjects import EVENTS, FLEET_MOWERS_LIST
 from mowdeck.kit.bus import Bus
 
-__all__ = ["Change", "FleetFeed", "Registry"]
+__all__ = ["Change", "FleetFeed", "ShardMowers"]
 
-log = structlog.get_logger("mowdeck.gateway.registry")
+log = structlog.get_logger("mowdeck.gateway.mowers")
 
 
 class Change(enum.Enum):
@@ -39,7 +39,7 @@ class Change(enum.Enum):
     RECONNECT = "reconnect"
 
 
-class Registry(Mapping[uuid.UUID, MowerRegistration]):
+class ShardMowers(Mapping[uuid.UUID, MowerRegistration]):
     """This shard's mowers by id; nothing here is persisted."""
 
     def __init__(self, shard_index: int, shard_count: int) -> None:

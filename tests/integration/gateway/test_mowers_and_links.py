@@ -40,10 +40,10 @@ async def test_two_shards_split_the_fleet_and_execute_each_command_once(
     s0 = settings_for(nats_server.url, mowers, shard_index=0, shard_count=2)
     s1 = settings_for(nats_server.url, mowers, shard_index=1, shard_count=2)
     async with running_gateway(s0) as g0, running_gateway(s1) as g1:
-        assert set(g0.registry) | set(g1.registry) == {m.mower_id for m in mowers}
-        assert not set(g0.registry) & set(g1.registry)
-        await wait_connected(g0, len(g0.registry))
-        await wait_connected(g1, len(g1.registry))
+        assert set(g0.mowers) | set(g1.mowers) == {m.mower_id for m in mowers}
+        assert not set(g0.mowers) & set(g1.mowers)
+        await wait_connected(g0, len(g0.mowers))
+        await wait_connected(g1, len(g1.mowers))
         envs = [command(m, SetBladeHeight(height_mm=20 + i)) for i in range(5) for m in mowers]
         await asyncio.gather(*(bus.publish_command(e, now=datetime.now(UTC)) for e in envs))
         for env in envs:
@@ -80,7 +80,7 @@ async def test_fleet_absent_at_start_then_arriving(
 
         sub = await bus.nc.subscribe(FLEET_MOWERS_LIST, cb=fleet)
         try:
-            await eventually(lambda: len(gw.registry) == len(mowers), timeout=5)
+            await eventually(lambda: len(gw.mowers) == len(mowers), timeout=5)
             assert asked[0] == MowerListRequest(shard_index=0, shard_count=1)
             await wait_connected(gw, len(mowers))
             env = command(later[-1], SetBladeHeight(height_mm=44))
@@ -103,13 +103,13 @@ async def test_registry_events_add_rename_reconnect_and_remove(
                 "mower.registered", second, producer="fleet", now=now, account_id=second.account_id
             )
         )
-        await eventually(lambda: second.mower_id in gw.registry)
+        await eventually(lambda: second.mower_id in gw.mowers)
         await wait_connected(gw, 2)
         renamed = msgspec.structs.replace(second, name="Renamed")
         await bus.publish_event(
             EventEnvelope.new("mower.updated", renamed, producer="fleet", now=now)
         )
-        await eventually(lambda: gw.registry[second.mower_id].name == "Renamed")
+        await eventually(lambda: gw.mowers[second.mower_id].name == "Renamed")
         old_conn = gw.connections[second.mower_id]
         moved = msgspec.structs.replace(
             renamed,
@@ -125,7 +125,7 @@ async def test_registry_events_add_rename_reconnect_and_remove(
         await bus.publish_event(
             EventEnvelope.new("mower.removed", moved, producer="fleet", now=now)
         )
-        await eventually(lambda: second.mower_id not in gw.registry)
+        await eventually(lambda: second.mower_id not in gw.mowers)
         assert second.mower_id not in gw.connections
         await eventually(lambda: events.types(second.mower_id)[-1:] == ["mower.disconnected"])
         assert "mower.connected" in events.types(second.mower_id)
@@ -148,7 +148,7 @@ async def test_link_drop_and_return_and_telemetry(
         deliver_policy=api.DeliverPolicy.NEW,
         cb=collect,
     )
-    settings = settings_for(nats_server.url, mowers, telemetry_heartbeat_seconds=0.3)
+    settings = settings_for(nats_server.url, mowers, state_heartbeat_seconds=0.3)
     try:
         async with running_gateway(settings) as gw:
             await wait_connected(gw, len(mowers))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from mowdeck.kit.collector import (
+from mowdeck.kit.garbage_collector import (
     GcPauses,
     freeze_long_lived,
     set_young_threshold,

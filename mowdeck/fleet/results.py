@@ -22,7 +22,7 @@ from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = ["RECORDER_DURABLE", "ResultRecorder", "ResultWaiters"]
 
-log = structlog.get_logger("mowdeck.fleet.commands")
+log = structlog.get_logger("mowdeck.fleet.results")
 RECORDER_DURABLE = "fleet-command-results"
 
 
