@@ -35,6 +35,7 @@ def _optional_commands() -> None:
         ("sim", "simulator.cli", "Run virtual mowers."),
         ("token", "mowdeck.authn.cli", "Mint a development JWT."),
         ("grant", "mowdeck.authz.cli", "Grant a user a role on an account or group."),
+        ("user", "mowdeck.commands.user", "Disable or delete a user (publishes identity events)."),
         ("demo", "mowdeck.demo", "Run everything with simulated mowers."),
     ):
         if _exists(module):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import uuid
 
 import asyncpg
 
+from contracts.v1 import GrantsChanged
 from mowdeck.authz._ports import Authorizer
 from mowdeck.authz._settings import build_authorizer, load_authz_settings
 from mowdeck.authz._tuples import AuthzError, AuthzUnavailableError, account_object, group_object
 from mowdeck.authz.roles import ROLES, grant_tuples, revoke_tuples
+from mowdeck.commands.identity_events import EventNotPublishedError, publish_identity_event
 from mowdeck.kit.migrate import redact_dsn
 from mowdeck.kit.settings import BaseSettings, load_settings
 
@@ -52,11 +55,17 @@ async def _refuse_foreign_group(authorizer: Authorizer, account: uuid.UUID, grou
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Grant through the configured adapter (``MOWDECK_AUTHZ``)."""
+    """Grant through the configured adapter (``MOWDECK_AUTHZ``), then say so on the bus.
+
+    The grant is written first; ``identity.grants.changed`` then makes every service drop
+    its cached decisions. Exit 3 when the event could not be stored: the grant holds, and
+    cached decisions expire within their TTL.
+    """
     settings = load_authz_settings()
+    base = load_settings(BaseSettings)
     pool: asyncpg.Pool | None = None
     if settings.authz == "local":
-        database_url = load_settings(BaseSettings).database_url
+        database_url = base.database_url
         try:
             pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as err:
@@ -71,4 +80,12 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         if pool is not None:
             await pool.close()
+    changed = GrantsChanged(account_id=args.account, user_id=args.user, object=_target(args))
+    try:
+        await publish_identity_event(
+            base.nats_url, "identity.grants.changed", changed, account_id=args.account
+        )
+    except EventNotPublishedError as err:
+        print(f"mowdeck grant: the grant holds, but {err}", file=sys.stderr)
+        return 3
     return 0
