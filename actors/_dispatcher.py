@@ -40,20 +40,13 @@ import structlog
 from pykka import ActorDeadError, messages
 
 from actors._errors import DispatcherNotRunningError
-from actors._inbox import (
-    DEAD,
-    IDLE,
-    READY_EMERGENCY,
-    READY_NORMAL,
-    RUNNING,
-    TwoLaneInbox,
-)
-from actors._metrics import HandlingStats
+from actors._handling import HandlingStats
+from actors._inbox import RunnableActor, TwoLaneInbox
+from actors._states import DEAD, IDLE, READY_EMERGENCY, READY_NORMAL, RUNNING
 
 if TYPE_CHECKING:
     from pykka._envelope import Envelope
 
-    from actors._actor import DispatcherActor
     from actors._metrics import ActorMetrics
 
 __all__ = ["Dispatcher"]
@@ -396,7 +389,7 @@ class Dispatcher:
                 self._teardown(inbox, actor)
                 return
 
-    def _teardown(self, inbox: TwoLaneInbox, actor: DispatcherActor) -> None:
+    def _teardown(self, inbox: TwoLaneInbox, actor: RunnableActor) -> None:
         self.take_lock()
         try:
             inbox.state = DEAD
@@ -425,7 +418,7 @@ class Dispatcher:
                 return
             self.reject(inbox, envelope)
 
-    def _report_slow(self, actor: DispatcherActor, message: object, seconds: float) -> None:
+    def _report_slow(self, actor: RunnableActor, message: object, seconds: float) -> None:
         kind = type(message).__name__
         if isinstance(message, messages.ProxyCall | messages.ProxyGetAttr):
             kind = f"{kind}:{'.'.join(message.attr_path)}"
