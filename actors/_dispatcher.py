@@ -25,7 +25,6 @@ Scheduling, in short (details in docs/actors.md):
 
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import random
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["Dispatcher"]
 
 _log = structlog.get_logger("actors.dispatcher")
-_names = itertools.count(1)
 _pause = time.sleep
 # How long a thread that finds the lock taken gives the GIL away before it tries again.
 _CONTENDED_PAUSE: Final = 0.000_02
@@ -73,7 +71,9 @@ class Dispatcher:
         if workers < 1 or batch < 1:
             msg = f"workers and batch must be at least 1, got {workers=} {batch=}"
             raise ValueError(msg)
-        self.name = name or str(next(_names))
+        # Unique among the dispatchers alive at once, which is what tells their worker
+        # threads apart; a process-wide counter would be state shared by all of them.
+        self.name = name or f"{id(self):x}"
         self.lock = threading.Lock()
         self._drained = threading.Condition(self.lock)
         self._workers = workers

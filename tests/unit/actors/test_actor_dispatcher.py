@@ -204,6 +204,12 @@ def test_stop_from_an_actor_is_refused(dispatcher: Dispatcher) -> None:
     ref.stop()
 
 
+def test_dispatchers_alive_at_once_have_distinct_default_names() -> None:
+    dispatchers = [Dispatcher(workers=1) for _ in range(3)]
+    assert len({dispatcher.name for dispatcher in dispatchers}) == 3
+    assert Dispatcher(workers=1, name="given").name == "given"
+
+
 def test_invalid_sizes_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Dispatcher(workers=0)

@@ -1,7 +1,7 @@
-"""The package's layout: private modules in dependency order.
+"""The package's layout: private modules in dependency order, no module-level state.
 
-The imports are read from the source with `ast`, so an import that only runs for the
-type checker (under `if TYPE_CHECKING:`) or inside a function counts as much as any other.
+Both are read from the source with `ast`, so an import that only runs for the type
+checker (under `if TYPE_CHECKING:`) or inside a function counts as much as any other.
 """
 
 from __future__ import annotations
@@ -137,3 +137,73 @@ def test_private_modules_import_in_no_circle() -> None:
             todo.extend(graph[node])
     assert reached == {INIT, *PRIVATE}
     assert _find_cycle(graph) is None
+
+
+_MUTABLE_DISPLAYS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+_MUTABLE_FACTORIES = {
+    "count",
+    "cycle",
+    "defaultdict",
+    "deque",
+    "dict",
+    "list",
+    "set",
+    "Counter",
+    "OrderedDict",
+    "WeakKeyDictionary",
+    "WeakSet",
+    "WeakValueDictionary",
+    "Condition",
+    "Event",
+    "Lock",
+    "RLock",
+    "Semaphore",
+    "allocate_lock",
+    "Random",
+    "CollectorRegistry",
+}
+
+
+def _module_level_state(tree: ast.Module) -> list[str]:
+    """Module-level names bound to something mutable (`__all__` aside)."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = [target.id for target in targets if isinstance(target, ast.Name)]
+        if names == ["__all__"]:
+            continue
+        if isinstance(value, _MUTABLE_DISPLAYS):
+            found.append(f"{names} = {ast.unparse(value)}")
+        elif isinstance(value, ast.Call):
+            func = value.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in _MUTABLE_FACTORIES:
+                found.append(f"{names} = {ast.unparse(value)}")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("_names = itertools.count(1)", ["['_names'] = itertools.count(1)"]),
+        ("_seen: dict[str, int] = {}", ["['_seen'] = {}"]),
+        ("_lock = threading.Lock()", ["['_lock'] = threading.Lock()"]),
+        ("_BUCKETS: Final = (0.1, 1.0)", []),
+        ('__all__ = ["Dispatcher"]', []),
+        ("def f():\n    cache = {}", []),
+    ],
+    ids=["counter", "dict", "lock", "tuple", "dunder-all", "local"],
+)
+def test_module_level_state_is_found(source: str, expected: list[str]) -> None:
+    assert _module_level_state(ast.parse(source)) == expected
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda path: path.name)
+def test_no_module_level_mutable_state(path: Path) -> None:
+    # Two dispatchers (or two services) in one process must not share anything.
+    assert _module_level_state(ast.parse(path.read_text(encoding="utf-8"))) == []
