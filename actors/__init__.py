@@ -9,6 +9,10 @@ See docs/actors.md. Tested with pykka 4.5 (pinned `>=4.1,<4.6` in pyproject.toml
 runtime uses pykka's extension points for new actor types and a few of `pykka.Actor`'s
 private loop helpers (`_actor_loop_setup`, `_handle_receive`, `_handle_failure`,
 `_stop`), so a pykka upgrade must rerun `tests/unit/actors`.
+
+The private modules, in dependency order (each imports only modules before it; no circle,
+not even for the type checker): `_errors`, `_states`, `_future`, `_snapshot`, `_handling`,
+`_inbox`, `_metrics`, `_dispatcher`, `_actor`, `_bridge`, `_supervisor`.
 """
 
 from actors._actor import DispatcherActor

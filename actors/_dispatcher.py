@@ -25,7 +25,6 @@ Scheduling, in short (details in docs/actors.md):
 
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import random
@@ -40,26 +39,18 @@ import structlog
 from pykka import ActorDeadError, messages
 
 from actors._errors import DispatcherNotRunningError
-from actors._inbox import (
-    DEAD,
-    IDLE,
-    READY_EMERGENCY,
-    READY_NORMAL,
-    RUNNING,
-    TwoLaneInbox,
-)
-from actors._metrics import HandlingStats
+from actors._handling import HandlingStats
+from actors._inbox import RunnableActor, TwoLaneInbox
+from actors._states import DEAD, IDLE, READY_EMERGENCY, READY_NORMAL, RUNNING
 
 if TYPE_CHECKING:
     from pykka._envelope import Envelope
 
-    from actors._actor import DispatcherActor
     from actors._metrics import ActorMetrics
 
 __all__ = ["Dispatcher"]
 
 _log = structlog.get_logger("actors.dispatcher")
-_names = itertools.count(1)
 _pause = time.sleep
 # How long a thread that finds the lock taken gives the GIL away before it tries again.
 _CONTENDED_PAUSE: Final = 0.000_02
@@ -80,7 +71,9 @@ class Dispatcher:
         if workers < 1 or batch < 1:
             msg = f"workers and batch must be at least 1, got {workers=} {batch=}"
             raise ValueError(msg)
-        self.name = name or str(next(_names))
+        # Unique among the dispatchers alive at once, which is what tells their worker
+        # threads apart; a process-wide counter would be state shared by all of them.
+        self.name = name or f"{id(self):x}"
         self.lock = threading.Lock()
         self._drained = threading.Condition(self.lock)
         self._workers = workers
@@ -396,7 +389,7 @@ class Dispatcher:
                 self._teardown(inbox, actor)
                 return
 
-    def _teardown(self, inbox: TwoLaneInbox, actor: DispatcherActor) -> None:
+    def _teardown(self, inbox: TwoLaneInbox, actor: RunnableActor) -> None:
         self.take_lock()
         try:
             inbox.state = DEAD
@@ -425,7 +418,7 @@ class Dispatcher:
                 return
             self.reject(inbox, envelope)
 
-    def _report_slow(self, actor: DispatcherActor, message: object, seconds: float) -> None:
+    def _report_slow(self, actor: RunnableActor, message: object, seconds: float) -> None:
         kind = type(message).__name__
         if isinstance(message, messages.ProxyCall | messages.ProxyGetAttr):
             kind = f"{kind}:{'.'.join(message.attr_path)}"

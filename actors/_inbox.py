@@ -1,32 +1,90 @@
-"""Two-lane inbox: emergency mail first, then normal mail, each lane in arrival order."""
+"""Two-lane inbox: emergency mail first, then normal mail, each lane in arrival order.
+
+The inbox is where an actor and its dispatcher meet, and it imports neither: it calls
+its dispatcher through `Scheduler` and carries its actor, for the dispatcher's workers,
+as a `RunnableActor`. `Dispatcher` and `DispatcherActor` satisfy them.
+"""
 
 from __future__ import annotations
 
 import queue
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from actors._states import DEAD, IDLE, NEW, READY_NORMAL, RUNNING
 
 if TYPE_CHECKING:
+    import threading
+    from _thread import LockType
+    from types import TracebackType
+
+    from pykka import ActorRef
     from pykka._envelope import Envelope
 
-    from actors._actor import DispatcherActor
-    from actors._dispatcher import Dispatcher
-
-__all__ = ["Emergency", "TerminationCallback", "TwoLaneInbox", "is_emergency"]
-
-# Scheduling states of an inbox. Only the dispatcher (and a put that finds the actor
-# idle) changes them, under the dispatcher's lock; a normal put reads them without. The
-# READY_* and RUNNING values must stay contiguous: `put` tests them as one range.
-NEW: Final = 0  # created, actor not started yet: mail is kept, nothing is scheduled
-IDLE: Final = 1  # started, no mail, not queued
-READY_NORMAL: Final = 2  # queued in the dispatcher's normal ready queue
-READY_EMERGENCY: Final = 3  # queued in the emergency ready queue
-RUNNING: Final = 4  # a worker is running this actor's turn
-DEAD: Final = 5  # torn down: puts are answered with ActorDeadError
+__all__ = [
+    "Emergency",
+    "RunnableActor",
+    "Scheduler",
+    "TerminationCallback",
+    "TwoLaneInbox",
+    "is_emergency",
+]
 
 TerminationCallback = Callable[[BaseException | None], None]
 """Called once when an actor has stopped: with the failure that stopped it, or None."""
+
+
+class Scheduler(Protocol):
+    """What an inbox needs of the dispatcher that runs its actor."""
+
+    @property
+    def lock(self) -> LockType:
+        """The lock under which scheduling states change."""
+        ...
+
+    def take_lock(self) -> None:
+        """Acquire `lock` without joining a lock convoy."""
+        ...
+
+    def make_ready(self, inbox: TwoLaneInbox, *, emergency: bool) -> None:
+        """Queue an idle actor to run (caller holds `lock`)."""
+        ...
+
+    def hint_emergency(self, inbox: TwoLaneInbox) -> None:
+        """Flag an actor that just got emergency mail (called without `lock`)."""
+        ...
+
+    def reject(self, inbox: TwoLaneInbox, envelope: Envelope[Any]) -> None:
+        """Answer mail that reached a dead actor."""
+        ...
+
+
+class RunnableActor(Protocol):
+    """The actor as a dispatcher's worker runs it: pykka's loop, one step at a time."""
+
+    actor_urn: str
+
+    @property
+    def actor_stopped(self) -> threading.Event:
+        """Set once the actor has stopped."""
+        ...
+
+    @property
+    def actor_ref(self) -> ActorRef[Any]:
+        """The actor's reference."""
+        ...
+
+    def _actor_loop_setup(self) -> None: ...
+
+    def _receive_envelope(self, envelope: Envelope[Any]) -> None: ...
+
+    def _handle_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
 
 
 class Emergency:
@@ -68,11 +126,11 @@ class TwoLaneInbox:
         self.state: int = NEW
         self.started = False
         self.failure: BaseException | None = None
-        self.actor: DispatcherActor | None = None
-        self.dispatcher: Dispatcher | None = None
+        self.actor: RunnableActor | None = None
+        self.dispatcher: Scheduler | None = None
         self._callbacks: list[TerminationCallback] | None = []
 
-    def bind(self, actor: DispatcherActor, dispatcher: Dispatcher) -> None:
+    def bind(self, actor: RunnableActor, dispatcher: Scheduler) -> None:
         """Attach the inbox to its actor and dispatcher (done once, in the actor's init)."""
         self.actor = actor
         self.dispatcher = dispatcher

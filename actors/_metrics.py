@@ -3,68 +3,28 @@
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from actors._dispatcher import Dispatcher
+from actors._handling import HANDLING_BUCKETS, HandlingStats
 
-__all__ = ["HANDLING_BUCKETS", "ActorMetrics", "HandlingStats"]
-
-HANDLING_BUCKETS: Final[tuple[float, ...]] = (
-    0.000_005,
-    0.000_01,
-    0.000_025,
-    0.000_05,
-    0.000_1,
-    0.000_25,
-    0.000_5,
-    0.001,
-    0.002_5,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    1.0,
-)
-_SLOTS: Final = len(HANDLING_BUCKETS) + 2  # one count per bucket, +Inf, then the sum
+__all__ = ["ActorMetrics", "Census"]
 
 
-class HandlingStats:
-    """Handling-time histogram rows of one worker thread, per actor class.
+class Census(Protocol):
+    """What the metrics read from a dispatcher when scraped."""
 
-    `prometheus_client.Histogram.observe` takes a lock and walks the buckets in Python
-    (about 2 µs); at 100k+ messages/s that is a large share of the budget. Each worker
-    owns one of these instead (no lock: one writer) and the collector sums them when
-    scraped. A scrape may see a row mid-update; the skew is one observation.
-    """
+    def census(self) -> tuple[int, tuple[int, int]]:
+        """Return (live actors, (normal, emergency) queued messages)."""
+        ...
 
-    __slots__ = ("rows",)
-
-    def __init__(self) -> None:
-        self.rows: dict[str, list[float]] = {}
-
-    def observe(self, actor: str, seconds: float) -> None:
-        """Count one handled message of `actor` that took `seconds`."""
-        row = self.rows.get(actor)
-        if row is None:
-            row = self.rows[actor] = [0.0] * _SLOTS
-        row[bisect_left(HANDLING_BUCKETS, seconds)] += 1
-        row[-1] += seconds
-
-    def merge_into(self, rows: dict[str, list[float]]) -> None:
-        """Add this worker's rows into `rows`."""
-        for actor, row in dict(self.rows).items():  # dict() copies atomically under the GIL
-            total = rows.setdefault(actor, [0.0] * _SLOTS)
-            for i, value in enumerate(row):
-                total[i] += value
+    def handling_stats(self) -> list[HandlingStats]:
+        """Return the per-worker handling-time rows."""
+        ...
 
 
 class ActorMetrics:
@@ -98,11 +58,11 @@ class ActorMetrics:
         self._collector = _RuntimeCollector()
         registry.register(self._collector)
 
-    def attach(self, dispatcher: Dispatcher) -> None:
+    def attach(self, dispatcher: Census) -> None:
         """Report a running dispatcher's actors, mailboxes and handling times."""
         self._collector.attach(dispatcher)
 
-    def detach(self, dispatcher: Dispatcher) -> None:
+    def detach(self, dispatcher: Census) -> None:
         """Stop reporting a dispatcher, keeping its handling-time counts (they only grow)."""
         self._collector.detach(dispatcher)
 
@@ -112,14 +72,14 @@ class _RuntimeCollector(Collector):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._dispatchers: list[Dispatcher] = []
+        self._dispatchers: list[Census] = []
         self._retired: dict[str, list[float]] = {}
 
-    def attach(self, dispatcher: Dispatcher) -> None:
+    def attach(self, dispatcher: Census) -> None:
         with self._lock:
             self._dispatchers.append(dispatcher)
 
-    def detach(self, dispatcher: Dispatcher) -> None:
+    def detach(self, dispatcher: Census) -> None:
         with self._lock:
             if dispatcher in self._dispatchers:
                 self._dispatchers.remove(dispatcher)

@@ -173,8 +173,18 @@ def test_metric_families_names_and_types(registry: CollectorRegistry) -> None:
 
 
 def test_two_metrics_instances_live_in_one_process() -> None:
-    ActorMetrics(CollectorRegistry())
-    ActorMetrics(CollectorRegistry())
+    registries = [CollectorRegistry(), CollectorRegistry()]
+    dispatchers = [Dispatcher(workers=1, metrics=ActorMetrics(r)) for r in registries]
+    for dispatcher in dispatchers:
+        dispatcher.start()
+    for count, dispatcher in enumerate(dispatchers, start=1):
+        for i in range(count):
+            ref = DispatcherProbe.start(dispatcher=dispatcher, name=f"p{i}", journal=Journal())
+            ref.ask("started", timeout=5)
+    # Each registry reports its own dispatcher only.
+    assert [r.get_sample_value("mowdeck_actor_actors") for r in registries] == [1, 2]
+    for dispatcher in dispatchers:
+        assert dispatcher.stop(timeout=5)
 
 
 def test_workers_sleep_when_there_is_no_mail(dispatcher: Dispatcher) -> None:
@@ -199,9 +209,22 @@ def test_stop_from_an_actor_is_refused(dispatcher: Dispatcher) -> None:
 
     ref = Stopper.start(dispatcher=dispatcher, name="s", journal=Journal())
     ref.proxy().stop_dispatcher().get(timeout=5)
-    assert len(outcome) == 1
-    assert threading.current_thread().name == "MainThread"
+    assert [str(error) for error in outcome] == [
+        "a dispatcher cannot be stopped from one of its own actors"
+    ]
+    # Refused, not half done: the dispatcher still runs its actors and takes new ones.
+    assert dispatcher.running
+    assert ref.ask(Note("after"), timeout=5) == "after"
+    other = DispatcherProbe.start(dispatcher=dispatcher, name="o", journal=Journal())
+    assert other.ask(Note("new"), timeout=5) == "new"
     ref.stop()
+    other.stop()
+
+
+def test_dispatchers_alive_at_once_have_distinct_default_names() -> None:
+    dispatchers = [Dispatcher(workers=1) for _ in range(3)]
+    assert len({dispatcher.name for dispatcher in dispatchers}) == 3
+    assert Dispatcher(workers=1, name="given").name == "given"
 
 
 def test_invalid_sizes_are_refused() -> None:
