@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,24 +24,9 @@ from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from simulator import FleetConfig, SimulatorServer
+from tests.support.eventually import eventually
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000acc1")
-
-
-async def eventually(
-    check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02
-) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(interval)
 
 
 def settings_for(url: str, mowers: list[MowerRegistration], **overrides: Any) -> GatewaySettings:
@@ -133,7 +117,7 @@ class ResultLog:
         return finals[-1] if finals else None
 
     async def wait_final(self, command_id: uuid.UUID, timeout: float = 10.0) -> CommandResult:
-        return await eventually(lambda: self.final(command_id), timeout)  # type: ignore[no-any-return]
+        return await eventually(lambda: self.final(command_id), timeout)
 
     async def stop(self) -> None:
         await self._sub.unsubscribe()

@@ -30,11 +30,11 @@ from simulator import LatencyFault, SimulatorServer
 from tests.integration.gateway.conftest import (
     ResultLog,
     command,
-    eventually,
     running_gateway,
     settings_for,
     wait_connected,
 )
+from tests.support.eventually import eventually
 
 
 def received(sim: SimulatorServer, mower_id: uuid.UUID) -> list[tuple[uuid.UUID, str, str]]:

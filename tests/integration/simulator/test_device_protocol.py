@@ -21,7 +21,8 @@ from simulator import (
     SimulatorServer,
 )
 from simulator.protocol import ErrorFrame, Hello, OutcomeFrame, StateFrame
-from tests.integration.simulator.conftest import DeviceClient, eventually
+from tests.integration.simulator.conftest import DeviceClient
+from tests.support.eventually import eventually
 
 Connect = Callable[[uuid.UUID], Any]
 
