@@ -17,6 +17,7 @@ from contracts.v1 import (
     CommandResult,
     EventEnvelope,
     MowerRegistration,
+    SetBladeHeight,
     decode_event,
     decode_result,
 )
@@ -24,7 +25,7 @@ from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from simulator import FleetConfig, SimulatorServer
-from tests.support.eventually import eventually
+from tests.support.eventually import eventually, sentinel_through
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000acc1")
 
@@ -121,6 +122,20 @@ class ResultLog:
 
     async def stop(self) -> None:
         await self._sub.unsubscribe()
+
+
+async def sentinel_command(bus: Bus, results: ResultLog, mower: MowerRegistration) -> None:
+    """Publish a sentinel command for ``mower`` and wait for its final result.
+
+    The gateway's consumer reads the COMMANDS stream in order, and one mower's commands run
+    in that order: whatever was published before the sentinel has been handled (and its
+    results stored) by the time the sentinel's final result is in.
+    """
+    sentinel = command(mower, SetBladeHeight(height_mm=25))
+    await sentinel_through(
+        lambda: bus.publish_command(sentinel, now=datetime.now(UTC)),
+        lambda: results.final(sentinel.command_id),
+    )
 
 
 @pytest.fixture
