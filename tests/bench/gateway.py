@@ -55,6 +55,7 @@ from contracts.v1.subjects import (
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.garbage_collector import set_young_threshold
+from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer, free_port
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000bec1")
@@ -99,16 +100,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-async def wait_for(check: Any, timeout: float, what: str) -> None:
-    """Poll an async ``check`` until it is true."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.2)
-    raise RuntimeError(f"timed out waiting for {what}")
 
 
 async def gauge(http: aiohttp.ClientSession, url: str, name: str) -> float:
@@ -211,7 +202,7 @@ class Fleet:
             except aiohttp.ClientError:
                 return False
 
-        await wait_for(ready, timeout, f"{self.n} mowers connected")
+        await eventually(ready, timeout, interval=0.2, what=f"{self.n} mowers connected")
 
 
 def envelope(mower: MowerRegistration, body: Any) -> CommandEnvelope:

@@ -36,7 +36,8 @@ from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.telemetry.service import TelemetryService
 from mowdeck.telemetry.settings import TelemetrySettings
 from simulator import BatteryFault, FleetConfig, SimulatorServer
-from tests.integration.gateway.conftest import eventually, running_gateway, settings_for
+from tests.integration.gateway.conftest import running_gateway, settings_for
+from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000e2e01")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime
 
@@ -28,6 +27,7 @@ from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api, start_fleet
 from tests.integration.fleet.test_commands import registered
 from tests.integration.fleet.test_rest import owner
+from tests.support.eventually import eventually
 
 
 async def grants_changed(bus: Bus, account: uuid.UUID) -> None:
@@ -43,13 +43,12 @@ async def grants_changed(bus: Bus, account: uuid.UUID) -> None:
 
 async def eventually_status(api: Api, path: str, expected: int, within: float = 0.5) -> None:
     """Poll ``path`` until it answers ``expected`` (fails after ``within`` seconds)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
+
+    async def answers() -> bool:
         status, _ = await api.call("GET", path)
-        if status == expected or asyncio.get_running_loop().time() > deadline:
-            break
-        await asyncio.sleep(0.02)
-    assert status == expected
+        return status == expected
+
+    await eventually(answers, within, what=f"GET {path} answering {expected}")
 
 
 # Expected status per role: view one, list (is it in?), command, rename, remove.

@@ -14,6 +14,7 @@ from mowdeck.fleet.ports import CommandRecord, PruneCutoffs
 from mowdeck.fleet.postgres import _PRUNE_LOCK, PostgresCommandLog, PostgresPruning
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import start_fleet
+from tests.support.eventually import eventually
 
 
 async def old_command(pool: asyncpg.Pool, days: float) -> CommandRecord:
@@ -64,7 +65,14 @@ async def test_a_cancelled_round_keeps_its_batches_and_releases_the_lock(
         async with blocker.transaction():
             await blocker.execute("LOCK TABLE fleet_commands IN EXCLUSIVE MODE")
             task = asyncio.create_task(PostgresPruning(pool).prune(cutoffs(), 1))
-            await asyncio.sleep(0.3)
+            # No message path to put a sentinel on: the synchronisation point is the
+            # server showing the round's statement waiting for the lock.
+            await eventually(
+                lambda: blocker.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+            )
             assert not task.done()
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

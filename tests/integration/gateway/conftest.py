@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +17,7 @@ from contracts.v1 import (
     CommandResult,
     EventEnvelope,
     MowerRegistration,
+    SetBladeHeight,
     decode_event,
     decode_result,
 )
@@ -25,24 +25,9 @@ from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from simulator import FleetConfig, SimulatorServer
+from tests.support.eventually import eventually, sentinel_through
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000acc1")
-
-
-async def eventually(
-    check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02
-) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(interval)
 
 
 def settings_for(url: str, mowers: list[MowerRegistration], **overrides: Any) -> GatewaySettings:
@@ -133,10 +118,24 @@ class ResultLog:
         return finals[-1] if finals else None
 
     async def wait_final(self, command_id: uuid.UUID, timeout: float = 10.0) -> CommandResult:
-        return await eventually(lambda: self.final(command_id), timeout)  # type: ignore[no-any-return]
+        return await eventually(lambda: self.final(command_id), timeout)
 
     async def stop(self) -> None:
         await self._sub.unsubscribe()
+
+
+async def sentinel_command(bus: Bus, results: ResultLog, mower: MowerRegistration) -> None:
+    """Publish a sentinel command for ``mower`` and wait for its final result.
+
+    The gateway's consumer reads the COMMANDS stream in order, and one mower's commands run
+    in that order: whatever was published before the sentinel has been handled (and its
+    results stored) by the time the sentinel's final result is in.
+    """
+    sentinel = command(mower, SetBladeHeight(height_mm=25))
+    await sentinel_through(
+        lambda: bus.publish_command(sentinel, now=datetime.now(UTC)),
+        lambda: results.final(sentinel.command_id),
+    )
 
 
 @pytest.fixture

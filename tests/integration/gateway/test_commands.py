@@ -30,11 +30,13 @@ from simulator import LatencyFault, SimulatorServer
 from tests.integration.gateway.conftest import (
     ResultLog,
     command,
-    eventually,
     running_gateway,
+    sentinel_command,
     settings_for,
     wait_connected,
 )
+from tests.support.eventually import eventually
+from tests.support.jetstream import unsettled
 
 
 def received(sim: SimulatorServer, mower_id: uuid.UUID) -> list[tuple[uuid.UUID, str, str]]:
@@ -91,10 +93,10 @@ async def test_every_admission_path(
             command_subject(mower.mower_id), encode(other), msg_id=str(other.command_id)
         )
         await eventually(lambda: gw.metrics.refused.labels("invalid")._value.get() == 2)
-        await asyncio.sleep(0.3)
+        await sentinel_command(bus, results, mower)
         assert results.of(other.command_id) == []
+        assert await unsettled(bus, "COMMANDS", gw.durable, until=(0, 0)) == (0, 0)
         info = await bus.js.consumer_info("COMMANDS", gw.durable)
-        assert info.num_ack_pending == 0
         assert info.num_redelivered == 0
 
 
@@ -112,7 +114,7 @@ async def test_other_shards_commands_are_acknowledged_without_acting(
         env = command(theirs[0], PauseMow())
         await bus.publish_command(env, now=datetime.now(UTC))
         await eventually(lambda: gw.metrics.foreign._value.get() == 1)
-        await asyncio.sleep(0.2)
+        await sentinel_command(bus, results, mine[0])  # after it on the shard's consumer
         assert results.of(env.command_id) == []
         assert received(sim, theirs[0].mower_id) == []
 
@@ -253,7 +255,7 @@ async def test_duplicates_and_redeliveries_execute_once(
             headers={PRIORITY_HEADER: "normal"},
         )
         await results.wait_final(env.command_id)
-        await asyncio.sleep(0.5)
+        await sentinel_command(bus, results, mower)  # behind the replay, on its subject
         assert results.of(env.command_id) == ["accepted", "executed"]
         assert [c for c, _, _ in received(sim, mower.mower_id)].count(env.command_id) == 1
 
@@ -306,8 +308,8 @@ async def test_a_shard_consumer_created_now_starts_at_the_end_of_the_stream(
         await wait_connected(gw, len(mowers))
         after = command(mower, SetBladeHeight(height_mm=32))
         await bus.publish_command(after, now=datetime.now(UTC))
+        # ``after`` is the sentinel: published behind ``before`` on the same subject.
         assert (await results.wait_final(after.command_id)).status == "executed"
-        await asyncio.sleep(0.3)
         assert results.of(before.command_id) == []
         assert before.command_id not in [c for c, _, _ in received(sim, mower.mower_id)]
 
@@ -342,7 +344,7 @@ async def test_a_real_redelivery_after_expiry_gets_no_second_result(
         assert lost == [1]
         await eventually(lambda: gw.metrics.duplicates._value.get() == 1, timeout=10)
         assert gw.metrics.redeliveries._value.get() >= 1
-        await asyncio.sleep(0.3)
+        await sentinel_command(bus, results, mower)  # behind the redelivery, on its subject
         assert results.of(env.command_id) == ["accepted", "executed"]
         assert [c for c, _, _ in received(sim, mower.mower_id)].count(env.command_id) == 1
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 from nats.aio.msg import Msg
@@ -11,8 +10,10 @@ from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.gateway.intake import EMERGENCY_MARKER
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.kit.bus import Bus, header
+from tests.support.eventually import sentinel_through
 
 SUBJECT = "command.mower.00000000-0000-4000-8000-000000000007"
+SENTINEL = b"sentinel"
 
 
 class _Handled:
@@ -48,11 +49,17 @@ async def _publish_all(bus: Bus, messages: list[tuple[bytes, dict[str, str] | No
     await bus.nc.flush()
 
 
-async def _settled(handled: _Handled, count: int) -> None:
-    async with asyncio.timeout(5):
-        while len(handled.msgs) < count:  # filled on the lane's thread
-            await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)  # and nothing more comes
+async def _settled(bus: Bus, handled: _Handled) -> None:
+    """Until a marked sentinel, published behind the rest on the same subject, was handled.
+
+    One connection publishes, one subscription reads: what the lane was going to hand
+    over has been handed over by then. The sentinel is taken off ``handled.msgs``.
+    """
+    await sentinel_through(
+        lambda: _publish_all(bus, [(SENTINEL, {PRIORITY_HEADER: "emergency"})]),
+        lambda: handled.msgs and handled.msgs[-1].data == SENTINEL,  # filled on the lane's thread
+    )
+    handled.msgs.pop()
 
 
 async def test_only_messages_with_the_marker_reach_the_handler(bus: Bus) -> None:
@@ -69,7 +76,7 @@ async def test_only_messages_with_the_marker_reach_the_handler(bus: Bus) -> None
                 (b"look-alike", {"X-Note": "emergency", PRIORITY_HEADER: "normal"}),
             ],
         )
-        await _settled(handled, 2)
+        await _settled(bus, handled)
         assert [m.data for m in handled.msgs] == [b"stop", b"look-alike"]
         stop, look_alike = handled.msgs
         assert stop.subject == SUBJECT
@@ -86,7 +93,7 @@ async def test_without_a_marker_every_message_reaches_the_handler(bus: Bus) -> N
     lane, handled = await _lane(bus, None)
     try:
         await _publish_all(bus, [(b"normal", {PRIORITY_HEADER: "normal"}), (b"bare", None)])
-        await _settled(handled, 2)
+        await _settled(bus, handled)
         assert [m.data for m in handled.msgs] == [b"normal", b"bare"]
         assert handled.msgs[1].headers is None
     finally:

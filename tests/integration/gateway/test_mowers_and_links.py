@@ -26,11 +26,11 @@ from tests.integration.gateway.conftest import (
     EventLog,
     ResultLog,
     command,
-    eventually,
     running_gateway,
     settings_for,
     wait_connected,
 )
+from tests.support.eventually import eventually
 
 
 async def test_two_shards_split_the_fleet_and_execute_each_command_once(

@@ -22,11 +22,11 @@ from simulator import LatencyFault, SimulatorServer
 from tests.integration.gateway.conftest import (
     ResultLog,
     command,
-    eventually,
     running_gateway,
     settings_for,
     wait_connected,
 )
+from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer, free_port
 
 

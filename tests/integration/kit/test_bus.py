@@ -20,6 +20,7 @@ from mowdeck.kit.consumer import (
     delivery_count,
     settle,
 )
+from tests.support.eventually import sentinel_through
 from tests.support.jetstream import unsettled
 
 MOWER = uuid.UUID("00000000-0000-4000-8000-000000000042")
@@ -37,16 +38,19 @@ def _command(command: object = None, *, now: datetime | None = None) -> CommandE
 
 
 async def test_streams_have_the_contract_limits(bus: Bus) -> None:
+    configs = {}
     for spec in STREAMS:
         info = await bus.js.stream_info(spec.name)
         assert info.config.subjects == list(spec.subjects)
         assert info.config.duplicate_window == spec.duplicate_window_s
         assert info.config.max_age == spec.max_age_s
+        configs[spec.name] = info.config
+    # What the server keeps, in the contract's numbers (not the specs' own constants).
     assert (
-        COMMANDS.duplicate_window_s,
-        TELEMETRY.duplicate_window_s,
-        TELEMETRY.max_age_s,
-        EVENTS.duplicate_window_s,
+        configs[COMMANDS.name].duplicate_window,
+        configs[TELEMETRY.name].duplicate_window,
+        configs[TELEMETRY.name].max_age,
+        configs[EVENTS.name].duplicate_window,
     ) == (120, 30, 3600, 120)
 
 
@@ -99,11 +103,21 @@ async def test_an_expired_command_is_not_published(bus: Bus) -> None:
     assert (await bus.js.stream_info("COMMANDS")).state.messages == 0
 
 
+SENTINEL = "sentinel"  # the reason of the stop _run_consumer publishes behind the rest
+
+
 async def _run_consumer(bus: Bus, handler, *, expect: int, durable: str) -> list[str]:  # type: ignore[no-untyped-def]
     outcomes: list[str] = []
-    done = asyncio.Event()
+    done, sentinel_seen = asyncio.Event(), asyncio.Event()
+    sentinel = _command(EmergencyStop(reason=SENTINEL))
 
     async def on_message(msg: Msg) -> None:
+        env = decode_command(msg.data)
+        if isinstance(env.command, EmergencyStop) and env.command.reason == SENTINEL:
+            if env.command_id == sentinel.command_id:  # not an earlier run's
+                sentinel_seen.set()
+            await msg.ack()
+            return
         outcomes.append(await settle(msg, handler, consumer=durable, error_delay=0.1))
         if len(outcomes) >= expect:
             done.set()
@@ -116,7 +130,12 @@ async def _run_consumer(bus: Bus, handler, *, expect: int, durable: str) -> list
     await consumer.start()
     try:
         await asyncio.wait_for(done.wait(), timeout=10)
-        await asyncio.sleep(0.5)  # anything redelivered now would show up in outcomes
+        # A message given back without delay is redelivered ahead of one published now;
+        # one given back with a delay is still pending. After the sentinel, nothing is.
+        await sentinel_through(
+            lambda: bus.publish_command(sentinel, now=datetime.now(UTC)), sentinel_seen.is_set
+        )
+        assert await unsettled(bus, "COMMANDS", durable, until=(0, 0)) == (0, 0)
     finally:
         await consumer.stop()
     return outcomes

@@ -15,13 +15,6 @@ from simulator import FleetConfig, SimulatorServer
 from simulator.protocol import DeviceFrame, decode_device_frame
 
 
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll ``check`` until it holds; fail after ``timeout`` seconds."""
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 async def sim() -> AsyncIterator[SimulatorServer]:
     """Three mowers at 50x on a free port."""

@@ -29,7 +29,7 @@ from mowdeck.gateway.connections import (
 )
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator import BatteryFault, LatencyFault, LinkLossFault, SimulatorServer
-from tests.integration.simulator.conftest import eventually
+from tests.support.eventually import eventually
 
 
 class Recorder:

@@ -21,7 +21,8 @@ from simulator import (
     SimulatorServer,
 )
 from simulator.protocol import ErrorFrame, Hello, OutcomeFrame, StateFrame
-from tests.integration.simulator.conftest import DeviceClient, eventually
+from tests.integration.simulator.conftest import DeviceClient
+from tests.support.eventually import eventually
 
 Connect = Callable[[uuid.UUID], Any]
 
@@ -195,8 +196,9 @@ async def test_slow_handling_delays_outcomes_but_not_the_emergency_stop(
     assert stop_result.status == "executed"
     start_result = await answered(client, start)
     assert (start_result.status, start_result.reason) == ("failed", "preempted by emergency_stop")
-    # The queued start never ran: the mower is still stopped after its delay passed.
-    await eventually(lambda: time.monotonic() - t0 > 0.7)
+    # The queued start never ran. Sentinel: a command sent now runs after its own delay,
+    # behind anything still queued; once it is answered, the start's time has passed.
+    await answered(client, await client.command("set_blade_height", height_mm=40))
     assert sim.fleet.mower(mower_id).body.activity == "stopped"
 
 
@@ -207,14 +209,16 @@ async def test_silence_stops_states_but_not_outcomes(
     client = await connect(mower_id)
     await eventually(lambda: bool(client.of(StateFrame)))
     await sim.inject(mower_id, SilenceFault(seconds=1.0))
-    # A state sent just before the fault may still be on its way: count after it landed.
-    await asyncio.sleep(0.15)
-    before = len(client.of(StateFrame))
+    # A state sent just before the fault may still be on its way: the outcome of a command
+    # sent after the fault comes behind it on the same socket.
     assert (await answered(client, await client.command("set_speed", speed_mps=1.0))).status == (
         "executed"
     )
+    before = len(client.of(StateFrame))
     t0 = time.monotonic()
-    await eventually(lambda: time.monotonic() - t0 > 0.4)
+    await eventually(lambda: time.monotonic() - t0 > 0.4)  # periodic states fall due meanwhile
+    # Sentinel: an outcome sent now comes behind any state sent meanwhile.
+    await answered(client, await client.command("set_speed", speed_mps=1.1))
     assert len(client.of(StateFrame)) == before
     await eventually(lambda: len(client.of(StateFrame)) > before + 2)
 

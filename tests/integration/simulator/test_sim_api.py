@@ -14,7 +14,7 @@ import pytest
 
 from contracts.v1 import MowerRegistration, StartMow, decode
 from simulator import BatteryFault, FleetConfig, SimulatorServer
-from tests.integration.simulator.conftest import eventually
+from tests.support.eventually import eventually
 
 
 async def get(http: aiohttp.ClientSession, url: str) -> Any:

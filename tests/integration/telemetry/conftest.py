@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
@@ -109,20 +108,6 @@ async def make_service(
     yield factory
     for service in reversed(started):
         await service.stop()
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.02
-) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s (last: {value!r})")
-        await asyncio.sleep(interval)
 
 
 async def publish_states(bus: Bus, states: list[MowerState]) -> None:

@@ -21,11 +21,11 @@ from mowdeck.kit.bus import Bus
 from mowdeck.telemetry.service import RESULTS_DURABLE, STATES_DURABLE
 from tests.integration.telemetry.conftest import (
     ServiceFactory,
-    eventually,
     pending_acks,
     publish_states,
     registration_event,
 )
+from tests.support.eventually import eventually
 from tests.unit.telemetry.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, at, state
 
 

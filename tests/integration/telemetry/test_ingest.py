@@ -15,11 +15,11 @@ from mowdeck.telemetry import ingest
 from mowdeck.telemetry.service import STATES_DURABLE
 from tests.integration.telemetry.conftest import (
     ServiceFactory,
-    eventually,
     pending_acks,
     publish_states,
     registration_event,
 )
+from tests.support.eventually import eventually
 from tests.unit.telemetry.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, at, state
 
 

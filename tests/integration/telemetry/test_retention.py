@@ -14,7 +14,8 @@ from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.postgres import PostgresTelemetryStore
 from mowdeck.telemetry.retention import Retention
 from mowdeck.telemetry.settings import TelemetrySettings
-from tests.integration.telemetry.conftest import ServiceFactory, eventually
+from tests.integration.telemetry.conftest import ServiceFactory
+from tests.support.eventually import eventually
 from tests.unit.telemetry.samples import ACCOUNT, MOWER
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -16,6 +16,7 @@ from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.outbox import OutboxRelay
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.rules import outbox_event
+from tests.support.eventually import eventually
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -182,21 +183,27 @@ async def test_the_relay_publishes_in_order_and_retries_what_failed() -> None:
         await repo.add(MowerRecord(reg, NOW, NOW), outbox_event("mower.registered", reg, now=NOW))
     sent: list[OutboxEvent] = []
     fail = True
+    failed_rounds = 0
 
     async def publish(events: list[OutboxEvent]) -> dict[uuid.UUID, str]:
+        nonlocal failed_rounds
         if fail:
+            failed_rounds += 1
             raise ConnectionError("bus down")
         sent.extend(events)
         return {}
 
     relay = OutboxRelay(repo, publish, batch=2, poll_seconds=0.01)
     relay.start()
-    await asyncio.sleep(0.05)
+    # No message path here: the synchronisation point is the relay coming back for a
+    # second round, after the first one failed and was handled.
+    await eventually(lambda: failed_rounds >= 2)
     assert (await repo.outbox_stats()).pending == 3
     fail = False
-    for _ in range(100):
-        if (await repo.outbox_stats()).pending == 0:
-            break
-        await asyncio.sleep(0.02)
+
+    async def drained() -> bool:
+        return (await repo.outbox_stats()).pending == 0
+
+    await eventually(drained, 2.0)
     await relay.stop()
     assert [e.event_id for e in sent] == [e.event_id for e, _ in repo.outbox]

@@ -6,7 +6,6 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -18,6 +17,7 @@ from mowdeck.fleet.memory import InMemoryCommandLog
 from mowdeck.fleet.ports import CommandRecord
 from mowdeck.fleet.rules import encode_command
 from mowdeck.kit.bus import BusError, ExpiredCommandError
+from tests.support.fakes import FakeBus
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -72,25 +72,6 @@ async def test_a_failed_write_fails_its_batch_only() -> None:
     await journal.stop()
 
 
-class FakeBus:
-    """Records publishes; acknowledges them unless ``silent``."""
-
-    def __init__(self, *, silent: bool = False) -> None:
-        self.silent = silent
-        self.sent: list[tuple[str, bytes, str, dict[str, str]]] = []
-        self.acks: list[asyncio.Future[Any]] = []
-
-    async def publish_nowait(
-        self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str]
-    ) -> asyncio.Future[Any]:
-        self.sent.append((subject, data, msg_id, headers))
-        ack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if not self.silent:
-            ack.set_result(object())
-        self.acks.append(ack)
-        return ack
-
-
 def envelope(now: datetime, *, stop: bool = False, ttl: float = 30) -> CommandEnvelope:
     return CommandEnvelope.issue(
         mower_id=uuid.uuid4(),
@@ -108,7 +89,7 @@ async def test_a_command_goes_out_with_its_id_and_priority(stop: bool, priority:
     publisher = CommandPublisher(bus, clock=lambda: NOW)  # type: ignore[arg-type]
     sent = envelope(NOW, stop=stop)
     await publisher.publish(sent, encode_command(sent))
-    ((subject, data, msg_id, headers),) = bus.sent
+    ((subject, data, headers, msg_id),) = bus.published
     assert subject == f"command.mower.{sent.mower_id}"
     assert (msg_id, headers) == (str(sent.command_id), {PRIORITY_HEADER: priority})
     assert decode_command(data) == sent
@@ -122,11 +103,11 @@ async def test_an_expired_command_is_refused_before_publishing() -> None:
     sent = envelope(NOW, ttl=1)
     with pytest.raises(ExpiredCommandError):
         await publisher.publish(sent, encode_command(sent))
-    assert bus.sent == []
+    assert bus.published == []
 
 
 async def test_a_missing_acknowledgement_fails_after_the_timeout_and_frees_the_ack() -> None:
-    bus = FakeBus(silent=True)
+    bus = FakeBus(answer=None)
     publisher = CommandPublisher(bus, clock=lambda: NOW, ack_timeout=0.2)  # type: ignore[arg-type]
     sent = envelope(NOW)
     started = asyncio.get_running_loop().time()

@@ -6,7 +6,6 @@ import uuid
 from datetime import UTC, datetime
 
 import msgspec
-import nats.errors
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -21,6 +20,7 @@ from mowdeck.fleet.listing import MowerListResponder, within
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.rules import outbox_event
+from tests.support.fakes import FakeBus, FakeMsg, FakeNc
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -67,30 +67,9 @@ def test_a_page_cut_from_a_page_with_more_keeps_the_caller_paging() -> None:
     assert cut == reply
 
 
-class FakeNc:
-    max_payload = 1024 * 1024
-
-    def __init__(self, fail: int) -> None:
-        self.fail = fail  # how many publishes fail
-        self.sent: list[tuple[bytes, dict[str, str] | None]] = []
-
-    async def publish(
-        self, subject: str, data: bytes, headers: dict[str, str] | None = None
-    ) -> None:
-        if self.fail:
-            self.fail -= 1
-            raise nats.errors.MaxPayloadError
-        self.sent.append((data, headers))
-
-
-class FakeBus:
-    def __init__(self, fail: int) -> None:
-        self.nc = FakeNc(fail)
-
-
-class FakeMsg:
-    reply = "_INBOX.1"
-    data = b"{}"
+def request() -> FakeMsg:
+    """A list request with an inbox to reply to."""
+    return FakeMsg(b"{}", "fleet.mowers.list", reply="_INBOX.1")
 
 
 async def responder(fail: int) -> tuple[MowerListResponder, FakeNc, CollectorRegistry]:
@@ -100,14 +79,14 @@ async def responder(fail: int) -> tuple[MowerListResponder, FakeNc, CollectorReg
         MowerRecord(registration, NOW, NOW),
         outbox_event("mower.registered", registration, now=NOW),
     )
-    bus, registry = FakeBus(fail), CollectorRegistry()
+    bus, registry = FakeBus(fail_core=fail), CollectorRegistry()
     return MowerListResponder(bus, repo, registry), bus.nc, registry  # type: ignore[arg-type]
 
 
 async def test_a_reply_that_cannot_be_sent_gets_the_503_error_reply() -> None:
     listing, nc, registry = await responder(fail=1)
-    await listing._on_request(FakeMsg())  # type: ignore[arg-type]
-    ((body, headers),) = nc.sent
+    await listing._on_request(request())
+    ((_, body, headers, _),) = nc.published
     assert headers is not None
     assert headers["Nats-Service-Error-Code"] == "503"
     assert msgspec.json.decode(body)["error"]["code"] == 503
@@ -116,13 +95,13 @@ async def test_a_reply_that_cannot_be_sent_gets_the_503_error_reply() -> None:
 
 async def test_an_error_reply_that_cannot_be_sent_either_is_logged_not_raised() -> None:
     listing, nc, _ = await responder(fail=2)
-    await listing._on_request(FakeMsg())  # type: ignore[arg-type]
-    assert nc.sent == []
+    await listing._on_request(request())
+    assert nc.published == []
 
 
 async def test_a_reply_that_is_sent_is_the_page() -> None:
     listing, nc, _ = await responder(fail=0)
-    await listing._on_request(FakeMsg())  # type: ignore[arg-type]
-    ((body, headers),) = nc.sent
+    await listing._on_request(request())
+    ((_, body, headers, _),) = nc.published
     assert headers is None
     assert msgspec.json.decode(body, type=MowerListReply).mowers == [reg(1)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from nats.js.errors import APIError, ServiceUnavailableError
@@ -17,36 +16,10 @@ from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.rules import outbox_event
 from mowdeck.kit.bus import BusError
+from tests.support.fakes import FakeBus
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 MAX_PAYLOAD = 4096
-
-
-class FakeNc:
-    max_payload = MAX_PAYLOAD
-
-
-class FakeBus:
-    """Records publishes; each ack is settled by ``answer`` (None: never)."""
-
-    def __init__(self, answer: Any = True) -> None:
-        self.nc = FakeNc()
-        self.answer = answer
-        self.sent: list[str] = []
-        self.acks: list[asyncio.Future[Any]] = []
-
-    async def publish_nowait(
-        self, subject: str, data: bytes, *, msg_id: str
-    ) -> asyncio.Future[Any]:
-        self.sent.append(msg_id)
-        ack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        outcome = self.answer(msg_id) if callable(self.answer) else self.answer
-        if isinstance(outcome, BaseException):
-            ack.set_exception(outcome)
-        elif outcome is not None:
-            ack.set_result(object())
-        self.acks.append(ack)
-        return ack
 
 
 def event(size: int = 100) -> OutboxEvent:
@@ -54,28 +27,34 @@ def event(size: int = 100) -> OutboxEvent:
 
 
 async def test_an_event_larger_than_the_max_payload_is_refused_without_being_sent() -> None:
-    bus = FakeBus()
+    bus = FakeBus(max_payload=MAX_PAYLOAD)
     small, big, header_eaten = event(), event(MAX_PAYLOAD + 1), event(MAX_PAYLOAD - 10)
     refused = await bus_publisher(bus)([small, big, header_eaten])  # type: ignore[arg-type]
     assert set(refused) == {big.event_id, header_eaten.event_id}
     assert "max_payload" in refused[big.event_id]
-    assert bus.sent == [str(small.event_id)]
+    assert [p.msg_id for p in bus.published] == [str(small.event_id)]
 
 
 async def test_jetstream_refusing_a_message_for_its_size_is_final_other_errors_retry() -> None:
     too_large = APIError(code=400, err_code=10054, description="message size exceeds maximum")
     first, second = event(), event()
-    bus = FakeBus(lambda msg_id: too_large if msg_id == str(first.event_id) else True)
+    bus = FakeBus(
+        answer=lambda msg_id: too_large if msg_id == str(first.event_id) else True,
+        max_payload=MAX_PAYLOAD,
+    )
     refused = await bus_publisher(bus)([first, second])  # type: ignore[arg-type]
     assert list(refused) == [first.event_id]
 
-    down = FakeBus(ServiceUnavailableError(code=503, description="JetStream not ready"))
+    down = FakeBus(
+        answer=ServiceUnavailableError(code=503, description="JetStream not ready"),
+        max_payload=MAX_PAYLOAD,
+    )
     with pytest.raises(BusError):
         await bus_publisher(down)([event()])  # type: ignore[arg-type]
 
 
 async def test_acks_that_never_come_fail_the_round_after_the_timeout_and_are_released() -> None:
-    bus = FakeBus(answer=None)
+    bus = FakeBus(answer=None, max_payload=MAX_PAYLOAD)
     publish = bus_publisher(bus, ack_timeout=0.2)  # type: ignore[arg-type]
     started = asyncio.get_running_loop().time()
     with pytest.raises(BusError):

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client import CollectorRegistry
 
 from mowdeck.fleet.memory import InMemoryCommandLog, InMemoryMowerRepository, InMemoryPruning
-from mowdeck.fleet.ports import CommandRecord
+from mowdeck.fleet.ports import CommandRecord, OutboxEvent
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.settings import FleetSettings
 
@@ -46,6 +46,29 @@ async def test_a_round_deletes_commands_older_than_the_setting_and_counts_them()
     assert counted == 2
 
 
-def test_the_defaults_keep_published_events_a_day_and_commands_a_week() -> None:
-    settings = FleetSettings()
-    assert (settings.fleet_outbox_retention_days, settings.fleet_command_retention_days) == (1, 7)
+async def test_the_defaults_keep_published_events_a_day_and_commands_a_week() -> None:
+    log, repo = InMemoryCommandLog(), InMemoryMowerRepository()
+    commands = {
+        days: CommandRecord(
+            uuid.uuid4(),
+            uuid.uuid4(),
+            uuid.uuid4(),
+            "pause_mow",
+            "user:a",
+            NOW - timedelta(days=days),
+            NOW,
+        )
+        for days in (8, 6)
+    }
+    await log.record(list(commands.values()), [])
+    published = {
+        hours: OutboxEvent(uuid.uuid4(), "event.mower.updated", b"{}", NOW - timedelta(days=2))
+        for hours in (25, 23)
+    }
+    repo.outbox = [(event, NOW - timedelta(hours=hours)) for hours, event in published.items()]
+    pruner = Pruner(
+        InMemoryPruning(repo, log), FleetSettings(), CollectorRegistry(), clock=lambda: NOW
+    )
+    await pruner.run_once()
+    assert list(log.commands) == [commands[6].command_id]
+    assert [event.event_id for event, _ in repo.outbox] == [published[23].event_id]

@@ -11,26 +11,14 @@ from mowdeck.fleet.errors import UnstorableError
 from mowdeck.fleet.memory import InMemoryCommandLog
 from mowdeck.fleet.ports import CommandRecord
 from mowdeck.fleet.results import ResultRecorder
+from tests.support.fakes import FakeMsg
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
-class FakeMsg:
-    """A delivered message that remembers how it was settled."""
-
-    def __init__(self, result: CommandResult) -> None:
-        self.data = encode(result)
-        self.subject = f"command.result.mower.{result.mower_id}"
-        self.outcome: str | None = None
-
-    async def ack(self) -> None:
-        self.outcome = "ack"
-
-    async def nak(self, delay: float | None = None) -> None:
-        self.outcome = "nak"
-
-    async def term(self) -> None:
-        self.outcome = "term"
+def delivered(result: CommandResult) -> FakeMsg:
+    """``result`` as the recorder gets it from the stream."""
+    return FakeMsg(encode(result), f"command.result.mower.{result.mower_id}")
 
 
 def result(reason: str | None = None) -> CommandResult:
@@ -61,7 +49,7 @@ class PickyLog(InMemoryCommandLog):
 
 async def flushed(log: InMemoryCommandLog, results: list[CommandResult]) -> list[FakeMsg]:
     recorder = ResultRecorder(object(), log, batch=100)  # type: ignore[arg-type]
-    msgs = [FakeMsg(r) for r in results]
+    msgs = [delivered(r) for r in results]
     for msg in msgs:
         await recorder._on_message(msg)  # type: ignore[arg-type]
     await recorder.stop()  # flushes what is pending (the consumer never started)

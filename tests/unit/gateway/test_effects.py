@@ -33,6 +33,8 @@ from mowdeck.gateway.controller import (
 )
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
+from tests.support.eventually import eventually
+from tests.support.fakes import FakeBus
 
 MOWER = uuid.UUID("00000000-0000-4000-8000-000000000003")
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
@@ -57,7 +59,7 @@ def runner(now: datetime) -> tuple[EffectRunner, RecordingConnection, list[objec
     conn = RecordingConnection()
     told: list[object] = []
     effects = EffectRunner(
-        SimpleNamespace(nc=None),  # type: ignore[arg-type]  # no publish in these tests
+        FakeBus(),  # type: ignore[arg-type]  # no publish in these tests
         GatewayMetrics(CollectorRegistry()),
         connections={MOWER: conn},  # type: ignore[dict-item]
         tell=lambda _mower_id, message: told.append(message),
@@ -136,20 +138,12 @@ async def test_a_valid_command_is_sent_and_its_outcome_reported() -> None:
     assert told == [DeviceOutcome(env, "executed", None)]
 
 
-class CapturingNats:
-    def __init__(self) -> None:
-        self.published: list[tuple[str, str]] = []
-
-    async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
-        self.published.append((subject, headers[MSG_ID_HEADER]))
-
-
 async def test_heartbeats_of_an_unchanged_state_are_not_duplicates_of_it() -> None:
     # The stream drops a repeated msg id within its duplicate window (30 s), so a
     # heartbeat republishing a state the device has not changed needs an id of its own.
-    nc = CapturingNats()
+    bus = FakeBus()
     effects = EffectRunner(
-        SimpleNamespace(nc=nc),  # type: ignore[arg-type]
+        bus,  # type: ignore[arg-type]
         GatewayMetrics(CollectorRegistry()),
         connections={},
         tell=lambda _mower_id, _message: None,
@@ -165,13 +159,10 @@ async def test_heartbeats_of_an_unchanged_state_are_not_duplicates_of_it() -> No
         for _ in range(2):
             await asyncio.sleep(0.01)  # heartbeats are due at different times
             effects(MOWER, [PublishState(state, heartbeat=True)])
-        for _ in range(100):
-            if len(nc.published) == 3:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: len(bus.nc.published) == 3, 1.0)
     finally:
         publisher.cancel()
-    ids = [msg_id for _, msg_id in nc.published]
+    ids = [(p.headers or {})[MSG_ID_HEADER] for p in bus.nc.published]
     assert len(ids) == len(set(ids)) == 3
     assert ids[0] == f"{MOWER}:{T0.timestamp():.6f}"  # a change keeps the state's own id
 

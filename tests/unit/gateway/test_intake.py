@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,44 +25,13 @@ from mowdeck.gateway.actor import EmergencySubmit, Submit
 from mowdeck.gateway.controller import PublishResult
 from mowdeck.gateway.intake import AdmittedCommands, CommandIntake
 from mowdeck.gateway.metrics import GatewayMetrics
+from tests.support.fakes import FakeMsg
 
 MOWER = uuid.UUID("00000000-0000-4000-8000-000000000002")  # shard 0 of 1
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
 REG = MowerRegistration(
     mower_id=MOWER, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator")
 )
-
-
-@dataclass
-class FakeMsg:
-    """A JetStream delivery as the intake reads it."""
-
-    data: bytes
-    subject: str
-    headers: dict[str, str] | None = None
-    num_delivered: int = 1
-    sequence: int = 1
-    settled: list[str] = field(default_factory=list)
-
-    @property
-    def reply(self) -> str:
-        # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>
-        return f"$JS.ACK.COMMANDS.device-gateway-0.{self.num_delivered}.{self.sequence}.1.0.0"
-
-    @property
-    def metadata(self) -> Any:
-        return SimpleNamespace(
-            num_delivered=self.num_delivered, sequence=SimpleNamespace(stream=self.sequence)
-        )
-
-    async def ack(self) -> None:
-        self.settled.append("ack")
-
-    async def nak(self, delay: float | None = None) -> None:
-        self.settled.append("nak")
-
-    async def term(self) -> None:
-        self.settled.append("term")
 
 
 class FakeEffects:
@@ -99,7 +66,14 @@ def envelope(command: Any = None, *, ttl_s: float = 30.0, now: datetime | None =
 
 def delivery(env: Any, **kw: Any) -> FakeMsg:
     headers = {PRIORITY_HEADER: "emergency"} if env.is_emergency else None
-    return FakeMsg(encode(env), command_subject(env.mower_id), headers, **kw)
+    return FakeMsg(
+        encode(env),
+        command_subject(env.mower_id),
+        headers=headers,
+        stream="COMMANDS",
+        consumer="device-gateway-0",
+        **kw,
+    )
 
 
 def intake(registry: dict[uuid.UUID, MowerRegistration] | None = None) -> Any:
@@ -246,12 +220,8 @@ async def test_a_failing_ack_costs_only_its_own_delivery() -> None:
     it, told, _, _ = intake()
     it.start()
     try:
-        broken, fine = delivery(envelope()), delivery(envelope())
-
-        async def ack_fails() -> None:
-            raise ConnectionError("connection being replaced")
-
-        broken.ack = ack_fails  # type: ignore[method-assign]
+        broken = delivery(envelope(), fail_ack=ConnectionError("connection being replaced"))
+        fine = delivery(envelope())
         await deliver_both(it, broken, fine)
         assert fine.settled == ["ack"]
         assert broken.settled == []  # JetStream gives it back after ack_wait; it is known
@@ -265,10 +235,7 @@ async def deliver_both(it: Any, broken: FakeMsg, fine: FakeMsg) -> None:
     """Two ordinary deliveries, in order; back once the second is settled."""
     await it.on_command(broken)
     await it.on_command(fine)
-    for _ in range(100):
-        if fine.settled:
-            break
-        await asyncio.sleep(0.01)
+    await fine.wait_settled()
 
 
 def test_admitted_commands_are_forgotten_after_expiry_and_beyond_the_limit() -> None:

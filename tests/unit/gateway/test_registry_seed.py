@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 import pytest
 import structlog
@@ -13,6 +12,7 @@ from contracts.v1 import Connection, MowerListReply, MowerRegistration, encode
 from mowdeck.gateway.mowers import FleetFeed
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import BusError
+from tests.support.fakes import FakeBus
 
 MOWER = MowerRegistration(
     mower_id=uuid.UUID(int=7),
@@ -22,22 +22,13 @@ MOWER = MowerRegistration(
 )
 
 
-class FlakyFleet:
-    """A bus whose ``fleet.mowers.list`` fails ``failures`` times, in several ways, then answers."""
-
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-        self.calls = 0
-
-    async def request(self, subject: str, message: Any, *, timeout: float) -> bytes:
-        self.calls += 1
-        if self.calls <= self.failures:
-            if self.calls % 3 == 0:
-                raise RuntimeError("connection being replaced")  # not a BusError
-            if self.calls % 3 == 1:
-                raise BusError(f"no answer on {subject}: TimeoutError")
-            return b'{"mowers": "not a list"}'  # a malformed page
-        return encode(MowerListReply(mowers=[MOWER]))
+# ``fleet.mowers.list`` failing in each way there is, in turn: no answer, a malformed page,
+# an error that is not a BusError.
+FAILURES: list[bytes | BaseException] = [
+    BusError("no answer on fleet.mowers.list: TimeoutError"),
+    b'{"mowers": "not a list"}',
+    RuntimeError("connection being replaced"),
+]
 
 
 async def test_the_seed_retries_from_1_s_doubling_to_30_s_until_fleet_answers(
@@ -63,7 +54,7 @@ async def test_the_seed_retries_from_1_s_doubling_to_30_s_until_fleet_answers(
         nonlocal retries
         retries += 1
 
-    bus = FlakyFleet(failures=8)
+    bus = FakeBus(replies=(FAILURES * 3)[:8], reply=encode(MowerListReply(mowers=[MOWER])))
     feed = FleetFeed(
         bus,  # type: ignore[arg-type]
         shard_index=0,

@@ -61,6 +61,9 @@ def test_invalid_values_name_the_variable(env: dict[str, str], message: str) -> 
 
 
 def test_settings_are_frozen() -> None:
-    s = load_settings(Example, {})
+    class Undeclared(BaseSettings, kw_only=True):  # frozen because BaseSettings is
+        note: str = ""
+
+    s = load_settings(Undeclared, {})
     with pytest.raises(AttributeError):
         s.http_port = 1  # type: ignore[misc]

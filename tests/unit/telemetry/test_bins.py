@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mowdeck.telemetry.bins import (
-    ORIGIN,
     bin_count,
     bin_start,
     check_range,
@@ -74,8 +73,13 @@ def test_bin_start(moment: datetime, step: str, expected: datetime) -> None:
     assert bin_start(moment, parse_step(step)) == expected
 
 
-def test_origin_is_2000_utc() -> None:
-    assert datetime(2000, 1, 1, tzinfo=UTC) == ORIGIN
+@pytest.mark.parametrize("step", ["7s", "13m", "5h"])
+def test_bins_of_every_step_are_counted_from_2000_utc(step: str) -> None:
+    # As date_bin in the SQL: a step that divides no day still starts a bin at the origin.
+    width = parse_step(step)
+    origin = datetime(2000, 1, 1, tzinfo=UTC)
+    assert bin_start(origin + width - timedelta(microseconds=1), width) == origin
+    assert bin_start(origin + 1000 * width + timedelta(seconds=1), width) == origin + 1000 * width
 
 
 @pytest.mark.parametrize(

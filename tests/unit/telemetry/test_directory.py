@@ -8,33 +8,24 @@ from collections.abc import Sequence
 import asyncpg
 import pytest
 import structlog
-from msgspec import Struct
 
 from contracts.v1 import MowerListReply, MowerRegistration, encode
 from contracts.v1.fleet import Connection
 from mowdeck.kit.bus import Bus, BusError
 from mowdeck.telemetry.directory import seed_directory
 from mowdeck.telemetry.memory import InMemoryTelemetryStore
+from tests.support.fakes import FakeBus
 from tests.unit.telemetry.samples import ACCOUNT, MOWER
 
 pytestmark = pytest.mark.timeout(10)
 
 
-class FakeFleet:
-    """Answers ``fleet.mowers.list`` with one page, after the failures it was given."""
-
-    def __init__(self, failures: Sequence[Exception] = ()) -> None:
-        self.failures = list(failures)
-        self.asked = 0
-
-    async def request(self, subject: str, message: Struct, *, timeout: float) -> bytes:
-        self.asked += 1
-        if self.failures:
-            raise self.failures.pop(0)
-        registration = MowerRegistration(
-            mower_id=MOWER, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator")
-        )
-        return encode(MowerListReply(mowers=[registration]))
+def fleet_answering(failures: Sequence[Exception] = ()) -> FakeBus:
+    """A bus whose ``fleet.mowers.list`` answers one page, after the failures given."""
+    registration = MowerRegistration(
+        mower_id=MOWER, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator")
+    )
+    return FakeBus(replies=failures, reply=encode(MowerListReply(mowers=[registration])))
 
 
 class FailingStore(InMemoryTelemetryStore):
@@ -71,7 +62,7 @@ class Sleeps:
 )
 async def test_the_seed_retries_whatever_the_store_raises(failure: Exception) -> None:
     store, sleep = FailingStore([failure, failure]), Sleeps()
-    fleet = FakeFleet()
+    fleet = fleet_answering()
     bus: Bus = fleet  # type: ignore[assignment]
     with structlog.testing.capture_logs() as logs:
         seeded = await seed_directory(
@@ -84,7 +75,7 @@ async def test_the_seed_retries_whatever_the_store_raises(failure: Exception) ->
         )
     assert seeded == 1
     assert await store.directory_account(MOWER) == ACCOUNT
-    assert fleet.asked == 3
+    assert len(fleet.requests) == 3
     assert sleep.delays == [1.0, 1.5]
     warnings = [e for e in logs if e["event"] == "directory seed failed, retrying"]
     assert [(e["log_level"], e["error_type"]) for e in warnings] == [
@@ -94,7 +85,7 @@ async def test_the_seed_retries_whatever_the_store_raises(failure: Exception) ->
 
 
 async def test_the_seed_retries_until_fleet_answers() -> None:
-    fleet, sleep = FakeFleet([BusError("no answer"), BusError("no answer")]), Sleeps()
+    fleet, sleep = fleet_answering([BusError("no answer"), BusError("no answer")]), Sleeps()
     store = InMemoryTelemetryStore()
     bus: Bus = fleet  # type: ignore[assignment]
     assert await seed_directory(bus, store, timeout=1.0, sleep=sleep) == 1

@@ -30,32 +30,15 @@ from mowdeck.telemetry.ingest import StateBatcher
 from mowdeck.telemetry.memory import InMemoryTelemetryStore
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import StateWriter, WriteBatch, WriteCounts
+from tests.support.fakes import FakeMsg
 from tests.unit.telemetry.samples import ACCOUNT, MOWER, T0, at, state
 
 pytestmark = pytest.mark.timeout(10)
 
 
-class FakeMsg:
-    """Just what the batcher touches of a JetStream message."""
-
-    def __init__(self, s: MowerState) -> None:
-        self.data = encode(s)
-        self.subject = telemetry_subject(s.mower_id)
-        self.outcome: str | None = None
-        self.settled = asyncio.Event()
-
-    def _settle(self, outcome: str) -> None:
-        self.outcome = outcome
-        self.settled.set()
-
-    async def ack(self) -> None:
-        self._settle("ack")
-
-    async def nak(self, delay: float | None = None) -> None:
-        self._settle("nak")
-
-    async def term(self) -> None:
-        self._settle("term")
+def delivered(s: MowerState) -> FakeMsg:
+    """``s`` as the batcher gets it from the stream."""
+    return FakeMsg(encode(s), telemetry_subject(s.mower_id))
 
 
 class GatedStore(InMemoryTelemetryStore):
@@ -115,7 +98,7 @@ async def pipeline() -> AsyncIterator[tuple[ObservedBatcher, GatedStore]]:
 
 
 async def _send(batcher: StateBatcher, s: MowerState) -> FakeMsg:
-    msg = FakeMsg(s)
+    msg = delivered(s)
     await batcher.on_message(msg)  # type: ignore[arg-type]
     return msg
 
@@ -130,11 +113,11 @@ async def test_a_failed_commit_does_not_leak_into_the_batch_decided_behind_it(
     # says "history written at 0", so this unchanged state alone would write no history.
     second = await _send(batcher, state(10))
     await batcher.decided.get()
-    assert not first.settled.is_set()
-    assert not second.settled.is_set()
+    assert not first.settled
+    assert not second.settled
     store.release.set()
-    await asyncio.wait_for(second.settled.wait(), 5)
-    await asyncio.wait_for(first.settled.wait(), 5)
+    await second.wait_settled()
+    await first.wait_settled()
     assert (first.outcome, second.outcome) == ("nak", "ack")
     # The first state never reached the database, so the second is the mower's first:
     # it must start the history, which its actor had not planned.
@@ -150,8 +133,8 @@ async def test_a_failed_commit_does_not_leak_into_the_batch_decided_behind_it(
     # row, and as it changed nothing it writes nothing either.
     third = await _send(batcher, state(0))
     fourth = await _send(batcher, state(20))
-    await asyncio.wait_for(third.settled.wait(), 5)
-    await asyncio.wait_for(fourth.settled.wait(), 5)
+    await third.wait_settled()
+    await fourth.wait_settled()
     assert (third.outcome, fourth.outcome) == ("ack", "ack")
     latest = await store.latest(ACCOUNT, MOWER)
     assert latest is not None
@@ -253,7 +236,7 @@ async def test_a_nul_character_is_terminated_at_decode_time(
     rig: Rig, fields: dict[str, Any]
 ) -> None:
     other = uuid.UUID(int=2)
-    poisoned, clean = FakeMsg(state(0, **fields)), FakeMsg(state(0, mower_id=other))
+    poisoned, clean = delivered(state(0, **fields)), delivered(state(0, mower_id=other))
     assert b"\\u0000" in poisoned.data  # JSON carries it as an escape
     with structlog.testing.capture_logs() as logs:
         await rig.process(poisoned, clean)
@@ -270,7 +253,7 @@ async def test_a_nul_character_is_terminated_at_decode_time(
 
 async def test_the_text_of_an_escape_is_no_nul_character(rig: Rig) -> None:
     s = state(0, error_code="\\u0000", raw={"note": "\\u0000"})  # a backslash, not a NUL
-    msg = FakeMsg(s)
+    msg = delivered(s)
     await rig.process(msg)
     assert msg.outcome == "ack"
     assert await rig.store.latest(ACCOUNT, MOWER) == s
@@ -282,8 +265,8 @@ async def test_a_mower_the_store_refuses_is_split_off_and_terminated(rig: Rig) -
     refused = mowers[4]
     msgs = {
         m: [
-            FakeMsg(state(0, mower_id=m)),
-            FakeMsg(state(10, mower_id=m, error_code=REFUSED if m == refused else None)),
+            delivered(state(0, mower_id=m)),
+            delivered(state(10, mower_id=m, error_code=REFUSED if m == refused else None)),
         ]
         for m in mowers
     }
@@ -310,7 +293,7 @@ async def test_a_mower_the_store_refuses_is_split_off_and_terminated(rig: Rig) -
     assert all(supervisor.get(str(m)) is not None for m in mowers if m != refused)
 
     # The mower's next clean state is its first: it starts the history.
-    later = FakeMsg(state(20, mower_id=refused))
+    later = delivered(state(20, mower_id=refused))
     await rig.process(later)
     assert later.outcome == "ack"
     history = await store.history(ACCOUNT, refused, T0, at(60), 10)
@@ -333,8 +316,8 @@ async def test_a_transient_failure_while_split_still_redelivers(rig: Rig) -> Non
             yield tx
 
     store.state_writer = flaky  # type: ignore[method-assign]
-    first = FakeMsg(state(0, mower_id=good))
-    second = FakeMsg(state(0, mower_id=refused, error_code=REFUSED))
+    first = delivered(state(0, mower_id=good))
+    second = delivered(state(0, mower_id=refused, error_code=REFUSED))
     await rig.process(first, second)
     assert (first.outcome, second.outcome) == ("nak", "term")
     assert rig.dropped("rejected-by-store") == 1
@@ -376,10 +359,10 @@ def _conflicting(store: InMemoryTelemetryStore, failures: int) -> None:
 
 
 async def test_a_batch_that_loses_a_race_is_tried_again_at_once(rig: Rig) -> None:
-    first, second = FakeMsg(state(0)), FakeMsg(state(10, mower_id=uuid.UUID(int=2)))
+    first, second = delivered(state(0)), delivered(state(10, mower_id=uuid.UUID(int=2)))
     await rig.process(first)  # the first mower's actor is running
     _conflicting(rig.store, failures=2)
-    third = FakeMsg(state(20))
+    third = delivered(state(20))
     with structlog.testing.capture_logs() as logs:
         await rig.process(second, third)
     assert (second.outcome, third.outcome) == ("ack", "ack")
@@ -393,7 +376,7 @@ async def test_a_batch_that_loses_a_race_is_tried_again_at_once(rig: Rig) -> Non
 
 async def test_a_batch_that_keeps_losing_is_given_back(rig: Rig) -> None:
     _conflicting(rig.store, failures=3)
-    msg = FakeMsg(state(0))
+    msg = delivered(state(0))
     await rig.process(msg)
     assert msg.outcome == "nak"
     assert await rig.store.latest(ACCOUNT, MOWER) is None
@@ -420,15 +403,15 @@ async def test_a_state_from_the_future_is_terminated_and_holds_nothing_off(rig: 
     # A mower whose clock runs a year ahead: its state would make every later one look
     # older to the latest row's guard. A few seconds ahead is a clock's ordinary skew.
     now = datetime.now(UTC)
-    ahead = FakeMsg(state((now - T0).total_seconds() + 365 * 86400))
-    slightly = FakeMsg(state((now - T0).total_seconds() + 10, mower_id=uuid.UUID(int=2)))
+    ahead = delivered(state((now - T0).total_seconds() + 365 * 86400))
+    slightly = delivered(state((now - T0).total_seconds() + 10, mower_id=uuid.UUID(int=2)))
     with structlog.testing.capture_logs() as logs:
         await rig.process(ahead, slightly)
     assert (ahead.outcome, slightly.outcome) == ("term", "ack")
     assert rig.dropped("from-the-future") == 1
     [entry] = [e for e in logs if e["event"] == "state terminated"]
     assert entry["reason"] == "from-the-future"
-    honest = FakeMsg(state((now - T0).total_seconds()))
+    honest = delivered(state((now - T0).total_seconds()))
     await rig.process(honest)
     assert honest.outcome == "ack"
     assert await rig.store.latest(ACCOUNT, MOWER) == state((now - T0).total_seconds())

@@ -16,27 +16,15 @@ from mowdeck.telemetry.memory import InMemoryTelemetryStore
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.model import TimelineRow
 from mowdeck.telemetry.results import ResultHandler
+from tests.support.fakes import FakeMsg
 from tests.unit.telemetry.samples import ACCOUNT, MOWER, T0, at
 
 pytestmark = pytest.mark.timeout(10)
 
 
-class FakeMsg:
-    """Just what ``settle`` and the handler touch of a JetStream message."""
-
-    def __init__(self, result: CommandResult) -> None:
-        self.data = encode(result)
-        self.subject = result_subject(result.mower_id)
-        self.outcomes: list[str] = []
-
-    async def ack(self) -> None:
-        self.outcomes.append("ack")
-
-    async def nak(self, delay: float | None = None) -> None:
-        self.outcomes.append("nak")
-
-    async def term(self) -> None:
-        self.outcomes.append("term")
+def delivered(result: CommandResult) -> FakeMsg:
+    """``result`` as the handler gets it from the stream."""
+    return FakeMsg(encode(result), result_subject(result.mower_id))
 
 
 class RefusingStore(InMemoryTelemetryStore):
@@ -70,7 +58,7 @@ async def test_stored_results_are_counted_as_timeline_rows(store: RefusingStore)
     registry = CollectorRegistry()
     handler = _handler(store, registry)
     for result in (_result("accepted"), _result("accepted"), _result("executed")):
-        assert await settle(FakeMsg(result), handler.handle, consumer="test") == "ack"
+        assert await settle(delivered(result), handler.handle, consumer="test") == "ack"
     sample = registry.get_sample_value
     assert sample("mowdeck_telemetry_rows_written_total", {"table": "command_timeline"}) == 2
     assert sample("mowdeck_telemetry_timeline_rows_total") == 2
@@ -79,10 +67,10 @@ async def test_stored_results_are_counted_as_timeline_rows(store: RefusingStore)
 async def test_a_result_the_store_refuses_is_terminated(store: RefusingStore) -> None:
     registry = CollectorRegistry()
     handler = _handler(store, registry)
-    msg = FakeMsg(_result("failed", reason="motor\x00stalled"))
+    msg = delivered(_result("failed", reason="motor\x00stalled"))
     with structlog.testing.capture_logs() as logs:
         assert await settle(msg, handler.handle, consumer="test") == "term"
-    assert msg.outcomes == ["term"]
+    assert msg.settled == ["term"]
     assert (
         registry.get_sample_value(
             "mowdeck_telemetry_dropped_total", {"reason": "rejected-by-store"}
