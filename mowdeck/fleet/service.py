@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 import structlog
@@ -42,6 +41,7 @@ from mowdeck.kit.http import (
     task_alive,
     with_ops_routes,
 )
+from mowdeck.kit.lifecycle import Resources
 
 __all__ = ["FleetService", "installed_connection_kinds"]
 
@@ -70,7 +70,8 @@ async def _keep_session(_: asyncpg.Connection) -> None:
 
     asyncpg still rolls back a transaction left open. Nothing on Fleet's own pool changes
     session state: no SET, LISTEN, WITH HOLD cursors or session advisory locks (the relay
-    takes transaction-level locks; pruning unlocks or closes its connection).
+    takes transaction-level locks; pruning holds its session lock on a connection of its
+    own, not one of the pool's).
     """
 
 
@@ -111,9 +112,7 @@ class FleetService:
         self._gc_pauses = GcPauses(self.metrics_registry)
         self._clock = clock
         self.readiness = Readiness()
-        self._owned: list[Callable[[], Any]] = []
-        self._parts: list[Any] = []
-        self._subs: list[Any] = []
+        self._resources = Resources()
         self._http: HttpServer | None = None
         self.fleet: Fleet | None = None
         self.pruner: Pruner | None = None
@@ -127,42 +126,30 @@ class FleetService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start the background parts, then listen."""
+        s, res = self.settings, self._resources
         self._gc_pauses.install()
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
-
-    async def _start(self) -> None:
-        s = self.settings
-        if self._bus is None:
-            self._bus = await Bus.connect(s.nats_url, name="fleet")
-            self._owned.append(self._bus.drain)
-        bus = self._bus
+        res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
+        bus = await res.bus(self._bus, s.nats_url, name="fleet")
         await bus.ensure_streams()
-        if self._pool is None:
-            self._pool = await asyncpg.create_pool(
-                s.database_url,
-                min_size=1,
-                max_size=s.fleet_db_pool_size,
-                reset=_keep_session,
-                # No idle-close timer armed on every release (the pool stays small anyway).
-                max_inactive_connection_lifetime=0,
-            )
-            self._owned.append(self._pool.close)
-        pool = self._pool
-        if self._authorizer is None:
-            authz = self._authz_settings or load_authz_settings()
-            self._authorizer = build_authorizer(authz, pool)
-            self._owned.append(self._authorizer.close)
+        pool = await res.pool(
+            self._pool,
+            s.database_url,
+            min_size=1,
+            max_size=s.fleet_db_pool_size,
+            reset=_keep_session,
+            # No idle-close timer armed on every release (the pool stays small anyway).
+            max_inactive_connection_lifetime=0,
+        )
+        authorizer = self._authorizer
+        if authorizer is None:
+            authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
+            res.push(authorizer.close, name="authorizer")
         verifier = self._verifier or CachedTokenVerifier(
             self._auth_settings or load_auth_settings()
         )
 
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
-
         relay = OutboxRelay(
             repository,
             bus_publisher(bus),
@@ -187,7 +174,7 @@ class FleetService:
             settings=s,
             repository=repository,
             command_log=command_log,
-            authorizer=CachedAuthorizer(self._authorizer, s.fleet_cache_seconds),
+            authorizer=CachedAuthorizer(authorizer, s.fleet_cache_seconds),
             records=RecordCache(repository, s.fleet_cache_seconds),
             relay=relay,
             journal=journal,
@@ -201,24 +188,27 @@ class FleetService:
         )
 
         await waiters.start()
-        self._parts.append(waiters)
+        res.push(waiters.stop, name="result waiters")
         await recorder.start()
-        self._parts.append(recorder)
-        self._parts.append(journal)
-        self._parts.append(publisher)
+        res.push(recorder.stop, name="result recorder")
+        res.push(journal.stop, name="command journal")
+        res.push(publisher.stop, name="command publisher")
         relay.start()
-        self._parts.append(relay)
+        res.push(relay.stop, name="outbox relay")
         await responder.start()
-        self._parts.append(responder)
+        res.push(responder.stop, name="mower list responder")
         pruner.start()
-        self._parts.append(pruner)
-        self._subs.append(await bus.nc.subscribe(MOWER_EVENT_FILTER, cb=self._on_change))
-        self._subs.append(await bus.nc.subscribe(GRANTS_CHANGED, cb=self._on_change))
+        res.push(pruner.stop, name="pruner")
+        for subject in (MOWER_EVENT_FILTER, GRANTS_CHANGED):
+            sub = await bus.nc.subscribe(subject, cb=self._on_change)
+            res.push(_quietly(sub.unsubscribe), name=f"subscription {subject}")
 
         self._watch(relay, recorder)
-        await self._serve(fleet, verifier)
+        self._http = await res.serve(self._app(fleet, verifier), s.http_host, s.http_port)
+        self.readiness.set_ready()
+        log.info("fleet listening", url=self._http.url)
 
-    async def _serve(self, fleet: Fleet, verifier: TokenVerifier) -> None:
+    def _app(self, fleet: Fleet, verifier: TokenVerifier) -> web.Application:
         app = web.Application(
             middlewares=[
                 metrics_middleware(HttpMetrics(self.metrics_registry)),
@@ -230,11 +220,7 @@ class FleetService:
         app[FLEET] = fleet
         with_ops_routes(app, self.readiness, self.metrics_registry)
         app.add_routes(routes())
-        s = self.settings
-        self._http = HttpServer(app, s.http_host, s.http_port)
-        await self._http.start()
-        self.readiness.set_ready()
-        log.info("fleet listening", url=self._http.url)
+        return app
 
     def _watch(self, relay: OutboxRelay, recorder: ResultRecorder) -> None:
         # What Fleet cannot work without: /healthz fails when one of them died.
@@ -250,22 +236,13 @@ class FleetService:
     async def stop(self) -> None:
         """Refuse traffic, finish requests, stop the parts, then close what Fleet owns."""
         self.readiness.set_not_ready("shutting down")
-        self._gc_pauses.uninstall()
-        if self._http is not None:
-            await self._http.stop()
-        for sub in self._subs:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        self._subs.clear()
-        for part in reversed(self._parts):
-            try:
-                await part.stop()
-            except Exception:
-                log.exception("stopping a part failed", part=type(part).__name__)
-        self._parts.clear()
-        for close in reversed(self._owned):
-            try:
-                await close()
-            except Exception:
-                log.exception("closing a resource failed")
-        self._owned.clear()
+        await self._resources.close()
+
+
+def _quietly(close: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    # Unsubscribing from a connection that is already gone has nothing left to undo.
+    async def closing() -> None:
+        with contextlib.suppress(Exception):
+            await close()
+
+    return closing

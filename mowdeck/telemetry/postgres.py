@@ -27,7 +27,7 @@ from mowdeck.telemetry.model import (
 )
 from mowdeck.telemetry.ports import Cutoffs, WriteBatch, WriteCounts
 
-__all__ = ["PostgresTelemetryStore", "create_pool"]
+__all__ = ["PostgresTelemetryStore", "create_pool", "pool_options"]
 
 _RETENTION_LOCK = 0x74656C65  # "tele"
 _HISTORY = BatchedDelete("mower_history", "observed_at")
@@ -40,11 +40,14 @@ _raw = msgspec.json.Encoder()
 _decode_raw = msgspec.json.Decoder(dict[str, Any])
 
 
+def pool_options(max_size: int) -> dict[str, Any]:
+    """Pool options whose sessions run in UTC, whatever the server's or database's default."""
+    return {"min_size": 1, "max_size": max_size, "server_settings": {"timezone": "UTC"}}
+
+
 async def create_pool(dsn: str, *, max_size: int) -> asyncpg.Pool:
-    """A pool whose sessions run in UTC, whatever the server's or database's default."""
-    pool: asyncpg.Pool = await asyncpg.create_pool(
-        dsn, min_size=1, max_size=max_size, server_settings={"timezone": "UTC"}
-    )
+    """A pool with ``pool_options``."""
+    pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **pool_options(max_size))
     return pool
 
 
