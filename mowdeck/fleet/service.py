@@ -22,13 +22,7 @@ from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.results import ResultRecorder, ResultWaiters
-from mowdeck.fleet.routes import (
-    FLEET,
-    HttpMetrics,
-    fleet_errors,
-    metrics_middleware,
-    routes,
-)
+from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.gateway.connections.adapters import ENTRY_POINT_GROUP, ConnectionAdapters
@@ -38,6 +32,7 @@ from mowdeck.kit.http import (
     HttpServer,
     Readiness,
     problem_middleware,
+    request_metrics,
     task_alive,
     with_ops_routes,
 )
@@ -211,7 +206,7 @@ class FleetService:
     def _app(self, fleet: Fleet, verifier: TokenVerifier) -> web.Application:
         app = web.Application(
             middlewares=[
-                metrics_middleware(HttpMetrics(self.metrics_registry)),
+                request_metrics(self.metrics_registry, service="fleet"),
                 problem_middleware,
                 auth_middleware(verifier),
                 fleet_errors,
