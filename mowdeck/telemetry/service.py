@@ -25,7 +25,7 @@ from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
-from mowdeck.kit.garbage_collector import GcPauses, set_young_threshold
+from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
@@ -40,7 +40,7 @@ from mowdeck.telemetry.retention import Retention
 from mowdeck.telemetry.routes import QueryDeps, create_app
 from mowdeck.telemetry.settings import TelemetrySettings
 
-__all__ = ["TelemetryService", "configure_gc"]
+__all__ = ["TelemetryService"]
 
 log = structlog.get_logger("mowdeck.telemetry")
 
@@ -79,7 +79,10 @@ class TelemetryService:
         clock: Callable[[], datetime] = _now,
         seed: bool = True,
         retention: bool = True,
+        on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_actors_started(count)`` hears of every ingest batch that started actors
+        (the process's command uses it to freeze what lives after start-up)."""
         self.settings = settings
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
@@ -91,11 +94,12 @@ class TelemetryService:
         self.metrics_registry = (
             metrics_registry if metrics_registry is not None else CollectorRegistry()
         )
-        self._gc_pauses = GcPauses(self.metrics_registry)
+        self.gc_pauses = GcPauses(self.metrics_registry)
         self.metrics = TelemetryMetrics(self.metrics_registry)
         self._clock = clock
         self._seed_enabled = seed
         self._retention_enabled = retention
+        self._on_actors_started = on_actors_started
         self.readiness = Readiness()
         self._resources = Resources()
         self._http: HttpServer | None = None
@@ -119,8 +123,8 @@ class TelemetryService:
     async def start(self) -> None:
         """Connect what was not passed in, start consumers and timers, then listen."""
         s, res = self.settings, self._resources
-        self._gc_pauses.install()
-        res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
+        self.gc_pauses.install()
+        res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
         bus = await res.bus(self._bus, s.nats_url, name="telemetry")
         await bus.ensure_streams()
         pool = self._pool
@@ -154,6 +158,7 @@ class TelemetryService:
             metrics=self.metrics,
             batch_max=s.telemetry_batch_max,
             linger=s.telemetry_batch_linger_ms / 1000,
+            on_actors_started=self._on_actors_started,
         )
         batcher.start()
         res.push(batcher.stop, name="state batcher")
@@ -222,11 +227,6 @@ class TelemetryService:
         close what Telemetry owns."""
         self.readiness.set_not_ready("stopping")
         await self._resources.close()
-
-
-def configure_gc(settings: TelemetrySettings) -> None:
-    """Apply ``telemetry_gc_young_threshold`` to this process (the CLI's composition root)."""
-    set_young_threshold(settings.telemetry_gc_young_threshold)
 
 
 def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
