@@ -17,15 +17,20 @@ from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_aut
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
+from mowdeck.fleet.kinds import installed_connection_kinds
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
-from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
+from mowdeck.fleet.postgres import (
+    PostgresCommandLog,
+    PostgresMowerRepository,
+    PostgresPruning,
+    pool_options,
+)
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
-from mowdeck.gateway.connections.adapters import ENTRY_POINT_GROUP, ConnectionAdapters
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
@@ -38,36 +43,14 @@ from mowdeck.kit.http import (
 )
 from mowdeck.kit.lifecycle import Resources
 
-__all__ = ["FleetService", "installed_connection_kinds"]
+__all__ = ["FleetService"]
 
 log = structlog.get_logger("mowdeck.fleet")
 GRANTS_CHANGED = "event.identity.grants.changed"
 
 
-def installed_connection_kinds() -> frozenset[str]:
-    """The connection kinds of the installed gateway adapters (entry points)."""
-    try:
-        return ConnectionAdapters.from_entry_points().kinds
-    except Exception:
-        # An adapter that fails to import is still declared; Fleet only stores the kind.
-        from importlib.metadata import entry_points  # noqa: PLC0415
-
-        log.warning("a connection adapter failed to load; using declared kinds", exc_info=True)
-        return frozenset(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-async def _keep_session(_: asyncpg.Connection) -> None:
-    """Release a pooled connection without asyncpg's reset query (one round trip less).
-
-    asyncpg still rolls back a transaction left open. Nothing on Fleet's own pool changes
-    session state: no SET, LISTEN, WITH HOLD cursors or session advisory locks (the relay
-    takes transaction-level locks; pruning holds its session lock on a connection of its
-    own, not one of the pool's).
-    """
 
 
 class FleetService:
@@ -126,15 +109,7 @@ class FleetService:
         res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
         bus = await res.bus(self._bus, s.nats_url, name="fleet")
         await bus.ensure_streams()
-        pool = await res.pool(
-            self._pool,
-            s.database_url,
-            min_size=1,
-            max_size=s.fleet_db_pool_size,
-            reset=_keep_session,
-            # No idle-close timer armed on every release (the pool stays small anyway).
-            max_inactive_connection_lifetime=0,
-        )
+        pool = await res.pool(self._pool, s.database_url, **pool_options(s.fleet_db_pool_size))
         authorizer = self._authorizer
         if authorizer is None:
             authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
