@@ -11,35 +11,30 @@ from collections.abc import Callable, Sequence
 
 from mowdeck.errors import MowdeckError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "commands", "main"]
 
-# Subcommand name to "module:function" that adds its arguments and returns the runner.
-_COMMANDS: dict[str, tuple[str, str]] = {
-    "migrate": ("mowdeck.commands.migrate", "Apply the SQL migrations of every service."),
-    "contracts": ("mowdeck.commands.contracts", "Work with the v1 contracts (export schemas)."),
-}
+# (name, module, help): the module has ``configure(parser)`` and ``run(args)``.
+_ALWAYS: tuple[tuple[str, str, str], ...] = (
+    ("migrate", "mowdeck.commands.migrate", "Apply the SQL migrations of every service."),
+    ("contracts", "mowdeck.commands.contracts", "Work with the v1 contracts (export schemas)."),
+    ("user", "mowdeck.commands.user", "Disable or delete a user (publishes identity events)."),
+)
+# Offered when their module is installed; services are added here as they exist.
+_OPTIONAL: tuple[tuple[str, str, str], ...] = (
+    ("gateway", "mowdeck.gateway.cli", "Run a Device-Gateway shard."),
+    ("fleet", "mowdeck.fleet.cli", "Run the Fleet registry and command API."),
+    ("telemetry", "mowdeck.telemetry.cli", "Run the Telemetry service."),
+    ("notifications", "mowdeck.notifications.cli", "Run the Notifications service."),
+    ("sim", "simulator.cli", "Run virtual mowers."),
+    ("token", "mowdeck.authn.cli", "Mint a development JWT."),
+    ("grant", "mowdeck.authz.cli", "Grant a user a role on an account or group."),
+    ("demo", "mowdeck.demo", "Run everything with simulated mowers."),
+)
 
 
-def register(name: str, module: str, help_text: str) -> None:
-    """Add a subcommand implemented by ``module`` (``configure(parser)`` and ``run(args)``)."""
-    _COMMANDS[name] = (module, help_text)
-
-
-def _optional_commands() -> None:
-    # Services register here as they exist; a missing module is simply not offered.
-    for name, module, help_text in (
-        ("gateway", "mowdeck.gateway.cli", "Run a Device-Gateway shard."),
-        ("fleet", "mowdeck.fleet.cli", "Run the Fleet registry and command API."),
-        ("telemetry", "mowdeck.telemetry.cli", "Run the Telemetry service."),
-        ("notifications", "mowdeck.notifications.cli", "Run the Notifications service."),
-        ("sim", "simulator.cli", "Run virtual mowers."),
-        ("token", "mowdeck.authn.cli", "Mint a development JWT."),
-        ("grant", "mowdeck.authz.cli", "Grant a user a role on an account or group."),
-        ("user", "mowdeck.commands.user", "Disable or delete a user (publishes identity events)."),
-        ("demo", "mowdeck.demo", "Run everything with simulated mowers."),
-    ):
-        if _exists(module):
-            register(name, module, help_text)
+def commands() -> tuple[tuple[str, str, str], ...]:
+    """The subcommands available in this installation, as (name, module, help)."""
+    return _ALWAYS + tuple(entry for entry in _OPTIONAL if _exists(entry[1]))
 
 
 def _exists(module: str) -> bool:
@@ -51,12 +46,11 @@ def _exists(module: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand."""
-    _optional_commands()
     parser = argparse.ArgumentParser(
         prog="mowdeck", description="Backend for robotic mower fleets."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text) in _COMMANDS.items():
+    for name, module, help_text in commands():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         mod = importlib.import_module(module)
         mod.configure(sp)

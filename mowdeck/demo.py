@@ -33,7 +33,7 @@ from mowdeck.kit.embedded import EmbeddedNats, EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.telemetry.service import TelemetryService
+from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
 from simulator.cli import register
@@ -130,7 +130,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             pool=pool,
             authorizer=authorizer,
         )
-        telemetry = TelemetryService(
+        telemetry = freezing_service(  # as `mowdeck telemetry` runs it
             load_telemetry_settings(
                 {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 1))}
             ),

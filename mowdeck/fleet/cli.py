@@ -8,28 +8,20 @@ from mowdeck.authn import load_auth_settings
 from mowdeck.authz import load_authz_settings
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
-from mowdeck.kit.lifecycle import run_services
-from mowdeck.kit.logging import configure_logging
-from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.kit.cli import add_migrate_option, migrations_of, run_service
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mowdeck fleet``."""
-    parser.add_argument(
-        "--migrate",
-        action="store_true",
-        help="apply the fleet (and, with MOWDECK_AUTHZ=local, authz) migrations first",
-    )
+    add_migrate_option(parser, "fleet")
 
 
 async def run(args: argparse.Namespace) -> int:
     """Run Fleet until SIGTERM or SIGINT."""
     settings = load_fleet_settings()
     auth, authz = load_auth_settings(), load_authz_settings()
-    configure_logging(settings.log_level, settings.log_format)
-    if args.migrate:
-        services = ["fleet", "authz"] if authz.authz == "local" else ["fleet"]
-        await migrate(settings.database_url, discover(sql_root(), services))
-    service = FleetService(settings, auth_settings=auth, authz_settings=authz)
-    await run_services([service], shutdown_timeout=settings.shutdown_timeout_seconds)
-    return 0
+    return await run_service(
+        settings,
+        lambda: FleetService(settings, auth_settings=auth, authz_settings=authz),
+        migrations=migrations_of("fleet", authz) if args.migrate else (),
+    )

@@ -27,13 +27,14 @@ from mowdeck.fleet.ports import (
     PruneCutoffs,
     StatusRecord,
 )
-from mowdeck.kit.pg import delete_in_batches
+from mowdeck.kit.locked_round import BatchedDelete, LockedRound, connection_like
 
 __all__ = [
     "PostgresCommandLog",
     "PostgresMowerRepository",
     "PostgresPruning",
     "RepositoryUnavailableError",
+    "pool_options",
 ]
 
 # One relay at a time publishes, so events leave in commit order even with replicas.
@@ -59,6 +60,27 @@ _INSERT_STATUSES = (
     " SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::timestamptz[], $5::text[])"
     " ON CONFLICT DO NOTHING"
 )
+
+
+async def _keep_session(_: asyncpg.Connection) -> None:
+    """Release a pooled connection without asyncpg's reset query (one round trip less).
+
+    asyncpg still rolls back a transaction left open. Nothing on Fleet's own pool changes
+    session state: no SET, LISTEN, WITH HOLD cursors or session advisory locks (the relay
+    takes transaction-level locks; pruning holds its session lock on a connection of its
+    own, not one of the pool's).
+    """
+
+
+def pool_options(max_size: int) -> dict[str, Any]:
+    """Options of Fleet's pool (``asyncpg.create_pool``)."""
+    return {
+        "min_size": 1,
+        "max_size": max_size,
+        "reset": _keep_session,
+        # No idle-close timer armed on every release (the pool stays small anyway).
+        "max_inactive_connection_lifetime": 0,
+    }
 
 
 class RepositoryUnavailableError(FleetError):
@@ -321,61 +343,24 @@ class PostgresCommandLog:
 
 
 class PostgresPruning:
-    """``Pruning`` on Fleet's tables: batched deletes under ``pg_try_advisory_lock``."""
+    """``Pruning`` on Fleet's tables: batched deletes as a ``LockedRound``."""
 
-    # (table, key, statement): each statement deletes at most $2 rows older than $1.
-    _STATEMENTS = (
-        (
-            "fleet_outbox",
-            "outbox",
-            "DELETE FROM fleet_outbox WHERE seq IN (SELECT seq FROM fleet_outbox"
-            " WHERE published_at < $1 LIMIT $2)",
-        ),
-        (
-            "fleet_command_statuses",
-            "commands",
-            "DELETE FROM fleet_command_statuses WHERE ctid IN (SELECT ctid"
-            " FROM fleet_command_statuses WHERE at < $1 LIMIT $2)",
-        ),
-        (
-            "fleet_commands",
-            "commands",
-            "DELETE FROM fleet_commands WHERE command_id IN (SELECT command_id"
-            " FROM fleet_commands WHERE issued_at < $1 LIMIT $2)",
-        ),
-    )
+    _OUTBOX = BatchedDelete("fleet_outbox", "published_at", key="seq")
+    _STATUSES = BatchedDelete("fleet_command_statuses", "at")
+    _COMMANDS = BatchedDelete("fleet_commands", "issued_at", key="command_id")
 
     def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
+        # The round's connection is a new one made like the pool's, never a pooled one.
+        self._round = LockedRound(_PRUNE_LOCK, lambda: connection_like(pool))
 
     async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
         """Delete in committed batches; None when another replica holds the lock."""
+        deletes = (
+            (self._OUTBOX, cutoffs.outbox),
+            (self._STATUSES, cutoffs.commands),
+            (self._COMMANDS, cutoffs.commands),
+        )
         try:
-            async with self._pool.acquire() as conn:
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _PRUNE_LOCK):
-                    return None
-                try:
-                    return await self._round(conn, cutoffs, batch_rows)
-                finally:
-                    await _unlock(conn)
+            return await self._round.delete(deletes, batch_rows)
         except (asyncpg.PostgresError, OSError) as err:
             raise RepositoryUnavailableError(f"pruning: {err}") from err
-
-    async def _round(
-        self, conn: asyncpg.Connection, cutoffs: PruneCutoffs, batch_rows: int
-    ) -> dict[str, int]:
-        deleted: dict[str, int] = {}
-        for table, which, statement in self._STATEMENTS:
-            cutoff = cutoffs.outbox if which == "outbox" else cutoffs.commands
-            deleted[table] = await delete_in_batches(conn, statement, cutoff, batch_rows)
-        return deleted
-
-
-async def _unlock(conn: asyncpg.Connection) -> None:
-    # The connection goes back to a pool: it must not keep the lock. If unlocking fails
-    # (cancelled mid-statement, connection broken), closing the session releases it.
-    try:
-        await conn.execute("SELECT pg_advisory_unlock($1)", _PRUNE_LOCK)
-    except BaseException:
-        conn.terminate()
-        raise

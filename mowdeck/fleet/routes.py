@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 from aiohttp import web
-from aiohttp.typedefs import Middleware
-from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from mowdeck.authn import principal
 from mowdeck.authz import AuthzUnavailableError
@@ -28,14 +25,12 @@ from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
 from mowdeck.kit.bus import BusError, ExpiredCommandError
-from mowdeck.kit.http import Problem, json_response, read_json
+from mowdeck.kit.http import Problem, authz_unavailable, json_response, read_json
 
 __all__ = [
     "FLEET",
-    "HttpMetrics",
     "MowerView",
     "fleet_errors",
-    "metrics_middleware",
     "problem_of",
     "routes",
 ]
@@ -98,13 +93,7 @@ def problem_of(  # noqa: PLR0911 - one per error kind
                 extra={"field": "ttl_s"},
             )
         case AuthzUnavailableError():
-            return Problem(
-                503,
-                "Service Unavailable",
-                "authorization is unavailable",
-                type_="unavailable",
-                headers={"Retry-After": "1"},
-            )
+            return authz_unavailable()
         case BusError():
             return Problem(
                 503,
@@ -215,63 +204,6 @@ def routes() -> list[web.RouteDef]:
         web.post("/v1/mowers/{mower_id}/commands", post_command),
         web.get("/v1/mowers/{mower_id}/commands/{command_id}", get_command),
     ]
-
-
-class HttpMetrics:
-    """Requests by route, method and status, and their durations."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            "mowdeck_fleet_http_requests_total",
-            "HTTP requests answered",
-            ["route", "method", "status"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            "mowdeck_fleet_http_request_duration_seconds",
-            "Time to answer an HTTP request",
-            ["route"],
-            registry=registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
-        )
-
-
-def metrics_middleware(metrics: HttpMetrics) -> Middleware:
-    """Counts every answer (place it outermost, so problems are counted with their status)."""
-    # Labelled children by (resource, method, status): a label lookup per request costs
-    # more than the counting itself.
-    children: dict[tuple[Any, str, int], tuple[Any, Any]] = {}
-
-    def observe(request: web.Request, status: int, seconds: float) -> None:
-        resource = request.match_info.route.resource
-        key = (resource, request.method, status)
-        found = children.get(key)
-        if found is None:
-            route = resource.canonical if resource is not None else "unmatched"
-            found = (
-                metrics.requests.labels(route, request.method, str(status)),
-                metrics.duration.labels(route),
-            )
-            if len(children) < 10_000:  # unmatched paths share one resource (None)
-                children[key] = found
-        found[0].inc()
-        found[1].observe(seconds)
-
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await handler(request)
-            status = response.status
-            return response
-        except web.HTTPException as exc:
-            status = exc.status
-            raise
-        finally:
-            observe(request, status, time.perf_counter() - started)
-
-    return middleware
 
 
 @web.middleware

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 import structlog
@@ -18,60 +17,40 @@ from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_aut
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
+from mowdeck.fleet.kinds import installed_connection_kinds
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
-from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
+from mowdeck.fleet.postgres import (
+    PostgresCommandLog,
+    PostgresMowerRepository,
+    PostgresPruning,
+    pool_options,
+)
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.results import ResultRecorder, ResultWaiters
-from mowdeck.fleet.routes import (
-    FLEET,
-    HttpMetrics,
-    fleet_errors,
-    metrics_middleware,
-    routes,
-)
+from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
-from mowdeck.gateway.connections.adapters import ENTRY_POINT_GROUP, ConnectionAdapters
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
     HttpServer,
     Readiness,
     problem_middleware,
+    request_metrics,
     task_alive,
     with_ops_routes,
 )
+from mowdeck.kit.lifecycle import Resources
 
-__all__ = ["FleetService", "installed_connection_kinds"]
+__all__ = ["FleetService"]
 
 log = structlog.get_logger("mowdeck.fleet")
 GRANTS_CHANGED = "event.identity.grants.changed"
 
 
-def installed_connection_kinds() -> frozenset[str]:
-    """The connection kinds of the installed gateway adapters (entry points)."""
-    try:
-        return ConnectionAdapters.from_entry_points().kinds
-    except Exception:
-        # An adapter that fails to import is still declared; Fleet only stores the kind.
-        from importlib.metadata import entry_points  # noqa: PLC0415
-
-        log.warning("a connection adapter failed to load; using declared kinds", exc_info=True)
-        return frozenset(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-async def _keep_session(_: asyncpg.Connection) -> None:
-    """Release a pooled connection without asyncpg's reset query (one round trip less).
-
-    asyncpg still rolls back a transaction left open. Nothing on Fleet's own pool changes
-    session state: no SET, LISTEN, WITH HOLD cursors or session advisory locks (the relay
-    takes transaction-level locks; pruning unlocks or closes its connection).
-    """
 
 
 class FleetService:
@@ -111,9 +90,7 @@ class FleetService:
         self._gc_pauses = GcPauses(self.metrics_registry)
         self._clock = clock
         self.readiness = Readiness()
-        self._owned: list[Callable[[], Any]] = []
-        self._parts: list[Any] = []
-        self._subs: list[Any] = []
+        self._resources = Resources()
         self._http: HttpServer | None = None
         self.fleet: Fleet | None = None
         self.pruner: Pruner | None = None
@@ -127,42 +104,22 @@ class FleetService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start the background parts, then listen."""
+        s, res = self.settings, self._resources
         self._gc_pauses.install()
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
-
-    async def _start(self) -> None:
-        s = self.settings
-        if self._bus is None:
-            self._bus = await Bus.connect(s.nats_url, name="fleet")
-            self._owned.append(self._bus.drain)
-        bus = self._bus
+        res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
+        bus = await res.bus(self._bus, s.nats_url, name="fleet")
         await bus.ensure_streams()
-        if self._pool is None:
-            self._pool = await asyncpg.create_pool(
-                s.database_url,
-                min_size=1,
-                max_size=s.fleet_db_pool_size,
-                reset=_keep_session,
-                # No idle-close timer armed on every release (the pool stays small anyway).
-                max_inactive_connection_lifetime=0,
-            )
-            self._owned.append(self._pool.close)
-        pool = self._pool
-        if self._authorizer is None:
-            authz = self._authz_settings or load_authz_settings()
-            self._authorizer = build_authorizer(authz, pool)
-            self._owned.append(self._authorizer.close)
+        pool = await res.pool(self._pool, s.database_url, **pool_options(s.fleet_db_pool_size))
+        authorizer = self._authorizer
+        if authorizer is None:
+            authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
+            res.push(authorizer.close, name="authorizer")
         verifier = self._verifier or CachedTokenVerifier(
             self._auth_settings or load_auth_settings()
         )
 
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
-
         relay = OutboxRelay(
             repository,
             bus_publisher(bus),
@@ -187,7 +144,7 @@ class FleetService:
             settings=s,
             repository=repository,
             command_log=command_log,
-            authorizer=CachedAuthorizer(self._authorizer, s.fleet_cache_seconds),
+            authorizer=CachedAuthorizer(authorizer, s.fleet_cache_seconds),
             records=RecordCache(repository, s.fleet_cache_seconds),
             relay=relay,
             journal=journal,
@@ -201,27 +158,30 @@ class FleetService:
         )
 
         await waiters.start()
-        self._parts.append(waiters)
+        res.push(waiters.stop, name="result waiters")
         await recorder.start()
-        self._parts.append(recorder)
-        self._parts.append(journal)
-        self._parts.append(publisher)
+        res.push(recorder.stop, name="result recorder")
+        res.push(journal.stop, name="command journal")
+        res.push(publisher.stop, name="command publisher")
         relay.start()
-        self._parts.append(relay)
+        res.push(relay.stop, name="outbox relay")
         await responder.start()
-        self._parts.append(responder)
+        res.push(responder.stop, name="mower list responder")
         pruner.start()
-        self._parts.append(pruner)
-        self._subs.append(await bus.nc.subscribe(MOWER_EVENT_FILTER, cb=self._on_change))
-        self._subs.append(await bus.nc.subscribe(GRANTS_CHANGED, cb=self._on_change))
+        res.push(pruner.stop, name="pruner")
+        for subject in (MOWER_EVENT_FILTER, GRANTS_CHANGED):
+            sub = await bus.nc.subscribe(subject, cb=self._on_change)
+            res.push(_quietly(sub.unsubscribe), name=f"subscription {subject}")
 
         self._watch(relay, recorder)
-        await self._serve(fleet, verifier)
+        self._http = await res.serve(self._app(fleet, verifier), s.http_host, s.http_port)
+        self.readiness.set_ready()
+        log.info("fleet listening", url=self._http.url)
 
-    async def _serve(self, fleet: Fleet, verifier: TokenVerifier) -> None:
+    def _app(self, fleet: Fleet, verifier: TokenVerifier) -> web.Application:
         app = web.Application(
             middlewares=[
-                metrics_middleware(HttpMetrics(self.metrics_registry)),
+                request_metrics(self.metrics_registry, service="fleet"),
                 problem_middleware,
                 auth_middleware(verifier),
                 fleet_errors,
@@ -230,11 +190,7 @@ class FleetService:
         app[FLEET] = fleet
         with_ops_routes(app, self.readiness, self.metrics_registry)
         app.add_routes(routes())
-        s = self.settings
-        self._http = HttpServer(app, s.http_host, s.http_port)
-        await self._http.start()
-        self.readiness.set_ready()
-        log.info("fleet listening", url=self._http.url)
+        return app
 
     def _watch(self, relay: OutboxRelay, recorder: ResultRecorder) -> None:
         # What Fleet cannot work without: /healthz fails when one of them died.
@@ -250,22 +206,13 @@ class FleetService:
     async def stop(self) -> None:
         """Refuse traffic, finish requests, stop the parts, then close what Fleet owns."""
         self.readiness.set_not_ready("shutting down")
-        self._gc_pauses.uninstall()
-        if self._http is not None:
-            await self._http.stop()
-        for sub in self._subs:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        self._subs.clear()
-        for part in reversed(self._parts):
-            try:
-                await part.stop()
-            except Exception:
-                log.exception("stopping a part failed", part=type(part).__name__)
-        self._parts.clear()
-        for close in reversed(self._owned):
-            try:
-                await close()
-            except Exception:
-                log.exception("closing a resource failed")
-        self._owned.clear()
+        await self._resources.close()
+
+
+def _quietly(close: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    # Unsubscribing from a connection that is already gone has nothing left to undo.
+    async def closing() -> None:
+        with contextlib.suppress(Exception):
+            await close()
+
+    return closing

@@ -6,7 +6,10 @@ in a gateway with 1,000 mowers that is a pause long enough to show in an emergen
 latency. ``freeze_long_lived`` moves what is alive now into the permanent generation, out
 of the collector's sight, once start-up has built it; ``GcPauses`` makes every pause
 visible as ``mowdeck_gc_pause_seconds{generation}``, and ``mowdeck_gc_frozen_objects``
-counts what was frozen.
+counts what was frozen through it.
+
+Freezing is a process's decision, taken where the process starts (a command's entry
+point), never inside a library: it changes the collector for everything in the process.
 """
 
 from __future__ import annotations
@@ -21,11 +24,6 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 __all__ = ["GcPauses", "freeze", "freeze_long_lived", "set_young_threshold", "unfreeze"]
 
 log = structlog.get_logger("mowdeck.gc")
-
-# ``gc.get_freeze_count`` walks the whole permanent generation with the interpreter held
-# (about 9 ms per million objects): a scrape must not pay that, so the count is taken
-# once per freeze, which is rare.
-_frozen = 0
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -51,7 +49,11 @@ class GcPauses:
             "Objects moved out of the garbage collector's sight (gc.freeze).",
             registry=registry,
         )
-        self.frozen.set_function(lambda: _frozen)
+        # ``gc.get_freeze_count`` walks the whole permanent generation with the interpreter
+        # held (about 9 ms per million objects): a scrape must not pay that, so the count
+        # is taken once per freeze, which is rare.
+        self._frozen = 0
+        self.frozen.set_function(lambda: self._frozen)
         self._started = 0.0
 
     def install(self) -> None:
@@ -64,6 +66,21 @@ class GcPauses:
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
 
+    def freeze(self) -> int:
+        """``freeze()``, counted in ``mowdeck_gc_frozen_objects``; the frozen count."""
+        self._frozen = freeze()
+        return self._frozen
+
+    def freeze_long_lived(self, reason: str) -> int:
+        """``freeze_long_lived(reason)``, counted in ``mowdeck_gc_frozen_objects``."""
+        self._frozen = freeze_long_lived(reason)
+        return self._frozen
+
+    def unfreeze(self) -> None:
+        """``unfreeze()``, counted in ``mowdeck_gc_frozen_objects``."""
+        unfreeze()
+        self._frozen = 0
+
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
@@ -71,7 +88,7 @@ class GcPauses:
             self._children[info["generation"]].observe(time.perf_counter() - self._started)
 
 
-def freeze_long_lived(reason: str) -> None:
+def freeze_long_lived(reason: str) -> int:
     """Collect once, then move every surviving object out of the collector's sight.
 
     For a process's composition root, after start-up has built what lives as long as the
@@ -87,21 +104,18 @@ def freeze_long_lived(reason: str) -> None:
         objects=objects,
         took_ms=round((time.perf_counter() - started) * 1000, 1),
     )
+    return objects
 
 
 def freeze() -> int:
-    """``gc.freeze()``, keeping ``mowdeck_gc_frozen_objects`` current; the frozen count."""
-    global _frozen  # noqa: PLW0603 - one process-wide count, as the permanent generation is
+    """``gc.freeze()``; the count of frozen objects (``GcPauses.freeze`` also shows it)."""
     gc.freeze()
-    _frozen = gc.get_freeze_count()
-    return _frozen
+    return gc.get_freeze_count()
 
 
 def unfreeze() -> None:
-    """``gc.unfreeze()``, keeping ``mowdeck_gc_frozen_objects`` current."""
-    global _frozen  # noqa: PLW0603 - see freeze()
+    """``gc.unfreeze()``."""
     gc.unfreeze()
-    _frozen = 0
 
 
 def set_young_threshold(threshold: int) -> None:

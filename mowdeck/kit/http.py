@@ -1,15 +1,18 @@
-"""HTTP basics every service shares: health, readiness, metrics and problem+json errors."""
+"""HTTP basics every service shares: health, readiness, metrics, request metrics and
+problem+json errors."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest
+from aiohttp.typedefs import Middleware
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from mowdeck.errors import MowdeckError
@@ -19,9 +22,11 @@ __all__ = [
     "HttpServer",
     "Problem",
     "Readiness",
+    "authz_unavailable",
     "json_response",
     "problem_middleware",
     "read_json",
+    "request_metrics",
     "task_alive",
     "with_ops_routes",
 ]
@@ -64,6 +69,19 @@ class Problem(MowdeckError):
             doc["detail"] = self.detail
         doc.update(self.extra)
         return doc
+
+
+def authz_unavailable() -> Problem:
+    """The problem every service answers while authorization cannot be asked."""
+    # A retry soon can help: the backend (OpenFGA, the tuple store) is usually back in
+    # moments, and a cached answer may already serve the next request.
+    return Problem(
+        503,
+        "Service Unavailable",
+        "authorization is unavailable",
+        type_="unavailable",
+        headers={"Retry-After": "1"},
+    )
 
 
 def _problem_response(problem: Problem, instance: str) -> web.Response:
@@ -122,6 +140,67 @@ async def read_json(request: web.Request) -> bytes:
     if not body:
         raise Problem(400, "Bad Request", "the request body is empty", type_="empty-body")
     return body
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
+_MAX_SERIES = 10_000
+
+
+def request_metrics(registry: CollectorRegistry, *, service: str) -> Middleware:
+    """Counts and times every answer as ``mowdeck_<service>_http_requests_total{route,
+    method,status}`` and ``mowdeck_<service>_http_request_duration_seconds{route}``.
+
+    ``route`` is the matched route's pattern (``/v1/mowers/{mower_id}``), or
+    ``unmatched``. Place it outermost, so problems are counted with their status.
+    """
+    requests = Counter(
+        f"mowdeck_{service}_http_requests_total",
+        "HTTP requests answered",
+        ["route", "method", "status"],
+        registry=registry,
+    )
+    duration = Histogram(
+        f"mowdeck_{service}_http_request_duration_seconds",
+        "Time to answer an HTTP request",
+        ["route"],
+        registry=registry,
+        buckets=_DURATION_BUCKETS,
+    )
+    # Labelled children by (resource, method, status): a label lookup per request costs
+    # more than the counting itself.
+    children: dict[tuple[Any, str, int], tuple[Any, Any]] = {}
+
+    def observe(request: web.Request, status: int, seconds: float) -> None:
+        resource = request.match_info.route.resource
+        key = (resource, request.method, status)
+        found = children.get(key)
+        if found is None:
+            route = resource.canonical if resource is not None else "unmatched"
+            found = (
+                requests.labels(route, request.method, str(status)),
+                duration.labels(route),
+            )
+            if len(children) < _MAX_SERIES:  # unmatched paths share one resource (None)
+                children[key] = found
+        found[0].inc()
+        found[1].observe(seconds)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            observe(request, status, time.perf_counter() - started)
+
+    return middleware
 
 
 class Readiness:

@@ -1,22 +1,38 @@
-"""Ordered start and graceful, ordered shutdown on SIGTERM or SIGINT."""
+"""Ordered start and graceful, ordered shutdown on SIGTERM or SIGINT.
+
+``Resources`` is what a service runs on (a bus, a pool, an HTTP listener, every started
+part): each is pushed as it is started and released in reverse order at ``close()``, so
+``stop()`` of a service whose start failed half-way releases exactly what was started.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any, Protocol, TypeVar
 
+import asyncpg
 import structlog
+from aiohttp import web
 
-__all__ = ["Service", "run_services", "start_all", "stop_all"]
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.http import HttpServer
+
+__all__ = ["Resources", "Service", "run_services", "start_all", "stop_all"]
 
 log = structlog.get_logger("mowdeck.lifecycle")
+T = TypeVar("T")
 
 
 class Service(Protocol):
-    """Something with an ordered start and a graceful stop."""
+    """Something with an ordered start and a graceful stop.
+
+    A start that fails or is cancelled is followed by ``stop()`` (``start_all`` does it),
+    which releases what the start got to.
+    """
 
     name: str
 
@@ -25,6 +41,73 @@ class Service(Protocol):
 
     async def stop(self) -> None:
         """Stop gracefully; return when nothing accepted is left undone."""
+
+
+class Resources:
+    """What a service owns or borrows, released in reverse order by ``close()``.
+
+    Borrowed things (a bus or pool passed in, as the demo shares them) are returned as
+    they are and never closed; what is created here is closed here.
+    """
+
+    def __init__(self) -> None:
+        self._stack = AsyncExitStack()
+
+    async def bus(self, given: Bus | None, url: str, *, name: str) -> Bus:
+        """``given``, or a bus connected to ``url`` and drained at close."""
+        if given is not None:
+            return given
+        bus = await Bus.connect(url, name=name)
+        self.push(bus.drain, name=f"bus {name}")
+        return bus
+
+    async def pool(self, given: asyncpg.Pool | None, dsn: str, **pool_options: Any) -> asyncpg.Pool:
+        """``given``, or a pool created on ``dsn`` with ``pool_options`` and closed at close."""
+        if given is not None:
+            return given
+        pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **pool_options)
+        self.push(pool.close, name="database pool")
+        return pool
+
+    async def serve(self, app: web.Application, host: str, port: int) -> HttpServer:
+        """``app`` listening on ``host:port`` now, stopped at close."""
+        server = HttpServer(app, host, port)
+        await server.start()
+        self.push(server.stop, name="http server")
+        return server
+
+    def push(self, close: Callable[[], Awaitable[object]], *, name: str) -> None:
+        """Run ``close()`` at close, before everything pushed earlier."""
+
+        async def closing() -> None:
+            try:
+                await close()
+            except Exception:
+                log.exception("closing failed", part=name)
+
+        self._stack.push_async_callback(closing)
+
+    def push_sync(self, close: Callable[[], object], *, name: str) -> None:
+        """``push`` for a plain function."""
+
+        async def closing() -> None:
+            close()
+
+        self.push(closing, name=name)
+
+    async def enter(self, cm: AbstractAsyncContextManager[T]) -> T:
+        """Enter ``cm`` now and exit it at close."""
+        value = await cm.__aenter__()
+        self.push(lambda: cm.__aexit__(None, None, None), name=type(cm).__name__)
+        return value
+
+    async def close(self) -> None:
+        """Release everything in reverse order; a failure is logged and the rest go on.
+
+        Idempotent: what was released is forgotten, so a second close does nothing (and
+        the same ``Resources`` may be filled again by a later start).
+        """
+        await self._stack.aclose()
 
 
 async def start_all(services: Sequence[Service]) -> list[Service]:

@@ -1,36 +1,59 @@
-"""``mowdeck telemetry``: run the Telemetry service."""
+"""``mowdeck telemetry``: run the Telemetry service, tuning this process's collector."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from mowdeck.authn import load_auth_settings
 from mowdeck.authz import load_authz_settings
-from mowdeck.kit.lifecycle import run_services
-from mowdeck.kit.logging import configure_logging
-from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.telemetry.service import TelemetryService, configure_gc
-from mowdeck.telemetry.settings import load_telemetry_settings
+from mowdeck.kit.cli import add_migrate_option, migrations_of, run_service
+from mowdeck.kit.garbage_collector import set_young_threshold
+from mowdeck.telemetry.service import TelemetryService
+from mowdeck.telemetry.settings import TelemetrySettings, load_telemetry_settings
+
+__all__ = ["FREEZE_AFTER_STARTS", "configure", "configure_gc", "freezing_service", "run"]
+
+# Starting this many actors at once is start-up (or a shard moving here): a good moment to
+# move what now lives for good out of the collector's sight.
+FREEZE_AFTER_STARTS = 100
+
+
+def configure_gc(settings: TelemetrySettings) -> None:
+    """Apply ``telemetry_gc_young_threshold`` to this process."""
+    set_young_threshold(settings.telemetry_gc_young_threshold)
+
+
+def freezing_service(settings: TelemetrySettings, **options: Any) -> TelemetryService:
+    """Telemetry that freezes the process's live objects after a burst of actor starts.
+
+    The actors and their memories live as long as the service; without the freeze every
+    full collection walks them again (docs/actors.md). For a process that runs the
+    service for good, not one that builds and drops services.
+    """
+
+    def started(count: int) -> None:
+        if count >= FREEZE_AFTER_STARTS:
+            service.gc_pauses.freeze()
+
+    service = TelemetryService(settings, on_actors_started=started, **options)
+    return service
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mowdeck telemetry``."""
-    parser.add_argument(
-        "--migrate",
-        action="store_true",
-        help="apply the telemetry (and, with MOWDECK_AUTHZ=local, authz) migrations first",
-    )
+    add_migrate_option(parser, "telemetry")
 
 
 async def run(args: argparse.Namespace) -> int:
     """Run Telemetry until SIGTERM or SIGINT."""
     settings = load_telemetry_settings()
     auth, authz = load_auth_settings(), load_authz_settings()
-    configure_logging(settings.log_level, settings.log_format)
-    configure_gc(settings)
-    if args.migrate:
-        services = ["telemetry", "authz"] if authz.authz == "local" else ["telemetry"]
-        await migrate(settings.database_url, discover(sql_root(), services))
-    service = TelemetryService(settings, auth_settings=auth, authz_settings=authz)
-    await run_services([service], shutdown_timeout=settings.shutdown_timeout_seconds)
-    return 0
+
+    def build() -> TelemetryService:
+        configure_gc(settings)
+        return freezing_service(settings, auth_settings=auth, authz_settings=authz)
+
+    return await run_service(
+        settings, build, migrations=migrations_of("telemetry", authz) if args.migrate else ()
+    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import msgspec
@@ -30,17 +30,19 @@ __all__ = ["Decision", "Rules", "decide", "decide_all", "moved", "state_fingerpr
 _EARTH_M = 6_371_008.8
 _encode = msgspec.json.Encoder().encode
 _DIGESTS_MAX = 4096
-_digests: dict[bytes, int] = {}
 
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """The parameters of the storage rules."""
+    """The parameters of the storage rules, and the fingerprint memo of those who use them."""
 
     heartbeat: timedelta = timedelta(seconds=300)
     min_move_m: float = 0.01
     # States observed further than this ahead of the service's clock are dropped.
     max_clock_skew: timedelta = timedelta(seconds=300)
+    # Fingerprints by encoded fields (see ``state_fingerprint``): one memo per service,
+    # shared by its actors (dict operations are atomic).
+    digests: dict[bytes, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 class Decision(msgspec.Struct, frozen=True):
@@ -61,8 +63,9 @@ class Decision(msgspec.Struct, frozen=True):
         return self.latest and not self.history
 
 
-def state_fingerprint(state: MowerState) -> int:
-    """A stable 63-bit digest of the significant fields the ADR lists (position excluded)."""
+def state_fingerprint(state: MowerState, digests: dict[bytes, int] | None = None) -> int:
+    """A stable 63-bit digest of the significant fields the ADR lists (position excluded);
+    ``digests`` remembers the digests of encodings seen before."""
     encoded = _encode(
         (
             state.activity,
@@ -78,14 +81,20 @@ def state_fingerprint(state: MowerState) -> int:
     )
     # The digest is most of the cost, and a fleet repeats a few encodings all the time (an
     # idle mower sends the same fields every heartbeat). Keyed by the encoding itself, the
-    # memo answers what the digest would. Dict operations are atomic: actors share it.
-    fp = _digests.get(encoded)
+    # memo answers what the digest would.
+    if digests is None:
+        return _digest(encoded)
+    fp = digests.get(encoded)
     if fp is None:
-        fp = int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big") >> 1
-        if len(_digests) >= _DIGESTS_MAX:
-            _digests.clear()
-        _digests[encoded] = fp
+        fp = _digest(encoded)
+        if len(digests) >= _DIGESTS_MAX:
+            digests.clear()
+        digests[encoded] = fp
     return fp
+
+
+def _digest(encoded: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big") >> 1
 
 
 def moved(last: TrackPoint | None, state: MowerState, min_move_m: float) -> bool:
@@ -134,11 +143,11 @@ def decide_all(
             account_id=first.account_id,
             observed_at=first.observed_at,
             history_at=first.observed_at,
-            state_fp=state_fingerprint(first),
+            state_fp=state_fingerprint(first, rules.digests),
             track=track,
         )
         decisions.append(Decision(first, latest=True, history=True, position=track is not None))
-    heartbeat, min_move_m = rules.heartbeat, rules.min_move_m
+    heartbeat, min_move_m, digests = rules.heartbeat, rules.min_move_m, rules.digests
     # The ints of the UUIDs: a UUID's ``__eq__`` is a Python call.
     account = memory.account_id.int
     observed_at, history_at, state_fp, track = (
@@ -156,7 +165,7 @@ def decide_all(
         if at == observed_at:
             decisions.append(Decision(state, drop="duplicate"))
             continue
-        fp = state_fingerprint(state)
+        fp = state_fingerprint(state, digests)
         changed = fp != state_fp
         position = moved(track, state, min_move_m)
         if at < observed_at:

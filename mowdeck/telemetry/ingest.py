@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +29,6 @@ from pykka import ActorDeadError
 from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
-from mowdeck.kit.garbage_collector import freeze
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import (
@@ -54,9 +53,6 @@ _NAK_DELAY = 1.0
 # before it is given back to JetStream.
 _CONFLICT_ATTEMPTS = 3
 _SUBJECT_CACHE = 100_000
-# Starting this many actors at once is start-up (or a shard moving here): a good moment to
-# move what now lives for good out of the collector's sight.
-_FREEZE_AFTER_STARTS = 100
 
 
 @dataclass(slots=True)
@@ -94,8 +90,11 @@ class StateBatcher:
         metrics: TelemetryMetrics,
         batch_max: int,
         linger: float,
+        on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_actors_started(count)`` is told of every batch that started actors."""
         self._store = store
+        self._on_actors_started = on_actors_started
         self._supervisor = supervisor
         self._snapshots = snapshots
         self._bridge = bridge
@@ -396,10 +395,8 @@ class StateBatcher:
             # a thousand mowers cost one round trip, not a thousand.
             await self._snapshots.prefetch(missing)
             started = await supervisor.get_or_start_many(self._key(m) for m in missing)
-            if len(missing) >= _FREEZE_AFTER_STARTS:
-                # The actors and their memories live as long as the service; without this
-                # every full collection walks them again (docs/actors.md).
-                freeze()
+            if self._on_actors_started is not None:
+                self._on_actors_started(len(missing))
             for mower_id, result in zip(missing, started, strict=True):
                 if isinstance(result, BaseException):
                     log.error(

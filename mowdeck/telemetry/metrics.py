@@ -11,7 +11,7 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 
 class TelemetryMetrics:
-    """Counters and histograms of ingest, queries and retention."""
+    """Counters and histograms of ingest and retention (requests: ``kit.http.request_metrics``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         p = "mowdeck_telemetry_"
@@ -43,13 +43,6 @@ class TelemetryMetrics:
         self.commit_seconds = Histogram(
             p + "commit_seconds",
             "Duration of an ingest batch's transaction.",
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        )
-        self.query_seconds = Histogram(
-            p + "query_seconds",
-            "Duration of a query request, per route.",
-            ["route"],
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )

@@ -13,7 +13,8 @@ import asyncpg
 import msgspec
 
 from contracts.v1 import MowerState, Position
-from mowdeck.kit.pg import delete_in_batches, rows_affected
+from mowdeck.kit.locked_round import BatchedDelete, LockedRound
+from mowdeck.kit.pg import rows_affected
 from mowdeck.telemetry import sql
 from mowdeck.telemetry.errors import StoreConflictError, StoreError, StoreRejectedError
 from mowdeck.telemetry.model import (
@@ -26,20 +27,27 @@ from mowdeck.telemetry.model import (
 )
 from mowdeck.telemetry.ports import Cutoffs, WriteBatch, WriteCounts
 
-__all__ = ["PostgresTelemetryStore", "create_pool"]
+__all__ = ["PostgresTelemetryStore", "create_pool", "pool_options"]
 
 _RETENTION_LOCK = 0x74656C65  # "tele"
+_HISTORY = BatchedDelete("mower_history", "observed_at")
+_POSITIONS = BatchedDelete("mower_positions", "observed_at")
+_TIMELINE = BatchedDelete("command_timeline", "at")
+_TOMBSTONES = BatchedDelete("mower_directory", "removed_at")
 # The SQLSTATE class of data exceptions: the values themselves were refused.
 _DATA_EXCEPTION = "22"
 _raw = msgspec.json.Encoder()
 _decode_raw = msgspec.json.Decoder(dict[str, Any])
 
 
+def pool_options(max_size: int) -> dict[str, Any]:
+    """Pool options whose sessions run in UTC, whatever the server's or database's default."""
+    return {"min_size": 1, "max_size": max_size, "server_settings": {"timezone": "UTC"}}
+
+
 async def create_pool(dsn: str, *, max_size: int) -> asyncpg.Pool:
-    """A pool whose sessions run in UTC, whatever the server's or database's default."""
-    pool: asyncpg.Pool = await asyncpg.create_pool(
-        dsn, min_size=1, max_size=max_size, server_settings={"timezone": "UTC"}
-    )
+    """A pool with ``pool_options``."""
+    pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **pool_options(max_size))
     return pool
 
 
@@ -100,7 +108,7 @@ class PostgresTelemetryStore:
 
     def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
         self._pool = pool
-        self._dsn = dsn
+        self._retention = LockedRound(_RETENTION_LOCK, lambda: asyncpg.connect(dsn))
 
     # -- ingest --------------------------------------------------------------------
 
@@ -269,26 +277,16 @@ class PostgresTelemetryStore:
 
     async def retention_round(self, cutoffs: Cutoffs, batch_rows: int) -> dict[str, int] | None:
         """Delete old rows in batches under an advisory lock; None if another replica has it."""
-        conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
-        try:
-            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _RETENTION_LOCK):
-                return None
-            try:
-                deleted: dict[str, int] = {}
-                for table, column, cutoff in (
-                    ("mower_history", "observed_at", cutoffs.history),
-                    ("mower_positions", "observed_at", cutoffs.positions),
-                    ("command_timeline", "at", cutoffs.timeline),
-                    # Only tombstones have a removed_at; live entries are never touched.
-                    ("mower_directory", "removed_at", cutoffs.tombstones),
-                ):
-                    statement = sql.retention_delete(table, column)
-                    deleted[table] = await delete_in_batches(conn, statement, cutoff, batch_rows)
-                return deleted
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock($1)", _RETENTION_LOCK)
-        finally:
-            await conn.close()
+        return await self._retention.delete(
+            (
+                (_HISTORY, cutoffs.history),
+                (_POSITIONS, cutoffs.positions),
+                (_TIMELINE, cutoffs.timeline),
+                # Only tombstones have a removed_at; live entries are never touched.
+                (_TOMBSTONES, cutoffs.tombstones),
+            ),
+            batch_rows,
+        )
 
 
 _uuid_int = operator.attrgetter("int")

@@ -7,9 +7,8 @@ account's rows unless the caller may view every mower of the account.
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +20,15 @@ from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import Principal, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, mower_object, user_ref
-from mowdeck.kit.http import Problem, Readiness, json_response, problem_middleware, with_ops_routes
+from mowdeck.kit.http import (
+    Problem,
+    Readiness,
+    authz_unavailable,
+    json_response,
+    problem_middleware,
+    request_metrics,
+    with_ops_routes,
+)
 from mowdeck.telemetry.bins import check_range, parse_step
 from mowdeck.telemetry.errors import QueryLimitError
 from mowdeck.telemetry.metrics import TelemetryMetrics
@@ -32,7 +39,6 @@ __all__ = ["QueryDeps", "create_app"]
 
 log = structlog.get_logger("mowdeck.telemetry.routes")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _DEFAULT_WINDOW = timedelta(hours=24)
 
 
@@ -71,7 +77,7 @@ async def _visible_mower(request: web.Request) -> tuple[QueryDeps, Principal, uu
             user_ref(caller.user_id), "can_view", mower_object(mower_id)
         )
     except AuthzUnavailableError as err:
-        raise Problem(503, "Service Unavailable", "authorization is unavailable") from err
+        raise authz_unavailable() from err
     if not allowed:
         raise _not_found(text)
     return deps, caller, mower_id
@@ -191,7 +197,7 @@ async def list_states(request: web.Request) -> web.Response:
         else:
             visible = _mower_ids(await deps.authorizer.list_objects(user, "can_view", "mower"))
     except AuthzUnavailableError as err:
-        raise Problem(503, "Service Unavailable", "authorization is unavailable") from err
+        raise authz_unavailable() from err
     states = (
         [] if visible == set() else await deps.store.latest_of_account(caller.account_id, visible)
     )
@@ -209,19 +215,6 @@ def _mower_ids(objects: Iterable[str]) -> set[uuid.UUID]:
     return ids
 
 
-def _timed(route: str, handler: Handler, metrics: TelemetryMetrics) -> Handler:
-    histogram = metrics.query_seconds.labels(route=route)
-
-    async def timed(request: web.Request) -> web.StreamResponse:
-        started = time.perf_counter()
-        try:
-            return await handler(request)
-        finally:
-            histogram.observe(time.perf_counter() - started)
-
-    return timed
-
-
 def create_app(
     deps: QueryDeps,
     verifier: TokenVerifier,
@@ -229,17 +222,22 @@ def create_app(
     registry: CollectorRegistry,
 ) -> web.Application:
     """The Telemetry HTTP application with ops routes."""
-    app = web.Application(middlewares=[problem_middleware, auth_middleware(verifier)])
+    app = web.Application(
+        middlewares=[
+            request_metrics(registry, service="telemetry"),
+            problem_middleware,
+            auth_middleware(verifier),
+        ]
+    )
     app[DEPS] = deps
     with_ops_routes(app, readiness, registry)
-    m = deps.metrics
     app.add_routes(
         [
-            web.get("/v1/mowers/{mower_id}/state", _timed("state", get_state, m)),
-            web.get("/v1/mowers/{mower_id}/history", _timed("history", get_history, m)),
-            web.get("/v1/mowers/{mower_id}/track", _timed("track", get_track, m)),
-            web.get("/v1/mowers/{mower_id}/commands", _timed("commands", get_commands, m)),
-            web.get("/v1/states", _timed("states", list_states, m)),
+            web.get("/v1/mowers/{mower_id}/state", get_state),
+            web.get("/v1/mowers/{mower_id}/history", get_history),
+            web.get("/v1/mowers/{mower_id}/track", get_track),
+            web.get("/v1/mowers/{mower_id}/commands", get_commands),
+            web.get("/v1/states", list_states),
         ]
     )
     return app

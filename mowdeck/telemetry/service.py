@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,21 +25,22 @@ from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
-from mowdeck.kit.garbage_collector import GcPauses, set_young_threshold
+from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
+from mowdeck.kit.lifecycle import Resources
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
 from mowdeck.telemetry.directory import DirectoryEvents, seed_directory
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.ingest import StateBatcher
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import TelemetryStore
-from mowdeck.telemetry.postgres import PostgresTelemetryStore, create_pool
+from mowdeck.telemetry.postgres import PostgresTelemetryStore, pool_options
 from mowdeck.telemetry.results import ResultHandler
 from mowdeck.telemetry.retention import Retention
 from mowdeck.telemetry.routes import QueryDeps, create_app
 from mowdeck.telemetry.settings import TelemetrySettings
 
-__all__ = ["TelemetryService", "configure_gc"]
+__all__ = ["TelemetryService"]
 
 log = structlog.get_logger("mowdeck.telemetry")
 
@@ -78,7 +79,10 @@ class TelemetryService:
         clock: Callable[[], datetime] = _now,
         seed: bool = True,
         retention: bool = True,
+        on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_actors_started(count)`` hears of every ingest batch that started actors
+        (the process's command uses it to freeze what lives after start-up)."""
         self.settings = settings
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
@@ -90,16 +94,15 @@ class TelemetryService:
         self.metrics_registry = (
             metrics_registry if metrics_registry is not None else CollectorRegistry()
         )
-        self._gc_pauses = GcPauses(self.metrics_registry)
+        self.gc_pauses = GcPauses(self.metrics_registry)
         self.metrics = TelemetryMetrics(self.metrics_registry)
         self._clock = clock
         self._seed_enabled = seed
         self._retention_enabled = retention
+        self._on_actors_started = on_actors_started
         self.readiness = Readiness()
-        self._owned: list[Callable[[], Any]] = []
-        self._consumers: list[Consumer] = []
+        self._resources = Resources()
         self._http: HttpServer | None = None
-        self._dispatcher: Dispatcher | None = None
         self._supervisor: ShardSupervisor | None = None
         self.batcher: StateBatcher | None = None
         self.retention: Retention | None = None
@@ -119,55 +122,74 @@ class TelemetryService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start consumers and timers, then listen."""
-        self._gc_pauses.install()
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
-
-    async def _start(self) -> None:
-        s = self.settings
-        if self._bus is None:
-            self._bus = await Bus.connect(s.nats_url, name="telemetry")
-            self._owned.append(self._bus.drain)
-        bus = self._bus
+        s, res = self.settings, self._resources
+        self.gc_pauses.install()
+        res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
+        bus = await res.bus(self._bus, s.nats_url, name="telemetry")
         await bus.ensure_streams()
-        if self._pool is None and (self.store is None or self._authorizer is None):
-            self._pool = await create_pool(s.database_url, max_size=s.telemetry_db_pool_size)
-            self._owned.append(self._pool.close)
+        pool = self._pool
+        if pool is None and (self.store is None or self._authorizer is None):
+            pool = await res.pool(None, s.database_url, **pool_options(s.telemetry_db_pool_size))
         if self.store is None:
-            assert self._pool is not None
-            self.store = PostgresTelemetryStore(self._pool, s.database_url)
+            assert pool is not None
+            self.store = PostgresTelemetryStore(pool, s.database_url)
         store = self.store
-        if self._authorizer is None:
-            self._authorizer = build_authorizer(
-                self._authz_settings or load_authz_settings(), self._pool
-            )
-            self._owned.append(self._authorizer.close)
+        authorizer = self._authorizer
+        if authorizer is None:
+            authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
+            res.push(authorizer.close, name="authorizer")
         verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
 
         rules = Rules(heartbeat=s.heartbeat, max_clock_skew=s.max_clock_skew)
-        self._dispatcher = dispatcher = Dispatcher(
-            workers=s.telemetry_actor_workers, name="telemetry"
-        )
+        dispatcher = Dispatcher(workers=s.telemetry_actor_workers, name="telemetry")
         dispatcher.start()
+        res.push(lambda: asyncio.to_thread(dispatcher.stop), name="actor dispatcher")
         snapshots = LatestRowSnapshots(store)
         self._supervisor = supervisor = ShardSupervisor(
             dispatcher, actor_factory(dispatcher, rules), snapshots
         )
-        bridge = LoopBridge(asyncio.get_running_loop())
+        res.push(supervisor.stop_all, name="actor supervisor")
         self.batcher = batcher = StateBatcher(
             store,
             supervisor=supervisor,
             snapshots=snapshots,
-            bridge=bridge,
+            bridge=LoopBridge(asyncio.get_running_loop()),
             rules=rules,
             metrics=self.metrics,
             batch_max=s.telemetry_batch_max,
             linger=s.telemetry_batch_linger_ms / 1000,
+            on_actors_started=self._on_actors_started,
         )
         batcher.start()
+        res.push(batcher.stop, name="state batcher")
+        await self._consume(bus, store, batcher)
+        if self._seed_enabled:
+            self._seed_task = asyncio.get_running_loop().create_task(
+                seed_directory(
+                    bus,
+                    store,
+                    timeout=s.telemetry_seed_timeout_seconds,
+                    retry_max=s.telemetry_seed_retry_max_seconds,
+                ),
+                name="telemetry-directory-seed",
+            )
+            res.push(_cancelled(self._seed_task), name="directory seed")
+        self.retention = retention = Retention(store, s, self.metrics, clock=self._clock)
+        if self._retention_enabled:
+            retention.start()
+        res.push(retention.stop, name="retention")  # also when a test started it
+
+        watch = self.readiness.watch
+        watch("state batcher", task_alive(lambda: batcher.task))
+        watch("fingerprint workers", lambda: dispatcher.workers_alive)
+        deps = QueryDeps(store, authorizer, s, self.metrics, self._clock)
+        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
+        self._http = await res.serve(app, s.http_host, s.http_port)
+        self.readiness.set_ready()
+        log.info("telemetry listening", url=self._http.url)
+
+    async def _consume(self, bus: Bus, store: TelemetryStore, batcher: StateBatcher) -> None:
+        s = self.settings
         results = ResultHandler(
             store,
             self.metrics,
@@ -182,42 +204,18 @@ class TelemetryService:
         async def on_event(msg: Any) -> None:
             await settle(msg, directory.handle, consumer=DIRECTORY_DURABLE)
 
-        for spec, callback in (
-            (_spec(EVENTS.name, MOWER_EVENT_FILTER, DIRECTORY_DURABLE), on_event),
-            (_spec(COMMANDS.name, RESULT_FILTER, RESULTS_DURABLE), on_result),
+        for name, spec, callback in (
+            ("events", _spec(EVENTS.name, MOWER_EVENT_FILTER, DIRECTORY_DURABLE), on_event),
+            ("results", _spec(COMMANDS.name, RESULT_FILTER, RESULTS_DURABLE), on_result),
             # The whole stream, not TELEMETRY_FILTER: a filter narrower than the stream's
             # subjects costs JetStream about twice the CPU per delivered message (file
             # store); the batcher acknowledges anything that is not telemetry.mower.<id>.
-            (_spec(TELEMETRY.name, STATES_SUBJECT, STATES_DURABLE), batcher.on_message),
+            ("states", _spec(TELEMETRY.name, STATES_SUBJECT, STATES_DURABLE), batcher.on_message),
         ):
             consumer = Consumer(bus, spec, callback)
             await consumer.start()
-            self._consumers.append(consumer)
-        if self._seed_enabled:
-            self._seed_task = asyncio.get_running_loop().create_task(
-                seed_directory(
-                    bus,
-                    store,
-                    timeout=s.telemetry_seed_timeout_seconds,
-                    retry_max=s.telemetry_seed_retry_max_seconds,
-                ),
-                name="telemetry-directory-seed",
-            )
-        self.retention = Retention(store, s, self.metrics, clock=self._clock)
-        if self._retention_enabled:
-            self.retention.start()
-
-        watch = self.readiness.watch
-        for name, consumer in zip(("events", "results", "states"), self._consumers, strict=True):
-            watch(f"{name} consumer", _alive(consumer))
-        watch("state batcher", task_alive(lambda: batcher.task))
-        watch("fingerprint workers", lambda: dispatcher.workers_alive)
-        deps = QueryDeps(store, self._authorizer, s, self.metrics, self._clock)
-        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
-        self._http = HttpServer(app, s.http_host, s.http_port)
-        await self._http.start()
-        self.readiness.set_ready()
-        log.info("telemetry listening", url=self._http.url)
+            self._resources.push(consumer.stop, name=f"{name} consumer")
+            self.readiness.watch(f"{name} consumer", _alive(consumer))
 
     async def _forget(self, mower_id: uuid.UUID) -> None:
         # A removed mower's actor must not keep its memory: a later state starts afresh.
@@ -225,41 +223,10 @@ class TelemetryService:
             await self._supervisor.stop(str(mower_id))
 
     async def stop(self) -> None:
-        """Stop consuming, finish the batch in hand, stop actors and timers, close what we own."""
+        """Stop listening and consuming, finish the batch in hand, stop actors and timers,
+        close what Telemetry owns."""
         self.readiness.set_not_ready("stopping")
-        self._gc_pauses.uninstall()
-        for consumer in reversed(self._consumers):
-            await consumer.stop()
-        self._consumers.clear()
-        if self.batcher is not None:
-            await self.batcher.stop()
-            self.batcher = None
-        if self._seed_task is not None:
-            self._seed_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._seed_task
-        if self.retention is not None:
-            await self.retention.stop()
-        if self._http is not None:
-            await self._http.stop()
-            self._http = None
-        if self._supervisor is not None:
-            await self._supervisor.stop_all()
-            self._supervisor = None
-        if self._dispatcher is not None:
-            await asyncio.to_thread(self._dispatcher.stop)
-            self._dispatcher = None
-        for close in reversed(self._owned):
-            try:
-                await close()
-            except Exception:
-                log.exception("close failed")
-        self._owned.clear()
-
-
-def configure_gc(settings: TelemetrySettings) -> None:
-    """Apply ``telemetry_gc_young_threshold`` to this process (the CLI's composition root)."""
-    set_young_threshold(settings.telemetry_gc_young_threshold)
+        await self._resources.close()
 
 
 def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
@@ -268,3 +235,12 @@ def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
 
 def _alive(consumer: Consumer) -> Callable[[], bool]:
     return lambda: consumer.alive
+
+
+def _cancelled(task: asyncio.Task[Any]) -> Callable[[], Awaitable[None]]:
+    async def cancel() -> None:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+    return cancel

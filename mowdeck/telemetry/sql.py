@@ -19,7 +19,6 @@ __all__ = [
     "history_columns",
     "latest_columns",
     "position_columns",
-    "retention_delete",
 ]
 
 _raw = msgspec.json.Encoder()
@@ -196,13 +195,6 @@ LEFT JOIN LATERAL (
 WHERE a.samples > 0
 ORDER BY b.bin
 """
-
-
-def retention_delete(table: str, column: str) -> str:
-    """A batched delete of rows older than ``$1``, at most ``$2`` per statement."""
-    return (
-        f"DELETE FROM {table} WHERE ctid IN (SELECT ctid FROM {table} WHERE {column} < $1 LIMIT $2)"
-    )
 
 
 def latest_columns(rows: Sequence[tuple[MowerState, Memory]]) -> list[list[Any]]:

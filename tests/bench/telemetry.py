@@ -61,12 +61,8 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.telemetry import sql
-from mowdeck.telemetry.service import (
-    STATES_DURABLE,
-    STATES_SUBJECT,
-    TelemetryService,
-    configure_gc,
-)
+from mowdeck.telemetry.cli import configure_gc, freezing_service
+from mowdeck.telemetry.service import STATES_DURABLE, STATES_SUBJECT, TelemetryService
 from mowdeck.telemetry.settings import TelemetrySettings
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
@@ -365,7 +361,7 @@ async def run(smoke: bool) -> None:
             configure_gc(settings)  # as `mowdeck telemetry` does for its process
 
             def make() -> TelemetryService:
-                return TelemetryService(
+                return freezing_service(  # as `mowdeck telemetry` runs it
                     settings,
                     pool=pool,
                     authorizer=authorizer,

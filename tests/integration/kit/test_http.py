@@ -13,6 +13,7 @@ from mowdeck.kit.http import (
     Problem,
     Readiness,
     problem_middleware,
+    request_metrics,
     task_alive,
     with_ops_routes,
 )
@@ -100,3 +101,31 @@ async def test_healthz_fails_naming_a_watched_part_that_died_while_running() -> 
                 assert r.status == 200
     finally:
         await server.stop()
+
+
+async def test_request_metrics_count_every_answer_by_route_pattern_and_status() -> None:
+    registry = CollectorRegistry()
+    app = web.Application(
+        middlewares=[request_metrics(registry, service="demo"), problem_middleware]
+    )
+    app.add_routes([web.post("/v/{name}", _teapot), web.get("/boom", _boom)])
+    server = HttpServer(app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(server.url) as http:
+            for path in ("/v/a", "/v/b"):
+                async with http.post(path) as r:
+                    assert r.status == 422
+            async with http.get("/nowhere") as r:
+                assert r.status == 404
+    finally:
+        await server.stop()
+
+    def requests(route: str, status: str, method: str) -> float | None:
+        labels = {"route": route, "method": method, "status": status}
+        return registry.get_sample_value("mowdeck_demo_http_requests_total", labels)
+
+    assert requests("/v/{name}", "422", "POST") == 2
+    assert requests("unmatched", "404", "GET") == 1
+    count = "mowdeck_demo_http_request_duration_seconds_count"
+    assert registry.get_sample_value(count, {"route": "/v/{name}"}) == 2

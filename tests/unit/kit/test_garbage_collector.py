@@ -69,11 +69,16 @@ def test_young_threshold_leaves_the_older_generations() -> None:
 
 def test_freeze_moves_live_objects_out_of_sight() -> None:
     registry = CollectorRegistry()
-    GcPauses(registry)  # its gauge reads the count taken at the last freeze
+    pauses = GcPauses(registry)  # its gauge reads the count taken at its last freeze
     try:
-        freeze_long_lived("test")
+        pauses.freeze_long_lived("test")
         assert gc.get_freeze_count() > 0
         assert registry.get_sample_value("mowdeck_gc_frozen_objects") == gc.get_freeze_count()
     finally:
-        unfreeze()
+        pauses.unfreeze()
+    assert gc.get_freeze_count() == 0
     assert registry.get_sample_value("mowdeck_gc_frozen_objects") == 0
+    try:
+        assert freeze_long_lived("no gauge") > 0  # a process without one
+    finally:
+        unfreeze()

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+from collections.abc import AsyncIterator
+from typing import cast
 
-from mowdeck.kit.lifecycle import run_services
+import pytest
+from structlog.testing import capture_logs
+
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.lifecycle import Resources, run_services, start_all
 
 
 class Recorded:
@@ -41,3 +48,83 @@ async def test_services_stop_in_reverse_order_on_a_signal() -> None:
     loop.call_later(0.1, os.kill, os.getpid(), signal.SIGINT)
     await asyncio.wait_for(run_services(services), 5)
     assert events == ["start a", "start b", "stop b", "stop a"]
+
+
+class Part:
+    """A fake part: its start records itself, or fails."""
+
+    def __init__(self, name: str, events: list[str], *, fails: bool = False) -> None:
+        self.name = name
+        self._events = events
+        self._fails = fails
+
+    async def start(self) -> None:
+        if self._fails:
+            raise ConnectionError(f"{self.name} is not there")
+        self._events.append(f"start {self.name}")
+
+    async def stop(self) -> None:
+        self._events.append(f"stop {self.name}")
+
+
+class HalfStarting:
+    """A service that starts three parts, the third of which fails."""
+
+    name = "half"
+
+    def __init__(self, events: list[str]) -> None:
+        self.resources = Resources()
+        self.parts = [Part("a", events), Part("b", events), Part("c", events, fails=True)]
+
+    async def start(self) -> None:
+        for part in self.parts:
+            await part.start()
+            self.resources.push(part.stop, name=part.name)
+
+    async def stop(self) -> None:
+        await self.resources.close()
+
+
+async def test_a_failed_start_releases_exactly_what_was_started_in_reverse_order() -> None:
+    events: list[str] = []
+    service = HalfStarting(events)
+    with pytest.raises(ConnectionError):
+        await start_all([service])
+    assert events == ["start a", "start b", "stop b", "stop a"]
+    await service.stop()  # a second stop releases nothing twice
+    assert events == ["start a", "start b", "stop b", "stop a"]
+
+
+async def test_a_failing_close_is_logged_and_the_others_still_close() -> None:
+    events: list[str] = []
+    resources = Resources()
+
+    async def broken() -> None:
+        raise OSError("connection reset")
+
+    resources.push_sync(lambda: events.append("closed first"), name="first")
+    resources.push(broken, name="broken")
+    resources.push(Part("last", events).stop, name="last")
+    with capture_logs() as logs:
+        await resources.close()
+    assert events == ["stop last", "closed first"]
+    assert [(e["event"], e["part"]) for e in logs if e["log_level"] == "error"] == [
+        ("closing failed", "broken")
+    ]
+
+
+async def test_an_entered_context_is_exited_at_close_and_borrowed_parts_are_kept() -> None:
+    events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def held() -> AsyncIterator[str]:
+        events.append("enter")
+        yield "value"
+        events.append("exit")
+
+    resources = Resources()
+    assert await resources.enter(held()) == "value"
+    given = cast("Bus", object())
+    assert await resources.bus(given, "nats://nowhere:1", name="x") is given
+    await resources.close()
+    assert events == ["enter", "exit"]

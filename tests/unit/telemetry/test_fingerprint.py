@@ -135,3 +135,14 @@ def test_fingerprint_is_stable_and_ignores_position_and_raw() -> None:
     assert state_fingerprint(state(0)) == state_fingerprint(state(5, lat=1.0, raw={"x": 1}))
     assert state_fingerprint(state(0)) != state_fingerprint(state(0, battery=81))
     assert 0 <= state_fingerprint(state(0)) < 2**63
+
+
+def test_the_fingerprint_memo_belongs_to_the_rules_and_answers_what_the_digest_would() -> None:
+    rules, other = Rules(), Rules()
+    decide_all(None, [state(0), state(10, battery=79)], rules)
+    assert len(rules.digests) == 2
+    assert other.digests == {}  # two services in one process share nothing
+    assert rules == other  # the memo is no parameter of the rules
+    for encoded, fp in rules.digests.items():
+        assert fp in {state_fingerprint(state(0)), state_fingerprint(state(10, battery=79))}
+        assert encoded
