@@ -27,6 +27,7 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
 from mowdeck.kit.garbage_collector import GcPauses, set_young_threshold
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
+from mowdeck.kit.seed import seed_healthy
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
 from mowdeck.telemetry.directory import DirectoryEvents, seed_directory
 from mowdeck.telemetry.fingerprint import Rules
@@ -212,6 +213,7 @@ class TelemetryService:
             watch(f"{name} consumer", _alive(consumer))
         watch("state batcher", task_alive(lambda: batcher.task))
         watch("fingerprint workers", lambda: dispatcher.workers_alive)
+        watch("directory seed", seed_healthy(lambda: self._seed_task))
         deps = QueryDeps(store, self._authorizer, s, self.metrics, self._clock)
         app = create_app(deps, verifier, self.readiness, self.metrics_registry)
         self._http = HttpServer(app, s.http_host, s.http_port)
