@@ -5,14 +5,75 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
+import asyncpg
 import structlog
+from aiohttp import web
 
-__all__ = ["Service", "run_services", "start_all", "stop_all"]
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.http import HttpServer
+
+__all__ = ["Resources", "Service", "run_services", "start_all", "stop_all"]
 
 log = structlog.get_logger("mowdeck.lifecycle")
+
+T = TypeVar("T")
+
+
+class Resources:
+    """What a service owns, closed in reverse order; built on ``AsyncExitStack``.
+
+    A service pushes each resource as it gets it, so ``close()`` after a start that got
+    halfway releases exactly what was started. Each close that fails is logged and the
+    others still run; ``close()`` is idempotent.
+    """
+
+    def __init__(self) -> None:
+        self._stack = contextlib.AsyncExitStack()
+
+    async def bus(self, given: Bus | None, url: str, *, name: str) -> Bus:
+        """``given`` (borrowed), or a bus connected now and drained at close."""
+        if given is not None:
+            return given
+        bus = await Bus.connect(url, name=name)
+        self.push(bus.drain, name=f"bus {name}")
+        return bus
+
+    async def pool(self, given: asyncpg.Pool | None, dsn: str, **pool_options: Any) -> asyncpg.Pool:
+        """``given`` (borrowed), or a pool created now and closed at close."""
+        if given is not None:
+            return given
+        pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **pool_options)
+        self.push(pool.close, name="database pool")
+        return pool
+
+    async def serve(self, app: web.Application, host: str, port: int) -> HttpServer:
+        """An HTTP server started now and stopped at close."""
+        server = HttpServer(app, host, port)
+        await server.start()
+        self.push(server.stop, name="http server")
+        return server
+
+    def push(self, close: Callable[[], Awaitable[object]], *, name: str) -> None:
+        """Run ``close()`` at close, before everything pushed earlier."""
+
+        async def exit_(*_exc: object) -> None:
+            try:
+                await close()
+            except Exception:
+                log.exception("close failed", resource=name)
+
+        self._stack.push_async_exit(exit_)
+
+    async def enter(self, cm: contextlib.AbstractAsyncContextManager[T]) -> T:
+        """Enter an async context manager now, exit it at close."""
+        return await self._stack.enter_async_context(cm)
+
+    async def close(self) -> None:
+        """Close everything in reverse order (idempotent)."""
+        await self._stack.aclose()
 
 
 class Service(Protocol):
