@@ -7,16 +7,14 @@ import uuid
 
 import structlog
 from aiohttp import web
-from nats.js import api
 from prometheus_client import CollectorRegistry
 
 from actors import ActorMetrics, Dispatcher, LoopBridge
-from contracts.v1.subjects import COMMAND_FILTER, COMMANDS
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.heartbeats import heartbeats
-from mowdeck.gateway.intake import EMERGENCY_MARKER, CommandIntake
+from mowdeck.gateway.intake import CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
@@ -24,8 +22,9 @@ from mowdeck.gateway.names import MowerNames
 from mowdeck.gateway.registrations import ShardRegistrations
 from mowdeck.gateway.routing import ControllerRouter
 from mowdeck.gateway.settings import GatewaySettings
+from mowdeck.gateway.subscriptions import command_consumer, emergency_lane
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.consumer import Consumer, ConsumerSpec
+from mowdeck.kit.consumer import Consumer
 from mowdeck.kit.garbage_collector import GcPauses, freeze_long_lived
 from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, task_alive, with_ops_routes
 from mowdeck.kit.lifecycle import Resources
@@ -173,37 +172,9 @@ class GatewayService:
         beats = heartbeats(self.mowers, self.tell, s.state_heartbeat_seconds)
         beats.start()
         own.push(beats.stop, name="heartbeats")
-        # The emergency lane: a thread and a connection of its own that see every
-        # command as it is published, so a stop is neither queued behind the stream's
-        # backlog nor behind a busy turn of this loop (docs/gateway.md).
-        self._lane = lane = EmergencyLane(
-            s.nats_url,
-            name=f"{self._producer}-estop",
-            subject=COMMAND_FILTER,
-            handle=intake.on_lane_message,
-            marker=EMERGENCY_MARKER,
-        )
+        self._lane = lane = emergency_lane(s, intake, name=f"{self._producer}-estop")
         await lane.start()
-        self._consumer = consumer = Consumer(
-            bus,
-            ConsumerSpec(
-                stream=COMMANDS.name,
-                subject=COMMAND_FILTER,
-                durable=self.durable,
-                ack_wait=s.command_ack_wait_seconds,
-                # Bounds the local queue of ordinary commands awaiting admission.
-                max_ack_pending=2000,
-                # A shard's consumer created now (a first deployment, a new index after
-                # MOWDECK_SHARD_COUNT grew) starts at the stream's end: replaying the
-                # stream's day of commands would answer commands other instances answered
-                # and run again those not yet expired. An existing durable keeps its place.
-                deliver_policy=api.DeliverPolicy.NEW,
-            ),
-            intake.on_command,
-            # The intake settles what arrives while closing: it acks the stream copy of a
-            # stop the emergency lane already sent, which the next owner would send again.
-            settles_while_closing=True,
-        )
+        self._consumer = consumer = command_consumer(bus, s, intake, durable=self.durable)
         await consumer.start()
         # What this shard cannot work without: /healthz fails when one of them died.
         watch = self.readiness.watch
