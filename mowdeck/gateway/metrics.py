@@ -73,6 +73,13 @@ class GatewayMetrics:
             "Mowers of this shard in the registry.",
             registry=registry,
         )
+        self.registrations_refused = Counter(
+            "mowdeck_gateway_registrations_refused_total",
+            "Registrations skipped because no connection adapter takes their connection"
+            " (unknown_kind, invalid: the adapter refused the options).",
+            ["reason"],
+            registry=registry,
+        )
         self.telemetry = Counter(
             "mowdeck_gateway_telemetry_published_total",
             "States published on a change.",

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 from contracts.v1 import CommandEnvelope
 from mowdeck.gateway.actor import EmergencySubmit, Submit
-from mowdeck.gateway.controller import Effect, PublishResult, SendToDevice
+from mowdeck.gateway.controller import Effect, PublishResult, SendToDevice, result_effect
 
-__all__ = ["OpenCommands"]
+__all__ = ["OpenCommands", "lost_effects"]
 
 
 class OpenCommands:
@@ -65,3 +65,18 @@ class OpenCommands:
 
     def __len__(self) -> int:
         return sum(len(held) for held in self._by_key.values())
+
+
+def lost_effects(lost: Sequence[CommandEnvelope], reason: str, now: datetime) -> list[Effect]:
+    """What settles the commands a controller took with it.
+
+    Ordinary commands get their final result, ``failed`` with ``reason``; a stop it never
+    decided still goes to the device (its outcome reaches the successor).
+    """
+    effects: list[Effect] = []
+    for envelope in lost:
+        if envelope.is_emergency:
+            effects += [result_effect(envelope, "accepted", now), SendToDevice(envelope)]
+        else:
+            effects.append(result_effect(envelope, "failed", now, reason))
+    return effects

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import inspect
+from collections.abc import Callable
 
 import structlog
 
@@ -15,11 +16,13 @@ log = structlog.get_logger("mowdeck.periodic")
 class Periodic:
     """Runs ``round_()`` every ``interval`` seconds (the first after one interval).
 
-    A failed round is logged and the next one runs on time; ``stop()`` cancels a round in
+    ``round_`` is a coroutine function, or a plain function for a round that does not
+    wait (it then runs inside the timer's task, without a task step of its own). A failed
+    round is logged and the next one runs on time; ``stop()`` cancels a round in
     progress, so each round must leave what it committed consistent.
     """
 
-    def __init__(self, name: str, interval: float, round_: Callable[[], Awaitable[object]]):
+    def __init__(self, name: str, interval: float, round_: Callable[[], object]):
         self.name = name
         self.interval = interval
         self._round = round_
@@ -29,6 +32,11 @@ class Periodic:
         """Start the timer (idempotent)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=self.name)
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The timer's task while it runs (for a ``/healthz`` watch)."""
+        return self._task
 
     async def stop(self) -> None:
         """Stop the timer."""
@@ -41,6 +49,8 @@ class Periodic:
         while True:
             await asyncio.sleep(self.interval)
             try:
-                await self._round()
+                result = self._round()
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("periodic round failed", task=self.name)

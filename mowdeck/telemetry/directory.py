@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 import structlog
 from nats.aio.msg import Msg
 
-from contracts.v1 import ContractError, MowerListReply, MowerListRequest, decode, decode_event
-from contracts.v1.subjects import FLEET_MOWERS_LIST
+from contracts.v1 import ContractError, MowerRegistration, decode_event
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import DropMessage
+from mowdeck.kit.seed import FleetSeed
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import TelemetryStore
 
@@ -32,34 +32,26 @@ async def seed_directory(
     retry_max: float = 30.0,
     sleep: Sleep = asyncio.sleep,
 ) -> int:
-    """Ask Fleet for every mower (shard_count 1) until it answers; returns mowers seeded.
+    """Ask Fleet for every mower (shard 0 of 1) until it answers; returns mowers seeded.
 
-    Any failure is retried: the seed is the only one there is, and a task that died
-    would leave the directory to the events without a word.
+    The kit's ``FleetSeed`` retries whatever fails (the seed is the only one there is, and
+    a task that died would leave the directory to the events without a word); the
+    store's SQL lets every event win over the list's older pairs.
     """
-    delay = retry_initial
-    while True:
-        try:
-            pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
-            request: MowerListRequest | None = MowerListRequest(shard_index=0, shard_count=1)
-            while request is not None:  # Fleet answers in pages
-                data = await bus.request(FLEET_MOWERS_LIST, request, timeout=timeout)
-                reply = decode(data, MowerListReply)
-                pairs += [(m.mower_id, m.account_id) for m in reply.mowers]
-                request = request.next_page(reply)
-            seeded = await store.seed_directory(pairs)
-        except Exception as err:
-            log.warning(
-                "directory seed failed, retrying",
-                error=str(err),
-                error_type=type(err).__name__,
-                retry_in=delay,
-            )
-            await sleep(delay)
-            delay = min(delay * 2, retry_max)
-            continue
-        log.info("directory seeded", mowers=len(pairs), applied=seeded)
-        return seeded
+
+    async def add_pairs(registrations: list[MowerRegistration]) -> int:
+        return await store.seed_directory([(m.mower_id, m.account_id) for m in registrations])
+
+    seed = FleetSeed(
+        bus,
+        apply_list=add_pairs,
+        request_timeout=timeout,
+        retry_initial=retry_initial,
+        retry_max=retry_max,
+        sleep=sleep,
+        name="telemetry-directory-seed",
+    )
+    return await seed.run()
 
 
 class DirectoryEvents:

@@ -28,6 +28,7 @@ from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.seed import seed_healthy
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
 from mowdeck.telemetry.directory import DirectoryEvents, seed_directory
 from mowdeck.telemetry.fingerprint import Rules
@@ -182,6 +183,7 @@ class TelemetryService:
         watch = self.readiness.watch
         watch("state batcher", task_alive(lambda: batcher.task))
         watch("fingerprint workers", lambda: dispatcher.workers_alive)
+        watch("directory seed", seed_healthy(lambda: self._seed_task))
         deps = QueryDeps(store, authorizer, s, self.metrics, self._clock)
         app = create_app(deps, verifier, self.readiness, self.metrics_registry)
         self._http = await res.serve(app, s.http_host, s.http_port)

@@ -363,7 +363,7 @@ async def test_a_command_told_to_a_controller_that_just_died_reaches_its_success
         first, second = mowers[0], mowers[1]
         lost = command(first, SetBladeHeight(height_mm=33))
         other = command(second, SetBladeHeight(height_mm=34))
-        gw._tells.append((str(first.mower_id), dead, Submit(lost, 1)))
+        gw.router._tells.append((str(first.mower_id), dead, Submit(lost, 1)))
         gw.tell(second.mower_id, Submit(other, 2))  # the same turn's batch
         assert (await results.wait_final(lost.command_id)).status == "executed"
         assert (await results.wait_final(other.command_id)).status == "executed"
@@ -399,8 +399,8 @@ async def test_commands_for_a_controller_being_restarted_wait_for_it_in_order(
         await wait_connected(gw, len(mowers))
         key = str(mower.mower_id)
         gw.tell(mower.mower_id, object())  # an unknown message: the controller fails
-        await eventually(lambda: gw._supervisor.get(key) is None, timeout=5)
-        assert key in gw._supervisor  # restart pending
+        await eventually(lambda: gw.router.supervisor.get(key) is None, timeout=5)
+        assert key in gw.router.supervisor  # restart pending
         first = command(mower, SetBladeHeight(height_mm=41))
         second = command(mower, SetBladeHeight(height_mm=42))
         gw.tell(mower.mower_id, Submit(first, 100))
@@ -461,7 +461,7 @@ async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
     key = str(mower.mower_id)
     async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
         await wait_connected(gw, len(mowers))
-        supervisor = gw._supervisor
+        supervisor = gw.router.supervisor
         assert supervisor is not None
         while key not in supervisor.given_up():  # fails until the supervisor gives up
             await eventually(
@@ -477,9 +477,9 @@ async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
         # What the controller held when it failed for the last time is answered at once,
         # not only once another command for the mower comes along.
         held = command(mower, SetBladeHeight(height_mm=35))
-        gw._open.told(key, Submit(held, 1))
-        gw._controller_failed(key, TypeError("bug"), True)
-        assert len(gw._open) == 0  # answered in the call, not at the next tell
+        gw.router._open.told(key, Submit(held, 1))
+        gw.router.controller_failed(key, TypeError("bug"), True)
+        assert len(gw.router._open) == 0  # answered in the call, not at the next tell
         final = await results.wait_final(held.command_id)
         assert (final.status, final.reason) == ("failed", "the mower's controller is unavailable")
         assert env.command_id not in [c for c, _, _ in received(sim, mower.mower_id)]

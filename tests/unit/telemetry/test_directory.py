@@ -77,7 +77,7 @@ async def test_the_seed_retries_whatever_the_store_raises(failure: Exception) ->
     assert await store.directory_account(MOWER) == ACCOUNT
     assert len(fleet.requests) == 3
     assert sleep.delays == [1.0, 1.5]
-    warnings = [e for e in logs if e["event"] == "directory seed failed, retrying"]
+    warnings = [e for e in logs if e["event"] == "fleet mower list failed; retrying"]
     assert [(e["log_level"], e["error_type"]) for e in warnings] == [
         ("warning", type(failure).__name__)
     ] * 2

@@ -1,0 +1,149 @@
+"""Fleet's registrations applied to this shard: its mowers, their controllers and links."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import structlog
+
+from contracts.v1 import MowerRegistration, MowerState
+from mowdeck.gateway.actor import LinkChanged, Rename, StateReported
+from mowdeck.gateway.closing import ControllerClosing
+from mowdeck.gateway.connections import (
+    ConnectionAdapters,
+    MowerConnection,
+    UnknownConnectionKindError,
+)
+from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.mowers import Change, ShardMowers
+from mowdeck.gateway.routing import ControllerRouter
+
+__all__ = ["ShardRegistrations"]
+
+log = structlog.get_logger("mowdeck.gateway")
+
+Tell = Callable[[uuid.UUID, object], None]
+
+
+class _Link:
+    """A connection's events, told to the mower's controller."""
+
+    __slots__ = ("_tell", "mower_id")
+
+    def __init__(self, tell: Tell, mower_id: uuid.UUID) -> None:
+        self._tell = tell
+        self.mower_id = mower_id
+
+    def on_state(self, state: MowerState) -> None:
+        if state.mower_id != self.mower_id:
+            log.warning(
+                "state for another mower dropped",
+                mower_id=str(self.mower_id),
+                reported=str(state.mower_id),
+            )
+            return
+        self._tell(self.mower_id, StateReported(state))
+
+    def on_link(self, up: bool, reason: str | None) -> None:
+        self._tell(self.mower_id, LinkChanged(up, reason))
+
+
+class ShardRegistrations:
+    """Adds, updates and removes this shard's mowers, their controllers and device links.
+
+    A registration whose connection no adapter takes (an unknown kind, options the adapter
+    refuses: Fleet does not know the adapters' options) is logged, counted in
+    ``mowdeck_gateway_registrations_refused_total{reason}`` and skipped: a new mower is not
+    added, and a known mower whose connection changed to it is removed, since the link it
+    had is no longer its registration's. The shard's other mowers are not affected.
+    """
+
+    def __init__(
+        self,
+        mowers: ShardMowers,
+        router: ControllerRouter,
+        closing: ControllerClosing,
+        *,
+        adapters: ConnectionAdapters,
+        metrics: GatewayMetrics,
+        connections: dict[uuid.UUID, MowerConnection],
+    ) -> None:
+        self.mowers = mowers
+        self._router = router
+        self._closing = closing
+        self._adapters = adapters
+        self._metrics = metrics
+        self.connections = connections  # the device links by mower, read by the effects
+
+    async def apply(self, registration: MowerRegistration) -> None:
+        """Add or update a mower of this shard."""
+        mower_id = registration.mower_id
+        current = self.mowers.get(mower_id)
+        conn: MowerConnection | None = None
+        if self.mowers.owns(mower_id) and (
+            current is None or current.connection != registration.connection
+        ):
+            conn = self._connection(registration)
+            if conn is None:
+                await self.remove(mower_id)
+                return
+        change = self.mowers.apply(registration)
+        if change in (Change.FOREIGN, Change.UNCHANGED):
+            return
+        if change is Change.RENAMED:
+            self._router.tell(mower_id, Rename(registration))
+            return
+        if change is Change.RECONNECT:
+            old = self.connections.pop(mower_id, None)
+            if old is not None:
+                await old.close()
+            self._router.tell(mower_id, Rename(registration))
+            self._router.tell(mower_id, LinkChanged(False, "connection changed"))
+        else:
+            await self._router.start(mower_id)
+        self._metrics.mowers_known.set(len(self.mowers))
+        assert conn is not None  # an added or reconnected mower has a new connection
+        self.connections[mower_id] = conn
+        await conn.open()
+        log.info(
+            "mower registered",
+            mower_id=str(mower_id),
+            change=change.value,
+            kind=registration.connection.kind,
+        )
+
+    def _connection(self, registration: MowerRegistration) -> MowerConnection | None:
+        kind = registration.connection.kind
+        try:
+            factory = self._adapters.factory(kind)
+            return factory(registration, _Link(self._router.tell, registration.mower_id))
+        except Exception as err:  # an adapter refusing its options raises what it likes
+            reason = "unknown_kind" if isinstance(err, UnknownConnectionKindError) else "invalid"
+            self._metrics.registrations_refused.labels(reason=reason).inc()
+            log.error(
+                "registration refused",
+                mower_id=str(registration.mower_id),
+                kind=kind,
+                reason=reason,
+                error=str(err),
+            )
+            return None
+
+    async def remove(self, mower_id: uuid.UUID) -> None:
+        """Forget a mower: close its link and controller, report it disconnected."""
+        if self.mowers.remove(mower_id) is None:
+            return
+        self._metrics.mowers_known.set(len(self.mowers))
+        conn = self.connections.pop(mower_id, None)
+        if conn is not None:
+            await conn.close()
+        await self._closing.close(mower_id, "mower removed")
+        await self._router.stop(mower_id)
+        log.info("mower removed", mower_id=str(mower_id))
+
+    async def close_links(self) -> None:
+        """Close every device link."""
+        for conn in list(self.connections.values()):
+            await conn.close()
+        self.connections.clear()
