@@ -67,8 +67,10 @@ async def test_a_cancelled_round_keeps_its_batches_and_releases_the_lock(
             task = asyncio.create_task(PostgresPruning(pool).prune(cutoffs(), 1))
             # No message path to put a sentinel on: the synchronisation point is the
             # server showing the round's statement waiting for the lock.
+            # Asked on another connection: inside the blocker's transaction the statistics
+            # views keep the snapshot of its first read.
             await eventually(
-                lambda: blocker.fetchval(
+                lambda: pool.fetchval(
                     "SELECT count(*) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND wait_event_type = 'Lock'"
                 )
