@@ -9,18 +9,15 @@ its own acknowledgement.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import nats.errors
 
 from contracts.v1 import CommandEnvelope
-from contracts.v1.subjects import PRIORITY_HEADER, command_subject
 from mowdeck.fleet.ports import CommandLog, CommandRecord
 from mowdeck.kit.bus import Bus, BusError, ExpiredCommandError
+from mowdeck.kit.publisher import Publisher
 
 __all__ = ["CommandJournal", "CommandPublisher"]
 
@@ -75,19 +72,15 @@ class CommandJournal:
 class CommandPublisher:
     """Publishes encoded command envelopes with their headers, pipelined on one connection.
 
-    Acknowledgements that do not come within ``ack_timeout`` fail with ``TimeoutError``;
-    one sweeper checks every ``ack_timeout / 10`` (a timer per request costs more than
-    the rest of the publish).
+    The subject, headers and expiry check are the kit ``Publisher``'s; acknowledgements
+    that do not come within ``ack_timeout`` fail there, by its one deadline sweep.
     """
 
     def __init__(
         self, bus: Bus, *, clock: Callable[[], datetime], ack_timeout: float = 5.0
     ) -> None:
-        self._bus = bus
         self._clock = clock
-        self._ack_timeout = ack_timeout
-        self._deadlines: deque[tuple[float, asyncio.Future[Any]]] = deque()
-        self._sweeper: asyncio.Task[None] | None = None
+        self._jetstream = Publisher(bus.nc, deadline=ack_timeout)
 
     async def publish(self, envelope: CommandEnvelope, body: bytes) -> None:
         """Publish on ``command.mower.<id>`` and return once JetStream stored it.
@@ -96,41 +89,14 @@ class CommandPublisher:
         Raises ``ExpiredCommandError`` for an expired envelope and ``BusError`` when no
         acknowledgement came.
         """
-        if envelope.is_expired(self._clock()):
-            raise ExpiredCommandError(
-                f"command {envelope.command_id} expired at {envelope.expires_at}"
-            )
         try:
-            ack = await self._bus.publish_nowait(
-                command_subject(envelope.mower_id),
-                body,
-                msg_id=str(envelope.command_id),
-                headers={PRIORITY_HEADER: envelope.priority or "normal"},
-            )
-            self._deadlines.append((time.monotonic() + self._ack_timeout, ack))
-            if self._sweeper is None:
-                self._sweeper = asyncio.create_task(self._sweep(), name="fleet-ack-timeouts")
+            ack = await self._jetstream.command(envelope, now=self._clock(), body=body)
             await ack
-        except (nats.errors.Error, TimeoutError) as err:
+        except ExpiredCommandError:
+            raise
+        except (nats.errors.Error, BusError) as err:
             raise BusError(f"JetStream did not store command {envelope.command_id}") from err
 
-    async def _sweep(self) -> None:
-        try:
-            while self._deadlines:
-                await asyncio.sleep(self._ack_timeout / 10)
-                now = time.monotonic()
-                while self._deadlines and (
-                    self._deadlines[0][0] <= now or self._deadlines[0][1].done()
-                ):
-                    _, ack = self._deadlines.popleft()
-                    if not ack.done():
-                        # Failing the future also frees its slot among nats' pending acks.
-                        ack.set_exception(TimeoutError("no JetStream acknowledgement"))
-        finally:
-            self._sweeper = None
-
     async def stop(self) -> None:
-        """Stop the sweeper (requests have finished by now)."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
+        """Stop reading acks (requests have finished by now)."""
+        await self._jetstream.stop()

@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import nats.errors
-import nats.js.errors
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from mowdeck.fleet.ports import MowerRepository, OutboxEvent
 from mowdeck.kit.bus import Bus, BusError
+from mowdeck.kit.errors import PublishRefusedError
+from mowdeck.kit.publisher import Publisher
 
 __all__ = ["ACK_TIMEOUT_SECONDS", "OutboxMetrics", "OutboxRelay", "Publish", "bus_publisher"]
 
@@ -66,36 +67,31 @@ class OutboxMetrics:
 
 
 def bus_publisher(bus: Bus, *, ack_timeout: float = ACK_TIMEOUT_SECONDS) -> Publish:
-    """A ``Publish`` on JetStream, pipelined; fails the round when acks take ``ack_timeout``.
+    """A ``Publish`` on JetStream, pipelined; fails the round when an ack takes ``ack_timeout``.
 
     nats-py's ack futures never time out and are not failed when the connection drops:
-    without the deadline one lost ack would hold the relay's claim (and its locks) for ever.
-    The msg id de-duplicates what the next round publishes again.
+    without the deadline (the kit ``Publisher``'s) one lost ack would hold the relay's
+    claim (and its locks) for ever. The msg id de-duplicates what the next round
+    publishes again.
     """
+    jetstream = Publisher(bus.nc, deadline=ack_timeout)
 
     async def publish(events: list[OutboxEvent]) -> Mapping[uuid.UUID, str]:
         refused: dict[uuid.UUID, str] = {}
         acks: list[tuple[OutboxEvent, asyncio.Future[Any]]] = []
         limit = bus.nc.max_payload - _HEADER_ROOM
         try:
-            async with asyncio.timeout(ack_timeout):
-                for event in events:
-                    if len(event.body) > limit:
-                        refused[event.event_id] = (
-                            f"{len(event.body)} bytes exceed the bus's max_payload "
-                            f"({bus.nc.max_payload} bytes, headers included)"
-                        )
-                        continue
-                    ack = await bus.publish_nowait(
-                        event.subject, event.body, msg_id=str(event.event_id)
+            for event in events:
+                if len(event.body) > limit:
+                    refused[event.event_id] = (
+                        f"{len(event.body)} bytes exceed the bus's max_payload "
+                        f"({bus.nc.max_payload} bytes, headers included)"
                     )
-                    acks.append((event, ack))
-                if acks:
-                    await asyncio.wait([ack for _, ack in acks])
-        except TimeoutError as err:
-            raise BusError(
-                f"JetStream did not acknowledge {len(events)} events within {ack_timeout:g} s"
-            ) from err
+                    continue
+                ack = await jetstream.publish(event.subject, event.body, msg_id=str(event.event_id))
+                acks.append((event, ack))
+            if acks:
+                await asyncio.wait([ack for _, ack in acks])
         finally:
             outcomes = _outcomes(acks)
         transient: BaseException | None = None
@@ -120,7 +116,7 @@ def _outcomes(
     found: list[tuple[OutboxEvent, BaseException | None]] = []
     for event, ack in acks:
         if not ack.done():
-            ack.cancel()  # also frees its slot among nats-py's pending acks
+            ack.cancel()  # the round was cancelled: no one waits for this ack any more
         if ack.cancelled():
             found.append((event, BusError("no JetStream acknowledgement")))
         else:
@@ -131,7 +127,7 @@ def _outcomes(
 def _never_publishable(err: BaseException) -> bool:
     if isinstance(err, nats.errors.MaxPayloadError):
         return True
-    return isinstance(err, nats.js.errors.APIError) and err.err_code in _REFUSED_CODES
+    return isinstance(err, PublishRefusedError) and err.err_code in _REFUSED_CODES
 
 
 class OutboxRelay:

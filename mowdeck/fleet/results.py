@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import structlog
@@ -16,8 +16,9 @@ from contracts.v1 import CommandResult, ContractError, decode_result
 from contracts.v1.subjects import COMMANDS, RESULT_FILTER
 from mowdeck.fleet.errors import UnstorableError
 from mowdeck.fleet.ports import CommandLog
+from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.consumer import Consumer, ConsumerSpec
+from mowdeck.kit.consumer import ConsumerSpec, DropMessage, RetryLater
 from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = ["RECORDER_DURABLE", "ResultRecorder", "ResultWaiters"]
@@ -73,7 +74,8 @@ class ResultRecorder:
 
     One durable consumer with a queue group: replicas share the work, and what arrives
     while every replica is down is delivered at the next start. Issued commands are not
-    read back from the stream: the POST path records them (``CommandJournal``).
+    read back from the stream: the POST path records them (``CommandJournal``). The
+    batching, acks and redeliveries are the kit's ``MicroBatchConsumer``.
     """
 
     def __init__(
@@ -86,12 +88,6 @@ class ResultRecorder:
         durable: str = RECORDER_DURABLE,
     ) -> None:
         self._log = log_
-        self._batch = batch
-        self._flush_seconds = flush_seconds
-        self._pending: list[Msg] = []
-        self._lock = asyncio.Lock()
-        self._timer: asyncio.TimerHandle | None = None
-        self._flushes: set[asyncio.Task[None]] = set()
         spec = ConsumerSpec(
             stream=COMMANDS.name,
             subject=RESULT_FILTER,
@@ -100,111 +96,69 @@ class ResultRecorder:
             max_ack_pending=max(batch * 4, 1000),
             deliver_policy=api.DeliverPolicy.ALL,
         )
-        self._consumer = Consumer(bus, spec, self._on_message)
+        self._consumer = MicroBatchConsumer(
+            bus,
+            spec,
+            decode=_storable,
+            commit=self._record,
+            batch_max=batch,
+            linger=flush_seconds,
+            nak_delay=2.0,
+        )
+        self._on_message = self._consumer.on_message
 
     @property
     def alive(self) -> bool:
         """True while the results consumer delivers."""
-        return self._consumer is not None and self._consumer.alive
+        return self._consumer.alive
 
     async def start(self) -> None:
         """Bind the durable consumer and start recording."""
         await self._consumer.start()
 
-    async def _on_message(self, msg: Msg) -> None:
-        self._pending.append(msg)
-        if len(self._pending) >= self._batch:
-            await self.flush()
-        elif self._timer is None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self._flush_seconds, self._flush_later)
-
-    def _flush_later(self) -> None:
-        self._timer = None
-        task = asyncio.create_task(self.flush())
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
-
-    async def flush(self) -> None:
-        """Store what is pending in one transaction, then acknowledge it."""
-        async with self._lock:
-            batch, self._pending = self._pending, []
-            if not batch:
-                return
-            results: list[CommandResult] = []
-            keep: list[Msg] = []
-            for msg in batch:
-                result = await self._storable(msg)
-                if result is not None:
-                    results.append(result)
-                    keep.append(msg)
-            if not results:
-                return
-            try:
-                await self._log.record((), results)
-            except UnstorableError:
-                # One result the database refuses must not hold back the rest of its batch.
-                log.warning("command statuses refused as a batch; recording them one by one")
-                await self._record_each(results, keep)
-                return
-            except Exception:
-                log.exception("recording command statuses failed; redelivering")
-                for msg in keep:
-                    await msg.nak(delay=2.0)
-                return
-            for msg in keep:
-                await msg.ack()
-
-    async def _storable(self, msg: Msg) -> CommandResult | None:
-        """The result in ``msg``; None (and the message terminated) if it can never be stored."""
+    async def _record(
+        self, results: list[CommandResult]
+    ) -> Mapping[int, DropMessage | RetryLater] | None:
         try:
-            result = decode_result(msg.data)
-        except ContractError as err:
-            log.warning("undecodable message terminated", subject=msg.subject, error=str(err))
-            await msg.term()
-            return None
-        # The contracts accept a NUL character, PostgreSQL does not: no redelivery helps.
-        if may_hold_nul(msg.data) and (field := nul_field(result)) is not None:
-            log.warning(
-                "command result terminated: it holds a NUL character",
-                field=field,
-                mower_id=str(result.mower_id),
-                command_id=str(result.command_id),
-                status=result.status,
-            )
-            await msg.term()
-            return None
-        return result
+            await self._log.record((), results)
+        except UnstorableError:
+            # One result the database refuses must not hold back the rest of its batch.
+            log.warning("command statuses refused as a batch; recording them one by one")
+            return await self._record_each(results)
+        return None
 
-    async def _record_each(self, results: list[CommandResult], msgs: list[Msg]) -> None:
-        for result, msg in zip(results, msgs, strict=True):
+    async def _record_each(
+        self, results: list[CommandResult]
+    ) -> dict[int, DropMessage | RetryLater]:
+        outcomes: dict[int, DropMessage | RetryLater] = {}
+        for i, result in enumerate(results):
             try:
                 await self._log.record((), [result])
             except UnstorableError as err:
-                log.warning(
-                    "command result terminated: the database refuses it",
-                    error=str(err),
-                    mower_id=str(result.mower_id),
-                    command_id=str(result.command_id),
-                    status=result.status,
-                )
-                await msg.term()
+                outcomes[i] = DropMessage(f"the database refuses it: {err}")
             except Exception:
                 log.exception(
                     "recording a command status failed; redelivering",
                     mower_id=str(result.mower_id),
                     command_id=str(result.command_id),
                 )
-                await msg.nak(delay=2.0)
-            else:
-                await msg.ack()
+                outcomes[i] = RetryLater("recording failed", delay=2.0)
+        return outcomes
 
     async def stop(self) -> None:
         """Stop receiving and store what was received."""
         await self._consumer.stop()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._flushes:
-            await asyncio.gather(*self._flushes, return_exceptions=True)
-        await self.flush()
+
+
+def _storable(msg: Msg) -> CommandResult:
+    """The result in ``msg``; ``DropMessage`` if it can never be stored."""
+    try:
+        result = decode_result(msg.data)
+    except ContractError as err:
+        raise DropMessage(f"undecodable: {err}") from err
+    # The contracts accept a NUL character, PostgreSQL does not: no redelivery helps.
+    if may_hold_nul(msg.data) and (field := nul_field(result)) is not None:
+        raise DropMessage(
+            f"command result {result.command_id} ({result.status}) holds a NUL character in {field}"
+        )
+    return result

@@ -21,9 +21,7 @@ from contracts.v1 import (
     ManualDrive,
     MowerLink,
     MowerState,
-    encode,
 )
-from contracts.v1.subjects import MSG_ID_HEADER, RESULT_PREFIX, TELEMETRY_PREFIX, event_subject
 from mowdeck.gateway.actor import DeviceOutcome, DriveCheck
 from mowdeck.gateway.connections import (
     CommandTimeoutError,
@@ -46,7 +44,7 @@ from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.names import MowerNames
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.loop_scheduling import eager_task
-from mowdeck.kit.pipeline import PipelinedPublisher
+from mowdeck.kit.publisher import Publisher
 
 __all__ = ["EffectRunner", "PendingCommands"]
 
@@ -130,11 +128,9 @@ class EffectRunner:
         # Results and states leave through one task, in decision order, acks pipelined.
         self._outgoing: deque[CommandResult | tuple[MowerState, str]] = deque()
         self._wake = asyncio.Event()
-        # Result acks in publish order with their deadlines; the sweeper walks from the left.
-        self._unacked: deque[tuple[float, asyncio.Future[Any]]] = deque()
-        self._acks = PipelinedPublisher(bus.nc)
+        # A result's ack that does not come within ACK_TIMEOUT fails its future.
+        self._jetstream = Publisher(bus.nc, deadline=ACK_TIMEOUT, key=self._names.key)
         self._publisher: asyncio.Task[None] | None = None
-        self._sweeper: asyncio.Task[None] | None = None
 
     @property
     def publisher(self) -> asyncio.Task[None] | None:
@@ -142,10 +138,9 @@ class EffectRunner:
         return self._publisher
 
     async def start(self) -> None:
-        """Start the ordered publisher and the ack sweeper."""
-        await self._acks.start()
+        """Start the ordered publisher."""
+        await self._jetstream.start()
         self._publisher = asyncio.create_task(self._publish(), name="gateway-publisher")
-        self._sweeper = asyncio.create_task(self._sweep(), name="gateway-ack-sweeper")
 
     def __call__(self, mower_id: uuid.UUID, effects: Sequence[Effect]) -> None:
         """Perform the effects of one controller decision (called on the loop)."""
@@ -299,9 +294,9 @@ class EffectRunner:
         # published without waiting for the stream's ack (the stream still stores and
         # de-duplicates it): a newer state supersedes a lost one, and an ack that never
         # comes must not hold a slot of the pipelined publisher.
-        loop = asyncio.get_running_loop()
         outgoing = self._outgoing
         key = self._names.key
+        jetstream = self._jetstream
         delay = 0.05
         sent = 0
         while True:
@@ -309,20 +304,14 @@ class EffectRunner:
             self._wake.clear()
             while outgoing:
                 item = outgoing[0]
-                if isinstance(item, CommandResult):
-                    subject = RESULT_PREFIX + key(item.mower_id)
-                    data, msg_id = encode(item), item.msg_id
-                else:
-                    state, heartbeat = item
-                    mower = key(state.mower_id)
-                    subject = TELEMETRY_PREFIX + mower
-                    data = encode(state)
-                    msg_id = f"{mower}:{state.observed_at.timestamp():.6f}{heartbeat}"
                 try:
                     if isinstance(item, CommandResult):
-                        ack = await self._acks.publish(subject, data, {MSG_ID_HEADER: msg_id})
+                        ack = await jetstream.result(item)
                     else:
-                        await self._bus.nc.publish(subject, data, headers={MSG_ID_HEADER: msg_id})
+                        state, heartbeat = item
+                        stamp = state.observed_at.timestamp()
+                        msg_id = f"{key(state.mower_id)}:{stamp:.6f}{heartbeat}"
+                        await jetstream.state_unacked(state, msg_id=msg_id)
                 except Exception as err:
                     self._metrics.publish_failures.labels("publish").inc()
                     log.warning("publish failed; retrying", error=str(err), retry_in_s=delay)
@@ -335,21 +324,10 @@ class EffectRunner:
                 if sent % 64 == 0:
                     await asyncio.sleep(0)  # a long backlog must not hold the loop
                 if isinstance(item, CommandResult):
-                    self._unacked.append((loop.time() + ACK_TIMEOUT, ack))
+                    # Failed by the deadline when lost with a reconnect: queued again.
                     ack.add_done_callback(functools.partial(self._result_acked, item))
                 else:
                     (self._metrics.heartbeats if item[1] else self._metrics.telemetry).inc()
-
-    async def _sweep(self) -> None:
-        loop = asyncio.get_running_loop()
-        unacked = self._unacked
-        while True:
-            await asyncio.sleep(1.0)
-            now = loop.time()
-            while unacked and (unacked[0][1].done() or unacked[0][0] < now):
-                _, ack = unacked.popleft()
-                if not ack.done():
-                    ack.cancel()  # lost with a reconnect: _result_acked queues it again
 
     def _result_acked(self, result: CommandResult, ack: asyncio.Future[Any]) -> None:
         if ack.cancelled() or ack.exception() is not None:
@@ -379,9 +357,7 @@ class EffectRunner:
         delay = 0.05
         for _ in range(8):
             try:
-                await self._bus.publish(
-                    event_subject(event.type), encode(event), msg_id=str(event.id)
-                )
+                await (await self._jetstream.event(event))
                 return
             except Exception as err:
                 self._metrics.publish_failures.labels("event").inc()
@@ -401,11 +377,10 @@ class EffectRunner:
         """Cancel what is left."""
         for task in list(self._tasks):
             task.cancel()
-        for loop_task in (self._publisher, self._sweeper):
-            if loop_task is not None:
-                loop_task.cancel()
-                await asyncio.gather(loop_task, return_exceptions=True)
-        await self._acks.stop()
+        if self._publisher is not None:
+            self._publisher.cancel()
+            await asyncio.gather(self._publisher, return_exceptions=True)
+        await self._jetstream.stop()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 

@@ -15,30 +15,14 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
 
 from contracts.v1 import CommandEnvelope, CommandResult, EventEnvelope, MowerState, Struct, encode
-from contracts.v1.subjects import (
-    MSG_ID_HEADER,
-    PRIORITY_HEADER,
-    STREAMS,
-    StreamSpec,
-    command_subject,
-    event_subject,
-    result_subject,
-    telemetry_subject,
-)
-from mowdeck.errors import MowdeckError
+from contracts.v1.subjects import STREAMS, StreamSpec
 from mowdeck.kit import wire
+from mowdeck.kit.errors import BusError, ExpiredCommandError
+from mowdeck.kit.publisher import Ack, Publisher, pub_ack
 
 __all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "stream_config"]
 
 log = structlog.get_logger("mowdeck.bus")
-
-
-class BusError(MowdeckError):
-    """The bus refused or failed an operation."""
-
-
-class ExpiredCommandError(BusError):
-    """A publisher tried to send a command that has already expired (ADR 0009)."""
 
 
 def header(msg: Msg, name: str) -> str | None:
@@ -77,6 +61,7 @@ class Bus:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(publish_async_max_pending=20_000)
         self.name = name
+        self._publisher: Publisher | None = None
 
     @classmethod
     async def connect(
@@ -142,54 +127,44 @@ class Bus:
             except BadRequestError as err:
                 raise BusError(f"cannot update stream {spec.name}: {err}") from err
 
-    # Publishing. Each returns once JetStream acknowledged (stored and de-duplicated).
+    # Publishing goes through one ``Publisher`` (kit/publisher.py); these delegates are for
+    # the occasional publish (tests, tools) that waits for its ack.
+
+    @property
+    def publisher(self) -> Publisher:
+        """The bus's own publisher (acks bounded by ``ACK_DEADLINE_SECONDS``)."""
+        if self._publisher is None:
+            self._publisher = Publisher(self.nc)
+        return self._publisher
 
     async def publish(
         self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str] | None = None
     ) -> api.PubAck:
-        """Publish to JetStream with ``Nats-Msg-Id`` and wait for the stream's ack."""
-        hdrs = {MSG_ID_HEADER: msg_id}
-        if headers:
-            hdrs.update(headers)
-        return await self.js.publish(subject, data, headers=hdrs)
+        """Publish bytes with ``Nats-Msg-Id`` and wait for the stream's ack."""
+        ack = await self.publisher.publish(subject, data, msg_id=msg_id, headers=headers)
+        return pub_ack(await ack)
 
     async def publish_nowait(
         self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str] | None = None
-    ) -> asyncio.Future[api.PubAck]:
+    ) -> Ack:
         """Publish without waiting for the ack (many in flight); await the future for it."""
-        hdrs = {MSG_ID_HEADER: msg_id}
-        if headers:
-            hdrs.update(headers)
-        return await self.js.publish_async(subject, data, headers=hdrs)
+        return await self.publisher.publish(subject, data, msg_id=msg_id, headers=headers)
 
     async def publish_command(self, envelope: CommandEnvelope, *, now: datetime) -> api.PubAck:
-        """Publish a command with its id and priority headers; refuse an expired one."""
-        if envelope.is_expired(now):
-            raise ExpiredCommandError(
-                f"command {envelope.command_id} expired at {envelope.expires_at}"
-            )
-        return await self.publish(
-            command_subject(envelope.mower_id),
-            encode(envelope),
-            msg_id=str(envelope.command_id),
-            headers={PRIORITY_HEADER: envelope.priority or "normal"},
-        )
+        """Publish a command and wait for its ack; refuse an expired one."""
+        return pub_ack(await (await self.publisher.command(envelope, now=now)))
 
     async def publish_result(self, result: CommandResult) -> api.PubAck:
-        """Publish a command result with the msg id ``<command_id>:<status>``."""
-        return await self.publish(
-            result_subject(result.mower_id), encode(result), msg_id=result.msg_id
-        )
+        """Publish a command result and wait for its ack."""
+        return pub_ack(await (await self.publisher.result(result)))
 
-    async def publish_state(self, state: MowerState, *, msg_id: str) -> asyncio.Future[api.PubAck]:
-        """Publish a mower state on ``telemetry.mower.<id>`` (pipelined)."""
-        return await self.publish_nowait(
-            telemetry_subject(state.mower_id), encode(state), msg_id=msg_id
-        )
+    async def publish_state(self, state: MowerState, *, msg_id: str) -> Ack:
+        """Publish a mower state; await the future for its ack."""
+        return await self.publisher.state(state, msg_id=msg_id)
 
     async def publish_event(self, event: EventEnvelope[Any]) -> api.PubAck:
-        """Publish a domain event on ``event.<type>`` with its id as msg id."""
-        return await self.publish(event_subject(event.type), encode(event), msg_id=str(event.id))
+        """Publish a domain event and wait for its ack."""
+        return pub_ack(await (await self.publisher.event(event)))
 
     async def request(self, subject: str, message: Struct, *, timeout: float) -> bytes:
         """A core NATS request/reply; raises ``BusError`` on timeout or no responders."""
@@ -209,6 +184,8 @@ class Bus:
         if self.nc.is_closed:
             return
         try:
+            if self._publisher is not None:
+                await self._publisher.wait_acked(timeout=5.0)
             await asyncio.wait_for(self.js.publish_async_completed(), timeout=5.0)
             await self.nc.drain()
         except Exception as err:

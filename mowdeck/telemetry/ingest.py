@@ -14,7 +14,6 @@ that mower's messages are terminated and the others committed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from pykka import ActorDeadError
 from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
+from mowdeck.kit.batching import BatchLoop
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import (
@@ -100,12 +100,17 @@ class StateBatcher:
         self._bridge = bridge
         self._rules = rules
         self._metrics = metrics
-        self._batch_max = batch_max
-        self._linger = linger
-        self._pending: list[Msg] = []
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
+        # The kit's batching loop, with the next batch decided while this one commits.
+        self._loop: BatchLoop[_Prepared] = BatchLoop(
+            prepare=self._prepare,
+            commit=self._commit_or_nak,
+            batch_max=batch_max,
+            linger=linger,
+            overlap=True,
+            nak_delay=_NAK_DELAY,
+            name="telemetry-batcher",
+        )
+        self.on_message = self._loop.on_message
         self._keys: dict[uuid.UUID, str] = {}
         self._subjects: dict[str, int] = {}
         # Label children bound once: a ``labels()`` lookup per batch and row adds up.
@@ -121,63 +126,18 @@ class StateBatcher:
         }
         self._refused = metrics.dropped.labels(reason="rejected-by-store")
 
-    async def on_message(self, msg: Msg) -> None:
-        """The consumer callback: queue the message; it is settled after its batch."""
-        self._pending.append(msg)
-        if len(self._pending) == 1 or len(self._pending) >= self._batch_max:
-            self._wake.set()
-
     @property
     def task(self) -> asyncio.Task[None] | None:
         """The batching task."""
-        return self._task
+        return self._loop.task
 
     def start(self) -> None:
-        """Start the batching task."""
-        self._stopping = False
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="telemetry-batcher")
+        """Start the batching task (``on_message`` is the consumer's callback)."""
+        self._loop.start()
 
     async def stop(self) -> None:
         """Finish the queued messages, then stop."""
-        self._stopping = True
-        self._wake.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        committing: asyncio.Task[WriteCounts] | None = None
-        try:
-            while True:
-                if not self._pending:
-                    if self._stopping:
-                        return
-                    self._wake.clear()
-                    await self._wake.wait()
-                    continue
-                if len(self._pending) < self._batch_max and self._linger and not self._stopping:
-                    # Fill the batch; a commit in flight is time the batch can fill anyway.
-                    self._wake.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self._linger)
-                batch = self._pending[: self._batch_max]
-                del self._pending[: self._batch_max]
-                try:
-                    prepared = await self._prepare(batch)
-                except Exception:
-                    log.exception("batch failed", size=len(batch))
-                    await _settle_all(batch, ack=False)
-                    continue
-                if committing is not None:
-                    await committing
-                committing = None
-                if prepared is not None:
-                    committing = asyncio.get_running_loop().create_task(
-                        self._commit_or_nak(prepared), name="telemetry-commit"
-                    )
-        finally:
-            if committing is not None:
-                await committing
+        await self._loop.stop()
 
     async def process(self, msgs: Sequence[Msg]) -> WriteCounts:
         """Run one batch through decode, decide, commit and settle."""

@@ -11,13 +11,13 @@ import pytest
 
 from contracts.v1 import CommandEnvelope, CommandResult, decode_command
 from contracts.v1.commands import EmergencyStop, PauseMow
-from contracts.v1.subjects import PRIORITY_HEADER
+from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.memory import InMemoryCommandLog
 from mowdeck.fleet.ports import CommandRecord
 from mowdeck.fleet.rules import encode_command
 from mowdeck.kit.bus import BusError, ExpiredCommandError
-from tests.support.fakes import FakeBus
+from tests.unit.kit.fake_nats import STORED, FakeNats
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -72,6 +72,13 @@ async def test_a_failed_write_fails_its_batch_only() -> None:
     await journal.stop()
 
 
+class FakeBus:
+    """A bus whose connection acknowledges every publish unless ``silent``."""
+
+    def __init__(self, *, silent: bool = False) -> None:
+        self.nc = FakeNats(lambda _: None if silent else STORED)
+
+
 def envelope(now: datetime, *, stop: bool = False, ttl: float = 30) -> CommandEnvelope:
     return CommandEnvelope.issue(
         mower_id=uuid.uuid4(),
@@ -89,10 +96,10 @@ async def test_a_command_goes_out_with_its_id_and_priority(stop: bool, priority:
     publisher = CommandPublisher(bus, clock=lambda: NOW)  # type: ignore[arg-type]
     sent = envelope(NOW, stop=stop)
     await publisher.publish(sent, encode_command(sent))
-    ((subject, data, headers, msg_id),) = bus.published
-    assert subject == f"command.mower.{sent.mower_id}"
-    assert (msg_id, headers) == (str(sent.command_id), {PRIORITY_HEADER: priority})
-    assert decode_command(data) == sent
+    (out,) = bus.nc.sent
+    assert out.subject == f"command.mower.{sent.mower_id}"
+    assert out.headers == {MSG_ID_HEADER: str(sent.command_id), PRIORITY_HEADER: priority}
+    assert decode_command(out.data) == sent
     await publisher.stop()
 
 
@@ -103,16 +110,16 @@ async def test_an_expired_command_is_refused_before_publishing() -> None:
     sent = envelope(NOW, ttl=1)
     with pytest.raises(ExpiredCommandError):
         await publisher.publish(sent, encode_command(sent))
-    assert bus.published == []
+    assert bus.nc.sent == []
 
 
 async def test_a_missing_acknowledgement_fails_after_the_timeout_and_frees_the_ack() -> None:
-    bus = FakeBus(answer=None)
+    bus = FakeBus(silent=True)
     publisher = CommandPublisher(bus, clock=lambda: NOW, ack_timeout=0.2)  # type: ignore[arg-type]
     sent = envelope(NOW)
     started = asyncio.get_running_loop().time()
     with pytest.raises(BusError):
         await publisher.publish(sent, encode_command(sent))
     assert 0.2 <= asyncio.get_running_loop().time() - started < 1.0
-    assert all(ack.done() for ack in bus.acks)
+    assert publisher._jetstream.in_flight == 0  # the failed ack is forgotten
     await publisher.stop()

@@ -1,0 +1,178 @@
+"""The micro-batch consumer: batch size, linger, term, nak on a failed commit, ack after it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from mowdeck.kit.batching import MicroBatchConsumer
+from mowdeck.kit.consumer import ConsumerSpec, DropMessage, RetryLater
+
+Batched = MicroBatchConsumer[int]
+
+
+class FakeMsg:
+    """A delivery that remembers how it was settled."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.subject = "work.item"
+        self.outcome: str | None = None
+        self.delay: float | None = None
+
+    async def ack(self) -> None:
+        self.outcome = "ack"
+
+    async def nak(self, delay: float | None = None) -> None:
+        self.outcome, self.delay = "nak", delay
+
+    async def term(self) -> None:
+        self.outcome = "term"
+
+
+def decode(msg: Any) -> int:
+    if not msg.data.isdigit():
+        raise DropMessage(f"not a number: {msg.data!r}")
+    return int(msg.data)
+
+
+class Store:
+    """Commits batches; ``gate`` holds each commit, ``fail`` makes the next one raise."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.gate: asyncio.Event | None = None
+        self.fail: BaseException | None = None
+        self.outcomes: Mapping[int, DropMessage | RetryLater] | None = None
+
+    async def commit(self, items: list[int]) -> Mapping[int, DropMessage | RetryLater] | None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+        self.batches.append(items)
+        return self.outcomes
+
+
+def consumer(
+    store: Store, *, batch_max: int = 100, linger: float = 0.01
+) -> MicroBatchConsumer[int]:
+    spec = ConsumerSpec(stream="S", subject="work.>", durable="work")
+    return MicroBatchConsumer(
+        object(),  # type: ignore[arg-type]  # never started: messages are fed by hand
+        spec,
+        decode=decode,
+        commit=store.commit,
+        batch_max=batch_max,
+        linger=linger,
+        nak_delay=3.0,
+    )
+
+
+async def feed(c: MicroBatchConsumer[int], *payloads: bytes) -> list[FakeMsg]:
+    msgs = [FakeMsg(p) for p in payloads]
+    for msg in msgs:
+        await c.on_message(msg)  # type: ignore[arg-type]
+    return msgs
+
+
+async def test_batches_are_cut_at_the_batch_size() -> None:
+    store = Store()
+    c = consumer(store, batch_max=3)
+    msgs = await feed(c, *(str(n).encode() for n in range(7)))
+    await c.stop()  # commits what is queued, a batch at a time
+    assert store.batches == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [m.outcome for m in msgs] == ["ack"] * 7
+
+
+async def test_a_lone_message_is_committed_after_the_linger() -> None:
+    store = Store()
+    c = consumer(store, linger=0.1)
+    c._loop.start()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    (msg,) = await feed(c, b"1")
+    while msg.outcome is None:
+        await asyncio.sleep(0.005)
+    assert 0.1 <= loop.time() - started < 1.0
+    assert store.batches == [[1]]
+    await c.stop()
+
+
+async def test_a_full_batch_does_not_wait_for_the_linger() -> None:
+    store = Store()
+    c = consumer(store, batch_max=2, linger=5.0)
+    c._loop.start()
+    msgs = await feed(c, b"1", b"2")
+    await asyncio.wait_for(_settled(msgs), timeout=1.0)
+    assert store.batches == [[1, 2]]
+    await c.stop()
+
+
+async def test_an_undecodable_message_is_terminated_with_its_reason_the_rest_committed() -> None:
+    store = Store()
+    c = consumer(store)
+    with capture_logs() as logs:
+        msgs = await feed(c, b"1", b"junk", b"3")
+        await c.stop()
+    assert [m.outcome for m in msgs] == ["ack", "term", "ack"]
+    assert store.batches == [[1, 3]]
+    (terminated,) = [e for e in logs if e["event"] == "message terminated"]
+    assert "not a number" in terminated["reason"]
+
+
+async def test_a_failed_commit_naks_the_whole_batch_and_acks_nothing() -> None:
+    store = Store()
+    store.fail = OSError("database gone")
+    c = consumer(store)
+    msgs = await feed(c, b"1", b"2", b"3")
+    await c.stop()
+    assert [(m.outcome, m.delay) for m in msgs] == [("nak", 3.0)] * 3
+
+
+async def test_a_commit_asking_to_retry_later_gets_its_delay() -> None:
+    store = Store()
+    store.fail = RetryLater("busy", delay=0.5)
+    c = consumer(store)
+    msgs = await feed(c, b"1", b"2")
+    await c.stop()
+    assert [(m.outcome, m.delay) for m in msgs] == [("nak", 0.5)] * 2
+
+
+async def test_nothing_is_acknowledged_before_the_commit_returned() -> None:
+    store = Store()
+    store.gate = asyncio.Event()
+    c = consumer(store)
+    c._loop.start()
+    msgs = await feed(c, b"1", b"2")
+    await asyncio.sleep(0.1)  # well past the linger: the commit is under way
+    assert [m.outcome for m in msgs] == [None, None]
+    store.gate.set()
+    await asyncio.wait_for(_settled(msgs), timeout=1.0)
+    assert [m.outcome for m in msgs] == ["ack", "ack"]
+    await c.stop()
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [(DropMessage("refused"), "term"), (RetryLater("later", delay=1.0), "nak")],
+    ids=["drop", "retry"],
+)
+async def test_a_commit_settles_single_items_otherwise(
+    outcome: DropMessage | RetryLater, expected: str
+) -> None:
+    store = Store()
+    store.outcomes = {1: outcome}
+    c = consumer(store)
+    msgs = await feed(c, b"1", b"2", b"3")
+    await c.stop()
+    assert [m.outcome for m in msgs] == ["ack", expected, "ack"]
+
+
+async def _settled(msgs: list[FakeMsg]) -> None:
+    while any(m.outcome is None for m in msgs):
+        await asyncio.sleep(0.005)
