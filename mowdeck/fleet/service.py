@@ -135,7 +135,7 @@ class FleetService:
     async def _start(self) -> None:
         s = self.settings
         if self._bus is None:
-            self._bus = await Bus.connect(s.nats_url, name="fleet")
+            self._bus = await Bus.connect(s.nats_url, name="fleet", fast_path=s.nats_fast_path)
             self._owned.append(self._bus.drain)
         bus = self._bus
         await bus.ensure_streams()

@@ -147,7 +147,9 @@ class GatewayService:
         """Connect, seed the registry, start consuming commands, serve health."""
         s = self.settings
         if self.bus is None:
-            self.bus = await Bus.connect(s.nats_url, name=self._producer)
+            self.bus = await Bus.connect(
+                s.nats_url, name=self._producer, fast_path=s.nats_fast_path
+            )
         await self.bus.ensure_streams()
         loop = asyncio.get_running_loop()
         self._bridge = LoopBridge(loop)
@@ -206,6 +208,7 @@ class GatewayService:
             subject=COMMAND_FILTER,
             handle=self.intake.on_lane_message,
             marker=EMERGENCY_MARKER,
+            fast_path=s.nats_fast_path,
         )
         await self._lane.start()
         self._consumer = Consumer(

@@ -3,8 +3,9 @@
 nats-py's ``publish_async`` draws random bytes, waits on a semaphore through
 ``wait_for`` and parses every ack into a dataclass; on a hot path that is most of a
 publish. This publisher numbers its requests, keeps one future each, and reads an ack
-only far enough to tell success from an error. On the project's client the acks are read
-by a direct subscription (``mowdeck.kit.wire``): no ``Msg``, queue or task step per ack.
+only far enough to tell success from an error. On the fast client the acks are read by a
+direct subscription (``mowdeck.kit.wire``): no ``Msg``, queue or task step per ack; on
+nats-py's stock client by a callback subscription.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from nats.aio.msg import Msg
 
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import header
-from mowdeck.kit.wire import Client, has_status
+from mowdeck.kit.wire import has_status, subscribe_direct
 
 __all__ = ["PipelinedPublisher", "PublishRefusedError"]
 
@@ -40,10 +41,9 @@ class PipelinedPublisher:
     async def start(self) -> None:
         """Subscribe to the ack inbox."""
         self._prefix = self._nc.new_inbox() + "."
-        if isinstance(self._nc, Client):
-            self._sub = await self._nc.subscribe_direct(self._prefix + "*", self._on_raw_ack)
-        else:
-            self._sub = await self._nc.subscribe(self._prefix + "*", cb=self._on_ack)
+        self._sub = await subscribe_direct(
+            self._nc, self._prefix + "*", self._on_raw_ack, fallback=self._on_ack
+        )
 
     async def publish(
         self, subject: str, data: bytes, headers: dict[str, str]

@@ -127,7 +127,7 @@ class TelemetryService:
     async def _start(self) -> None:
         s = self.settings
         if self._bus is None:
-            self._bus = await Bus.connect(s.nats_url, name="telemetry")
+            self._bus = await Bus.connect(s.nats_url, name="telemetry", fast_path=s.nats_fast_path)
             self._owned.append(self._bus.drain)
         bus = self._bus
         await bus.ensure_streams()
