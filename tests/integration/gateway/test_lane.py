@@ -11,6 +11,7 @@ from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.gateway.intake import EMERGENCY_MARKER
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.kit.bus import Bus, header
+from mowdeck.kit.wire import is_fast
 
 SUBJECT = "command.mower.00000000-0000-4000-8000-000000000007"
 
@@ -28,6 +29,7 @@ class _Handled:
 
 
 async def _lane(bus: Bus, marker: bytes | None) -> tuple[EmergencyLane, _Handled]:
+    # On the bus's kind of client: the fast one's direct path, or the stock callback one.
     handled = _Handled()
     url = bus.nc.connected_url
     assert url is not None
@@ -37,6 +39,7 @@ async def _lane(bus: Bus, marker: bytes | None) -> tuple[EmergencyLane, _Handled
         subject="command.mower.*",
         handle=handled,
         marker=marker,
+        fast_path=is_fast(bus.nc),
     )
     await lane.start()
     return lane, handled
