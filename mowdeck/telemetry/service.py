@@ -126,7 +126,7 @@ class TelemetryService:
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(self._bus, s.nats_url, name="telemetry")
+        bus = await res.bus(self._bus, s.nats_url, name="telemetry", fast_path=s.nats_fast_path)
         await bus.ensure_streams()
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
