@@ -68,6 +68,7 @@ from mowdeck.notifications.kinds import Kind
 from mowdeck.notifications.watch import Anchor, Fault, Job, MowerWatch, Offline
 
 __all__ = [
+    "MESSAGE_KEYS",
     "Link",
     "Thresholds",
     "evaluate_link",
@@ -77,6 +78,21 @@ __all__ = [
 ]
 
 Link = Literal["connected", "disconnected"]
+
+MESSAGE_KEYS = frozenset(
+    {
+        "job_started",
+        "mowing_finished",
+        "mower_stuck.error",
+        "mower_stuck.standstill",
+        "battery_low",
+        "mower_offline.silence",
+        "mower_offline.link",
+        "mower_offline.state",
+        "mower_online",
+    }
+)
+"""Every message key an event of the rules carries (``messages/*.json`` has each)."""
 
 _EARTH_M = 6_371_008.8
 _AT_DOCK = frozenset({"docked", "charging"})

@@ -12,7 +12,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from mowdeck.notifications.rules import Thresholds, evaluate_silence, evaluate_state, silence_due
+from mowdeck.notifications.rules import (
+    MESSAGE_KEYS,
+    Thresholds,
+    evaluate_silence,
+    evaluate_state,
+    silence_due,
+)
 from mowdeck.notifications.watch import MowerWatch, decode_watch, encode_watch
 from tests.unit.notifications.samples import (
     ACCOUNT,
@@ -617,3 +623,8 @@ def test_nothing_changes_before_the_silence_is_due() -> None:
         before = evaluate_silence(watch, at(due) - timedelta(seconds=1), since, THRESHOLDS)
         assert before.watch is watch
         assert evaluate_silence(watch, at(due), since, THRESHOLDS).watch != watch
+
+
+def test_the_scripts_cover_every_message_key() -> None:
+    produced = {e.message_key for _, steps, _ in CASES for e in run(steps).events}
+    assert produced == MESSAGE_KEYS
