@@ -83,6 +83,6 @@ class Emitter:
                 self.held.pop(kind, None)
         return self.last_sent, self.held
 
-    def outcome(self, watch: MowerWatch) -> Outcome:
+    def outcome(self, watch: MowerWatch) -> Outcome[MowerWatch]:
         """The outcome with ``watch`` as the new watch."""
         return Outcome(watch, self.events, self.suppressed)

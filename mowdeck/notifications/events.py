@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
 from mowdeck.notifications.kinds import Kind, Severity
 from mowdeck.notifications.watch import MowerWatch
 
-__all__ = ["Outcome", "Param", "RuleEvent", "SuppressReason", "Suppressed"]
+__all__ = ["IgnoreReason", "Outcome", "Param", "RuleEvent", "SuppressReason", "Suppressed"]
 
 Param = str | int | float
 """A message parameter: JSON-storable. Times are ISO 8601 strings in UTC, durations are
 whole seconds, percentages whole numbers."""
 
 SuppressReason = Literal["cooldown", "first_state"]
+IgnoreReason = Literal["not_newer", "from_the_future"]
+"""Why a state changed nothing: not newer than the watch (a redelivery, a heartbeat of a
+lost link, an older state), or observed too far ahead of the service's clock."""
 
 
 class RuleEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,9 +56,17 @@ class Suppressed(msgspec.Struct, frozen=True, kw_only=True):
     at: datetime
 
 
-class Outcome(msgspec.Struct, frozen=True):
-    """The watch after an evaluation, the events to store, the suppressions to count."""
+W_co = TypeVar("W_co", bound=MowerWatch | None, covariant=True)
 
-    watch: MowerWatch
+
+class Outcome(msgspec.Struct, Generic[W_co], frozen=True):
+    """The watch after an evaluation, the events to store, the suppressions to count.
+
+    ``watch`` is the watch given when nothing changed (the same object), and None only
+    when there was none and the state was ignored. ``ignored`` says why a state was.
+    """
+
+    watch: W_co
     events: list[RuleEvent] = msgspec.field(default_factory=list)
     suppressed: list[Suppressed] = msgspec.field(default_factory=list)
+    ignored: IgnoreReason | None = None

@@ -44,15 +44,19 @@ class LinkEvent:
 
 @dataclass(slots=True)
 class Plan:
-    """The watches to write, the events to store, and the suppressions to count."""
+    """The watches to write, the events to store, what to count: suppressions, and
+    states ignored by reason (``not_newer``, ``from_the_future``)."""
 
     writes: list[WatchWrite] = field(default_factory=list)
     events: list[RuleEvent] = field(default_factory=list)
     suppressed: list[Suppressed] = field(default_factory=list)
+    ignored: dict[str, int] = field(default_factory=dict)
 
-    def _take(self, outcome: Outcome) -> None:
+    def _take(self, outcome: Outcome[MowerWatch] | Outcome[MowerWatch | None]) -> None:
         self.events.extend(outcome.events)
         self.suppressed.extend(outcome.suppressed)
+        if outcome.ignored is not None:
+            self.ignored[outcome.ignored] = self.ignored.get(outcome.ignored, 0) + 1
 
 
 def mower_ids(items: Iterable[MowerState | LinkEvent]) -> list[uuid.UUID]:

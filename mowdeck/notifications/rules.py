@@ -24,6 +24,7 @@ event applies only when newer than everything the watch knows. The one clock of 
 service itself is the silence timer's (``evaluate_silence``'s ``now``), and it counts
 from ``contact_at``, the service's time when the newest state was applied.
 
+A state observed more than ``max_clock_skew`` ahead of the service's clock is ignored.
 The first state of a mower (or the first after it moved to another account) only
 initialises the watch: what it shows (a job, an error, a low battery, offline) is old
 news, reported suppressed with reason ``first_state``.
@@ -114,6 +115,9 @@ class Thresholds:
     cooldown: timedelta = timedelta(seconds=300)
     recharge_percent: int = 25
     recharge_max: timedelta = timedelta(seconds=7200)
+    # A state observed further ahead of the service's clock is ignored: one from a clock
+    # years ahead would leave every later state "not newer" and the mower silent for good.
+    max_clock_skew: timedelta = timedelta(seconds=300)
 
 
 def _iso(at: datetime) -> str:
@@ -131,7 +135,7 @@ def _charging(state: MowerState) -> bool:
     return state.charging or state.activity == "charging"
 
 
-def _first(state: MowerState, now: datetime, t: Thresholds) -> Outcome:
+def _first(state: MowerState, now: datetime, t: Thresholds) -> Outcome[MowerWatch]:
     """The watch a mower's first state starts; what it shows is old news."""
     at, m = state.observed_at, state.mower_id
     quiet: list[tuple[Kind, str]] = []
@@ -315,13 +319,16 @@ _STATE_KINDS: tuple[Kind, ...] = (
 
 def evaluate_state(
     watch: MowerWatch | None, state: MowerState, now: datetime, thresholds: Thresholds
-) -> Outcome:
+) -> Outcome[MowerWatch | None]:
     """The watch and events after ``state``; ``now`` is when the service handles it."""
+    at = state.observed_at
+    if at - now > thresholds.max_clock_skew:
+        return Outcome(watch, ignored="from_the_future")
     if watch is None or watch.account_id != state.account_id:
         return _first(state, now, thresholds)
-    at = state.observed_at
     if at <= watch.observed_at:
-        return Outcome(watch)  # older or repeated (a heartbeat of a lost link): no contact
+        # Older or repeated (a redelivery, a heartbeat of a lost link): no contact.
+        return Outcome(watch, ignored="not_newer")
     t, e = thresholds, Emitter(watch, thresholds.cooldown, at)
     disconnected_at = watch.disconnected_at
     if disconnected_at is not None and at > disconnected_at:
@@ -360,7 +367,7 @@ def evaluate_state(
 # -- links and silence -------------------------------------------------------------
 
 
-def evaluate_link(watch: MowerWatch, link: Link, at: datetime) -> Outcome:
+def evaluate_link(watch: MowerWatch, link: Link, at: datetime) -> Outcome[MowerWatch]:
     """The watch after ``mower.connected``/``mower.disconnected`` occurred at ``at``.
 
     Applies only when newer than the watch's newest state and link event. A disconnect
@@ -381,7 +388,7 @@ def _in_episode(watch: MowerWatch) -> bool:
 
 def evaluate_silence(
     watch: MowerWatch, now: datetime, consuming_since: datetime, thresholds: Thresholds
-) -> Outcome:
+) -> Outcome[MowerWatch]:
     """The watch and events of the offline timer at ``now``.
 
     ``consuming_since`` is when this service last (re)started consuming states: silence

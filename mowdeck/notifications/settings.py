@@ -44,6 +44,9 @@ class NotificationsSettings(BaseSettings, frozen=True, kw_only=True):
     notifications_recharge_percent: Percent = 25
     # A recharging job whose mower stayed at the dock this long has finished after all.
     notifications_recharge_max_seconds: Seconds = 7200.0
+    # A state observed further ahead of this service's clock is ignored: one from a clock
+    # years ahead would leave every later state of its mower "not newer".
+    notifications_max_clock_skew_seconds: Seconds = 300.0
     # -- the inbox ------------------------------------------------------------------
     # Newest items kept per user.
     notifications_inbox_limit: Count = 200
@@ -84,6 +87,7 @@ class NotificationsSettings(BaseSettings, frozen=True, kw_only=True):
             cooldown=timedelta(seconds=self.notifications_cooldown_seconds),
             recharge_percent=self.notifications_recharge_percent,
             recharge_max=timedelta(seconds=self.notifications_recharge_max_seconds),
+            max_clock_skew=timedelta(seconds=self.notifications_max_clock_skew_seconds),
         )
 
     @property

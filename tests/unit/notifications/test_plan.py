@@ -30,9 +30,10 @@ def test_a_batch_folds_each_mowers_states_in_arrival_order() -> None:
 
 def test_a_batch_of_stale_states_writes_nothing() -> None:
     watch = evaluate_state(None, state(100), at(100), THRESHOLDS).watch
-    plan = plan_states({MOWER: watch}, [state(50), state(100)], at(200), THRESHOLDS)
+    plan = plan_states({MOWER: watch}, [state(50), state(100), state(900)], at(200), THRESHOLDS)
     assert plan.writes == []
     assert plan.events == []
+    assert plan.ignored == {"not_newer": 2, "from_the_future": 1}
 
 
 def test_the_first_state_is_reported_suppressed() -> None:

@@ -530,6 +530,20 @@ def test_a_stale_state_returns_the_watch_unchanged() -> None:
     outcome = evaluate_state(watch, state(50, battery=1), at(200), THRESHOLDS)
     assert outcome.watch is watch
     assert outcome.events == []
+    assert outcome.ignored == "not_newer"
+    assert evaluate_state(watch, state(101), at(200), THRESHOLDS).ignored is None
+
+
+def test_a_state_from_the_future_is_ignored() -> None:
+    # A state five minutes and a second ahead of the service's clock would hold every
+    # later state of the mower off as "not newer": it is ignored, first state or not.
+    ahead = state(301, activity="error", error_code="E1")
+    first = evaluate_state(None, ahead, at(0), THRESHOLDS)
+    assert (first.watch, first.ignored, first.suppressed) == (None, "from_the_future", [])
+    watch = run([S(0)]).watch
+    later = evaluate_state(watch, ahead, at(0), THRESHOLDS)
+    assert (later.watch, later.ignored, later.events) == (watch, "from_the_future", [])
+    assert evaluate_state(watch, state(300), at(0), THRESHOLDS).ignored is None
 
 
 def test_a_quiet_timer_run_returns_the_watch_unchanged() -> None:

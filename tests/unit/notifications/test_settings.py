@@ -22,6 +22,7 @@ DEFAULTS = {
     "notifications_cooldown_seconds": 300.0,
     "notifications_recharge_percent": 25,
     "notifications_recharge_max_seconds": 7200.0,
+    "notifications_max_clock_skew_seconds": 300.0,
     "notifications_inbox_limit": 200,
     "notifications_offline_scan_seconds": 5.0,
     "notifications_offline_scan_batch": 500,
