@@ -59,7 +59,7 @@ async def test_two_batches_on_one_mower_serialize(pg_store: PostgresNotification
     await asyncio.sleep(0.2)
     assert not second.done(), "the second batch read the watch the first one holds"
     release_first.set()
-    assert await asyncio.gather(first, second) == [10, 11]
+    assert list(await asyncio.gather(first, second)) == [10, 11]
     assert (await pg_store.read_watches([MOWER]))[MOWER].battery == 12
 
 

@@ -55,6 +55,14 @@ def state(
     )
 
 
+def first_watch(seconds: float = 0, *, now: float | None = None, **fields: Any) -> MowerWatch:
+    """The watch the first state ``state(seconds, **fields)`` starts, handled at ``now``."""
+    handled = at(seconds if now is None else now)
+    watch = evaluate_state(None, state(seconds, **fields), handled, THRESHOLDS).watch
+    assert watch is not None
+    return watch
+
+
 @dataclass(frozen=True)
 class Step:
     """One input of a script: a state, a link event or a run of the silence timer."""

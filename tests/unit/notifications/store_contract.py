@@ -14,16 +14,14 @@ from mowdeck.notifications.kinds import SEVERITY, Kind
 from mowdeck.notifications.model import InboxCursor, InboxEntry, WatchWrite
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences, QuietHours
-from mowdeck.notifications.rules import evaluate_state
 from mowdeck.notifications.watch import MowerWatch
 from tests.unit.notifications.samples import (
     ACCOUNT,
     MOWER,
     OTHER_ACCOUNT,
     OTHER_MOWER,
-    THRESHOLDS,
     at,
-    state,
+    first_watch,
 )
 
 LEASE = timedelta(seconds=60)
@@ -32,9 +30,7 @@ THIRD_MOWER = uuid.UUID("00000000-0000-4000-8000-000000000003")
 
 def watch_of(mower_id: uuid.UUID = MOWER, seconds: float = 0, **fields: Any) -> MowerWatch:
     """The watch a first state of ``mower_id`` at ``seconds`` starts."""
-    return evaluate_state(
-        None, state(seconds, mower_id=mower_id, **fields), at(seconds), THRESHOLDS
-    ).watch
+    return first_watch(seconds, mower_id=mower_id, **fields)
 
 
 def event(

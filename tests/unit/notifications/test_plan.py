@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mowdeck.notifications.plan import LinkEvent, mower_ids, plan_links, plan_silence, plan_states
-from mowdeck.notifications.rules import evaluate_state, silence_due
-from tests.unit.notifications.samples import MOWER, OTHER_MOWER, THRESHOLDS, at, state
+from mowdeck.notifications.rules import silence_due
+from tests.unit.notifications.samples import MOWER, OTHER_MOWER, THRESHOLDS, at, first_watch, state
 
 
 def test_mowers_come_in_lock_order_once() -> None:
@@ -29,7 +29,7 @@ def test_a_batch_folds_each_mowers_states_in_arrival_order() -> None:
 
 
 def test_a_batch_of_stale_states_writes_nothing() -> None:
-    watch = evaluate_state(None, state(100), at(100), THRESHOLDS).watch
+    watch = first_watch(100)
     plan = plan_states({MOWER: watch}, [state(50), state(100), state(900)], at(200), THRESHOLDS)
     assert plan.writes == []
     assert plan.events == []
@@ -42,7 +42,7 @@ def test_the_first_state_is_reported_suppressed() -> None:
 
 
 def test_links_of_mowers_without_a_watch_are_skipped() -> None:
-    watch = evaluate_state(None, state(0), at(0), THRESHOLDS).watch
+    watch = first_watch(0)
     links = [LinkEvent(MOWER, "disconnected", at(5)), LinkEvent(OTHER_MOWER, "connected", at(5))]
     plan = plan_links({MOWER: watch}, links, THRESHOLDS)
     [write] = plan.writes
@@ -51,8 +51,8 @@ def test_links_of_mowers_without_a_watch_are_skipped() -> None:
 
 
 def test_the_scan_writes_back_every_claimed_watch_with_its_exact_due_time() -> None:
-    quiet = evaluate_state(None, state(0), at(100), THRESHOLDS).watch
-    silent = evaluate_state(None, state(0, mower_id=OTHER_MOWER), at(0), THRESHOLDS).watch
+    quiet = first_watch(0, now=100)
+    silent = first_watch(0, mower_id=OTHER_MOWER)
     plan = plan_silence([quiet, silent], at(150), at(-3600), THRESHOLDS)
     assert [e.mower_id for e in plan.events] == [OTHER_MOWER]
     assert [(w.watch.mower_id, w.silence_due_at) for w in plan.writes] == [
@@ -63,7 +63,7 @@ def test_the_scan_writes_back_every_claimed_watch_with_its_exact_due_time() -> N
 
 
 def test_the_scan_after_a_restart_postpones_instead_of_sending() -> None:
-    watch = evaluate_state(None, state(0), at(0), THRESHOLDS).watch
+    watch = first_watch(0)
     plan = plan_silence([watch], at(1000), at(990), THRESHOLDS)
     assert plan.events == []
     assert plan.writes[0].silence_due_at == at(1110)

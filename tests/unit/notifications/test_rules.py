@@ -46,7 +46,7 @@ def still(seconds: float, **fields: Any) -> Step:
     return S(seconds, activity="mowing", **fields)
 
 
-DOCKED = {"activity": "docked", "battery": 100}
+DOCKED: dict[str, Any] = {"activity": "docked", "battery": 100}
 
 
 def charging(battery: int) -> dict[str, Any]:
