@@ -1,0 +1,1 @@
+"""Notifications: rules, recipients, inbox and delivery (ADR 0022)."""
