@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import ipaddress
 import re
 import socket
@@ -53,6 +54,7 @@ NTFY_TOPIC = re.compile(r"[-_A-Za-z0-9]{1,64}")
 TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{1,256}")
 HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 MAX_ENDPOINT_LENGTH = 2048
+WHITESPACE = re.compile(r"\s")
 
 Getaddrinfo = Callable[..., Awaitable[list[tuple[Any, ...]]]]
 
@@ -190,7 +192,7 @@ class _Origin(NamedTuple):
 
 def _parse(url: str) -> _Origin | str:  # noqa: PLR0911 - one return per refusal
     """The origin of ``url`` as aiohttp will see it, or why it is refused."""
-    if not url.isascii() or any(c.isspace() for c in url):
+    if not url.isascii() or WHITESPACE.search(url):
         return "must be an ASCII URL without spaces"
     try:
         parsed = yarl.URL(url)
@@ -210,8 +212,12 @@ def _parse(url: str) -> _Origin | str:  # noqa: PLR0911 - one return per refusal
     return _Origin(parsed.scheme, host, parsed.port, parsed.raw_path)
 
 
+@functools.lru_cache(maxsize=4096)
 def check_url(url: str, patterns: Sequence[HostPattern], policy: TargetPolicy) -> str | None:
-    """Why ``url`` may not be called under ``policy`` with host ``patterns``, or None."""
+    """Why ``url`` may not be called under ``policy`` with host ``patterns``, or None.
+
+    Cached: the channels check every endpoint before every send.
+    """
     origin = _parse(url)
     if isinstance(origin, str):
         return origin

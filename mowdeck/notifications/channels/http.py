@@ -8,12 +8,14 @@ IP literals never reach a resolver; the channels check every URL with the policy
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import time
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 
 import aiohttp
+import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from mowdeck.notifications.channels.port import DeliveryResult
@@ -95,7 +97,7 @@ StatusMap = Callable[[int, Mapping[str, str]], DeliveryResult]
 
 async def post(
     session: aiohttp.ClientSession,
-    url: str,
+    url: str | yarl.URL,
     *,
     data: bytes,
     headers: Mapping[str, str],
@@ -109,12 +111,17 @@ async def post(
             data=data,
             headers=headers,
             allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=timeout),
+            timeout=_timeout(timeout),
         ) as response:
             await response.read()
             return answer(response.status, response.headers)
     except (aiohttp.ClientError, OSError, TimeoutError) as err:
         return failure_of(err, timeout)
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=seconds)
 
 
 def failure_of(err: BaseException, timeout: float) -> DeliveryResult:

@@ -8,6 +8,7 @@ redirect is followed and the VAPID JWT is signed once per push service.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +30,12 @@ from mowdeck.notifications.channels.vapid import (
     load_vapid,
     validate_subject,
 )
-from mowdeck.notifications.targets import TargetPolicy, WebPushTarget, check_url
+from mowdeck.notifications.targets import (
+    TargetPolicy,
+    WebPushSubscription,
+    WebPushTarget,
+    check_url,
+)
 
 __all__ = [
     "MAX_PLAINTEXT",
@@ -123,6 +129,20 @@ def _payload(delivery: Delivery, topic: str, url: str | None) -> bytes:
     return data
 
 
+@functools.lru_cache(maxsize=4096)
+def _endpoint(endpoint: str) -> tuple[yarl.URL, str]:
+    # The URL parsed once (aiohttp takes it as is) and its origin, the VAPID audience.
+    url = yarl.URL(endpoint)
+    return url, str(url.origin())
+
+
+@functools.lru_cache(maxsize=4096)
+def _pusher(subscription: WebPushSubscription) -> WebPusher:
+    # A WebPusher decodes the subscription's keys once; ``encode`` keeps no other state
+    # (its ECDH key is fresh per call), so one per subscription can be reused.
+    return WebPusher(msgspec.to_builtins(subscription))
+
+
 class WebPushChannel:
     """Sends Web Push messages to browsers' push services."""
 
@@ -162,15 +182,14 @@ class WebPushChannel:
         refused = check_url(endpoint, self._policy.push_hosts, self._policy)
         if refused is not None:
             return DeliveryResult(status="failed", reason=f"endpoint {refused}")
-        url = yarl.URL(endpoint)
+        url, audience = _endpoint(endpoint)
         headers = push_headers(delivery.severity, delivery.kind, delivery.mower_id)
         data = _payload(delivery, headers["Topic"], delivery.console_url or self._console_url)
-        subscription = msgspec.to_builtins(target.subscription)
-        body = WebPusher(subscription).encode(data, content_encoding="aes128gcm")["body"]
-        headers["Authorization"] = self._signer.authorization(str(url.origin()))
+        body = _pusher(target.subscription).encode(data, content_encoding="aes128gcm")["body"]
+        headers["Authorization"] = self._signer.authorization(audience)
         return await post(
             self._session,
-            endpoint,
+            url,
             data=body,
             headers=headers,
             timeout=self._timeout,
