@@ -54,7 +54,9 @@ class FakeNats:
     def new_inbox(self) -> str:
         return "_INBOX.fake"
 
-    async def subscribe(self, subject: str, cb: Callable[[Any], Awaitable[None]]) -> _Sub:
+    async def subscribe(
+        self, subject: str, queue: str = "", cb: Callable[[Any], Awaitable[None]] | None = None
+    ) -> _Sub:
         self._cb = cb
         return _Sub()
 
