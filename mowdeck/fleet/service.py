@@ -104,6 +104,13 @@ class FleetService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start the background parts, then listen."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # releases exactly what was started
+            raise
+
+    async def _start(self) -> None:
         s, res = self.settings, self._resources
         self._gc_pauses.install()
         res.push_sync(self._gc_pauses.uninstall, name="gc pauses")

@@ -23,6 +23,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def freeze(service: GatewayService) -> None:
+    """Move what lives after the seed out of the collector's sight (this process only).
+
+    The controllers, links and registrations live as long as the process; a full
+    collection walking them all is a pause in every mower's command path.
+    """
+    service.gc_pauses.freeze_long_lived("shard mowers seeded")
+
+
 async def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     del args  # every setting comes from the environment
@@ -34,7 +43,8 @@ async def run(args: argparse.Namespace) -> int:
         # The emergency lane's thread needs the interpreter a few times per stop; a busy
         # main thread hands it over at most every switch interval (5 ms by default).
         sys.setswitchinterval(_SWITCH_INTERVAL_S)
-        return GatewayService(settings, freeze_after_seed=True)
+        service = GatewayService(settings, on_seeded=lambda: freeze(service))
+        return service
 
     return await run_service(
         settings, build, shutdown_timeout=settings.shutdown_timeout_seconds + 10
