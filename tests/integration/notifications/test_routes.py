@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import msgspec
 import pytest
 from aiohttp import web
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import (
+    AuthzUnavailableError,
     InMemoryTupleStore,
     LocalAuthorizer,
     Tuple,
@@ -400,3 +402,34 @@ async def test_read_of_an_item_not_yours_is_404(
     assert (status, _kind(body)) == (404, "not-found")
     _, inbox = await call(client, "GET", INBOX)
     assert inbox["items"][0]["read"] is False
+
+
+# -- collaborators down ---------------------------------------------------------------------
+
+
+async def test_a_store_that_fails_is_503(
+    client: Client, pool: asyncpg.Pool, pg_store: PostgresNotificationStore
+) -> None:
+    await pool.close()
+    for method, path in ROUTES:
+        status, body = await call(client, method, path, body={"scope": "all"})
+        assert (status, _kind(body)) == (503, "unavailable"), (method, path)
+
+
+class DownAuthorizer(LocalAuthorizer):
+    async def check(self, user: str, relation: str, object: str) -> bool:
+        raise AuthzUnavailableError("OpenFGA is down")
+
+
+async def test_authorization_down_is_503(pg_store: PostgresNotificationStore) -> None:
+    deps = ApiDeps(
+        store=pg_store,
+        authorizer=DownAuthorizer(InMemoryTupleStore()),
+        settings=NotificationsSettings(),
+        clock=lambda: at(0),
+        mower_account=DIRECTORY.get,
+    )
+    app = create_app(deps, TokenVerifier(AUTH), Readiness(), CollectorRegistry())
+    async with TestClient(TestServer(app)) as down:
+        status, body = await call(down, "GET", PREFS)
+    assert (status, _kind(body)) == (503, "unavailable")
