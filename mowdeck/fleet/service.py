@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import UTC, datetime
 
 import asyncpg
@@ -17,7 +17,7 @@ from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_aut
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
-from mowdeck.fleet.kinds import installed_connection_kinds
+from mowdeck.fleet.kinds import installed_connection_kinds, installed_url_options
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import (
@@ -31,6 +31,7 @@ from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
+from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
@@ -73,6 +74,7 @@ class FleetService:
         authorizer: Authorizer | None = None,
         verifier: TokenVerifier | None = None,
         connection_kinds: Collection[str] | None = None,
+        connection_url_options: Mapping[str, str] | None = None,
         metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
@@ -84,6 +86,7 @@ class FleetService:
         self._authorizer = authorizer
         self._verifier = verifier
         self._kinds = connection_kinds
+        self._url_options = connection_url_options
         self.metrics_registry = (
             metrics_registry if metrics_registry is not None else CollectorRegistry()
         )
@@ -152,6 +155,10 @@ class FleetService:
             waiters=waiters,
             connection_kinds=frozenset(
                 self._kinds if self._kinds is not None else installed_connection_kinds()
+            ),
+            endpoints=EndpointPolicy(
+                DeviceHosts(s.gateway_device_hosts),
+                self._url_options if self._url_options is not None else installed_url_options(),
             ),
             metrics=FleetMetrics(self.metrics_registry),
             clock=self._clock,

@@ -30,6 +30,7 @@ from mowdeck.fleet.ports import CommandLog, CommandRecord, MowerRecord, MowerRep
 from mowdeck.fleet.results import ResultWaiters
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
+from mowdeck.gateway.connections.endpoints import EndpointPolicy
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
 
@@ -79,6 +80,7 @@ class Fleet:
     publisher: CommandPublisher
     waiters: ResultWaiters
     connection_kinds: Collection[str]
+    endpoints: EndpointPolicy
     metrics: FleetMetrics
     clock: Callable[[], datetime]
 
@@ -91,7 +93,9 @@ class Fleet:
         account = account_object(who.account_id)
         if not await self.authorizer.check(user_ref(who.user_id), "can_admin_mowers", account):
             raise ForbiddenError("registering mowers needs the account's admin role")
-        registration = rules.new_registration(request, who.account_id, self.connection_kinds)
+        registration = rules.new_registration(
+            request, who.account_id, self.connection_kinds, self.endpoints
+        )
         now = self.clock()
         record = MowerRecord(registration, created_at=now, updated_at=now)
         event = rules.outbox_event("mower.registered", registration, now=now)
@@ -157,7 +161,9 @@ class Fleet:
         for attempt in range(_RETRIES):
             self.records.forget(mower_id)
             current = await self._allowed(who, mower_id, "can_admin")
-            changed = rules.apply_patch(current.registration, patch, self.connection_kinds)
+            changed = rules.apply_patch(
+                current.registration, patch, self.connection_kinds, self.endpoints
+            )
             now = self.clock()
             record = MowerRecord(changed, current.created_at, now, current.version + 1)
             event = rules.outbox_event("mower.updated", changed, now=now)
