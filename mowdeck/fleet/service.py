@@ -16,16 +16,13 @@ from contracts.v1.subjects import MOWER_EVENT_FILTER
 from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
+from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.kinds import installed_connection_kinds, installed_url_options
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
-from mowdeck.fleet.postgres import (
-    PostgresCommandLog,
-    PostgresMowerRepository,
-    PostgresPruning,
-    pool_options,
-)
+from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning, pool_options
+from mowdeck.fleet.postgres_commands import PostgresAuditTrail, PostgresCommandLog
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
@@ -97,6 +94,7 @@ class FleetService:
         self._http: HttpServer | None = None
         self.fleet: Fleet | None = None
         self.pruner: Pruner | None = None
+        self.finalizer: Finalizer | None = None
 
     @property
     def url(self) -> str:
@@ -143,10 +141,14 @@ class FleetService:
         self.pruner = pruner = Pruner(
             PostgresPruning(pool), s, self.metrics_registry, clock=self._clock
         )
+        self.finalizer = finalizer = Finalizer(
+            command_log, s, self.metrics_registry, clock=self._clock
+        )
         self.fleet = fleet = Fleet(
             settings=s,
             repository=repository,
             command_log=command_log,
+            audit_trail=PostgresAuditTrail(pool),
             authorizer=CachedAuthorizer(authorizer, s.fleet_cache_seconds),
             records=RecordCache(repository, s.fleet_cache_seconds),
             relay=relay,
@@ -176,6 +178,8 @@ class FleetService:
         res.push(responder.stop, name="mower list responder")
         pruner.start()
         res.push(pruner.stop, name="pruner")
+        finalizer.start()
+        res.push(finalizer.stop, name="finalizer")
         for subject in (MOWER_EVENT_FILTER, GRANTS_CHANGED):
             sub = await bus.nc.subscribe(subject, cb=self._on_change)
             res.push(_quietly(sub.unsubscribe), name=f"subscription {subject}")
