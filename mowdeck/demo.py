@@ -34,6 +34,7 @@ from mowdeck.kit.embedded import EmbeddedNats, EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.kit.settings import BaseSettings, load_settings
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -121,7 +122,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         stack.push_async_callback(pool.close)
         authorizer = LocalAuthorizer(PostgresTupleStore(pool))
         await authorizer.write(grant_tuples(DEMO_ACCOUNT, DEMO_USER, "admin"))
-        bus = await Bus.connect(nats_url, name="demo")
+        # The services share this bus; the gateway's emergency lane connects on its own.
+        fast_path = load_settings(BaseSettings, {**os.environ, **env}).nats_fast_path
+        bus = await Bus.connect(nats_url, name="demo", fast_path=fast_path)
         stack.push_async_callback(bus.drain)
 
         fleet = FleetService(
@@ -147,6 +150,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         gateway = GatewayService(
             GatewaySettings(
                 nats_url=nats_url,
+                nats_fast_path=fast_path,
                 http_host=args.host,
                 http_port=_port(args.port, 2),
                 gateway_device_hosts=json.loads(device_hosts),

@@ -103,7 +103,9 @@ class GatewayService:
 
     async def _start(self) -> None:
         s, own = self.settings, self._resources
-        self.bus = bus = await own.bus(self._given_bus, s.nats_url, name=self._producer)
+        self.bus = bus = await own.bus(
+            self._given_bus, s.nats_url, name=self._producer, fast_path=s.nats_fast_path
+        )
         await bus.ensure_streams()
         loop = asyncio.get_running_loop()
         self.dispatcher.start()

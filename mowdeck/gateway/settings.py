@@ -20,7 +20,7 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
 
     shard_index: Annotated[int, msgspec.Meta(ge=0)] = 0
     shard_count: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
-    # Development only: seeds the registry until Fleet answers (ADR 0013).
+    # Development only: seeds the shard's mowers until Fleet answers (ADR 0013).
     bootstrap_mowers: list[MowerRegistration] = msgspec.field(default_factory=list)
     # How often each mower's last state is published again (a heartbeat). The variable is
     # MOWDECK_TELEMETRY_HEARTBEAT_SECONDS, as ADR 0013 names it.

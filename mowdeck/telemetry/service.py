@@ -88,6 +88,7 @@ class TelemetryService:
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
         self._bus = bus
+        self.bus: Bus | None = None  # the bus in use, given or owned (after ``start``)
         self._pool = pool
         self.store = store
         self._authorizer = authorizer
@@ -126,7 +127,9 @@ class TelemetryService:
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(self._bus, s.nats_url, name="telemetry")
+        self.bus = bus = await res.bus(
+            self._bus, s.nats_url, name="telemetry", fast_path=s.nats_fast_path
+        )
         await bus.ensure_streams()
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):

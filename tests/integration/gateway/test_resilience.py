@@ -28,6 +28,7 @@ from tests.integration.gateway.conftest import (
 )
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer, free_port
+from tests.support.settings import fast_path_from_environment
 
 
 async def publish_reliably(bus: Bus, env: CommandEnvelope) -> None:
@@ -53,7 +54,9 @@ def executions(sim: SimulatorServer, mowers: list[uuid.UUID]) -> Counter[uuid.UU
 @pytest.mark.slow
 async def test_nats_restart_under_load(own_nats_server: NatsServer, sim: SimulatorServer) -> None:
     mowers = sim.registrations()
-    bus = await Bus.connect(own_nats_server.url, name="test")
+    bus = await Bus.connect(
+        own_nats_server.url, name="test", fast_path=fast_path_from_environment()
+    )
     await bus.ensure_streams()
     log = ResultLog(bus)
     await log.start()
