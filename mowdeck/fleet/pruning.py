@@ -2,7 +2,8 @@
 
 Published outbox rows are only a record of what was sent (JetStream has the events), and
 the command log answers ``GET .../commands/{id}`` for recent commands; a command's
-history lives on in Telemetry's timeline.
+history lives on in the audit trail (``MOWDECK_FLEET_AUDIT_RETENTION_DAYS``, pruned in
+the same round) and in Telemetry's timeline.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ class Pruner:
         """One round; rows deleted per table, or None if another replica ran it."""
         s = self._settings
         cutoffs = PruneCutoffs.at(
-            self._clock(), s.fleet_outbox_retention_days, s.fleet_command_retention_days
+            self._clock(),
+            s.fleet_outbox_retention_days,
+            s.fleet_command_retention_days,
+            s.fleet_audit_retention_days,
         )
         deleted = await self._pruning.prune(cutoffs, s.fleet_prune_batch_rows)
         if deleted is None:
