@@ -110,7 +110,7 @@ class InMemoryDeliveries:
             else:
                 key, kind, params = event.dedupe_key, event.kind, dict(event.params)
                 mower, severity, message_key = event.mower_id, event.severity, event.message_key
-                ends, due = event.occurred_at, now
+                ends, due = event.occurred_at, min(event.occurred_at, now)
             for target in [t for t in self.targets.values() if t.user_id == user_id]:
                 found = taken.get((target.id, key))
                 if found is not None:

@@ -30,10 +30,12 @@ DELETE_TARGETS_BY_ID = "DELETE FROM notification_targets WHERE id = ANY($1::uuid
 
 _COLUMNS = """target_id, user_id, channel, kind, mower_id, severity, dedupe_key,
     message_key, params, occurred_at, next_attempt_at"""
-# One row per target of the users in $1 (those whose new item is not held).
+# One row per target of the users in $1 (those whose new item is not held), due at once:
+# due since the event occurred (so the oldest due age tells how late delivery is), or
+# now for an event from a clock running ahead.
 QUEUE_DELIVERIES = f"""
 INSERT INTO notification_deliveries ({_COLUMNS})
-SELECT t.id, t.user_id, t.channel, $2, $3, $4, $5, $6, $7::jsonb, $8, now()
+SELECT t.id, t.user_id, t.channel, $2, $3, $4, $5, $6, $7::jsonb, $8, least($8, now())
 FROM notification_targets AS t WHERE t.user_id = ANY($1::text[])
 ORDER BY t.id
 ON CONFLICT (target_id, dedupe_key) DO NOTHING
