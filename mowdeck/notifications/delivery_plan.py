@@ -40,7 +40,7 @@ def outcome_of(
         attempts=claimed.attempts,
         target_id=claimed.target_id,
         outcome=result.status,
-        error=reason,
+        error="" if result.status == "sent" else reason,
     )
     if result.status != "retry":
         return outcome

@@ -20,6 +20,7 @@ from tests.unit.notifications.samples import ACCOUNT, MOWER, at
 from tests.unit.notifications.store_contract import LEASE, event, queue
 
 NOW = at(20_000)
+PARAMS = {"battery": 18, "mower": "Robbie"}
 
 
 def push(endpoint: str = "https://fcm.googleapis.com/fcm/send/a") -> WebPushTarget:
@@ -34,7 +35,7 @@ async def fan_out(
     store: NotificationStore, key: str, entries: list[InboxEntry], seconds: float = 0
 ) -> None:
     """An event with ``key`` through the fan-out's call for ``entries``."""
-    await queue(store, event(key, seconds))
+    await queue(store, event(key, seconds, params=PARAMS))
     [pending] = await store.claim_pending(at(10_000), 10, LEASE)
     await store.complete_pending(pending.id, pending.event, entries, 200)
 
@@ -79,7 +80,7 @@ class DeliveryContract:
             "k1",
             1,
         )
-        assert first.params == {"battery": 18}
+        assert first.params == PARAMS
         by_channel = {c.channel: c.target for c in claimed}
         assert by_channel["ntfy"]["token"] == "tk_secret"
         assert by_channel["webpush"]["subscription"]["endpoint"].endswith("/a")
