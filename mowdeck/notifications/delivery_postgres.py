@@ -187,6 +187,7 @@ class PostgresDeliveries:
         conn.add_termination_listener(lost)
 
         async def stop() -> None:
+            conn.remove_termination_listener(lost)
             if not conn.is_closed():
                 await conn.close(timeout=5)
 
