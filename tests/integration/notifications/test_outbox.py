@@ -13,14 +13,14 @@ import pytest
 from mowdeck.notifications.model import InboxEntry
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences, QuietHours
-from mowdeck.notifications.targets import NtfyTarget, validate_target, TargetPolicy
+from mowdeck.notifications.targets import NtfyTarget, TargetPolicy, validate_target
 from tests.integration.notifications.outbox_support import (
     Clock,
     delivery_settings,
     rows,
     worker_for,
 )
-from tests.support.ntfy_receiver import NtfyAnswer, NtfyReceiver
+from tests.support.ntfy_receiver import NtfyReceiver
 from tests.support.webpush_receiver import Answer, BrowserSubscription, WebPushReceiver
 from tests.unit.notifications.delivery_contract import fan_out
 from tests.unit.notifications.samples import ACCOUNT, at
@@ -58,6 +58,7 @@ async def register(store: PostgresNotificationStore, user: str, sub: BrowserSubs
     ids=["201", "404", "410", "400", "403", "413", "503", "429", "timeout", "redirect"],
 )
 async def test_every_result_path(
+    *,
     pg_store: PostgresNotificationStore,
     pool: asyncpg.Pool,
     receiver: WebPushReceiver,

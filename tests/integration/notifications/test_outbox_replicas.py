@@ -39,6 +39,21 @@ async def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
     return line.strip()
 
 
+def _spawn(dsn: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.integration.notifications.outbox_child",
+            dsn,
+            str(CHILD_LEASE),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
 @pytest.mark.slow
 async def test_a_worker_killed_after_its_claim_is_replaced_after_the_lease(
     pg_store: PostgresNotificationStore,
@@ -50,13 +65,7 @@ async def test_a_worker_killed_after_its_claim_is_replaced_after_the_lease(
     # The child's send reaches the push service and hangs there until it is killed.
     receiver.answer(sub, Answer(stall=60))
     await register(pg_store, "ann", sub)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.notifications.outbox_child", migrated,
-         str(CHILD_LEASE)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc = _spawn(migrated)
     try:
         assert await _readline(proc, 20) == "ready"
         await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
