@@ -95,7 +95,8 @@ async def _measure(store: PostgresNotificationStore, rate: float, seconds: float
     count = int(rate * seconds)
     settings = delivery_settings()
     policy = TargetPolicy.from_settings(settings)
-    async with TimedReceiver() as receiver:
+    receiver = TimedReceiver()
+    async with receiver:
         for u in range(USERS):
             doc = {"channel": "webpush", "subscription": receiver.subscribe().to_json()}
             target = validate_target(doc, policy)
