@@ -103,7 +103,7 @@ ServiceFactory = Callable[..., Awaitable[NotificationsService]]
 
 
 @pytest.fixture
-async def make_service(
+async def make_service(  # noqa: PLR0917 - pytest fixtures
     nats_server: NatsServer,
     bus: Bus,
     pool: asyncpg.Pool,

@@ -31,7 +31,10 @@ async def test_two_replicas_racing_on_one_mower_notify_once(
     states = [state(0, battery=50)]
     states += [state(1 + i * 0.5, battery=max(50 - i, 15)) for i in range(60)]
     await publish_states(bus, states)
-    evaluated = lambda: counted(a, "states_evaluated") + counted(b, "states_evaluated")  # noqa: E731
+
+    def evaluated() -> float:
+        return counted(a, "states_evaluated") + counted(b, "states_evaluated")
+
     await eventually(lambda: evaluated() == len(states), what="every state evaluated")
     assert counted(a, "states_evaluated") > 0
     assert counted(b, "states_evaluated") > 0, "the queue group gave one replica everything"
@@ -113,9 +116,10 @@ async def test_nats_outage_does_not_count_as_silence(
     # The connection drops and comes back while the clock runs past offline_after.
     assert service.bus is not None
     nc = service.bus.nc
-    transport = nc._transport  # noqa: SLF001 - cut the socket; the client reconnects
+    transport = nc._transport  # cut the socket under the client; it reconnects
+    assert transport is not None
     clock.now = at(200)
-    transport.close()
+    transport.close()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
     await eventually(lambda: nc.stats["reconnects"] >= 1, what="a reconnect")
     await eventually(lambda: service.consuming is not None and service.consuming.since > before)
     await asyncio.sleep(0.3)
@@ -125,7 +129,7 @@ async def test_nats_outage_does_not_count_as_silence(
     assert [i.kind for i in items] == ["mower_offline"]
 
 
-async def test_a_crash_between_the_rules_commit_and_the_fanout_delays_only(
+async def test_a_crash_between_the_rules_commit_and_the_fanout_delays_only(  # noqa: PLR0917 - pytest fixtures
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,

@@ -1,4 +1,4 @@
-"""The rules through the running service: states in on NATS, inbox items and notifications.sent out."""
+"""The rules through the running service: states in on NATS, inbox items and events out."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ async def test_mid_job_recharge_is_not_a_finished_job(
     assert finished.params["duration_seconds"] == 3900 - 10
 
 
-async def test_de_and_en_rendering_in_notifications_sent(
+async def test_de_and_en_rendering_in_notifications_sent(  # noqa: PLR0917 - pytest fixtures
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
