@@ -2,9 +2,9 @@
 
 Three mowers get work: one mows a short job and comes home (``mowing_finished``), one
 has its battery drop to nearly flat half a minute in (``battery_low``), and one gets
-stuck about a minute in (a fault injected through the simulator, ``mower_stuck``). The other mowers stay
-docked. Everything goes through the real paths: commands on the bus to the gateway,
-faults through the simulator's fault API.
+stuck about a minute in (a fault injected through the simulator, ``mower_stuck``). The
+other mowers stay docked. Everything goes through the real paths: commands on the bus to
+the gateway, faults through the simulator's fault API.
 """
 
 from __future__ import annotations
