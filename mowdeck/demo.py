@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -106,10 +107,13 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             stack.callback(pg.close)
             await _in_thread(pg.start)
             database_url = pg.url
+        # Development: the demo's own simulator, on whichever port it gets.
+        device_hosts = os.environ.get("MOWDECK_GATEWAY_DEVICE_HOSTS") or json.dumps([args.host])
         env = {
             "MOWDECK_NATS_URL": nats_url,
             "MOWDECK_DATABASE_URL": database_url,
             "MOWDECK_HTTP_HOST": args.host,
+            "MOWDECK_GATEWAY_DEVICE_HOSTS": device_hosts,
         }
         await migrate(database_url, discover(sql_root(), SERVICES))
 
@@ -169,6 +173,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
                 nats_fast_path=fast_path,
                 http_host=args.host,
                 http_port=_port(args.port, 2),
+                gateway_device_hosts=json.loads(device_hosts),
             ),
             bus=bus,
         )

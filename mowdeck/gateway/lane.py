@@ -5,9 +5,9 @@ frame; at full load one turn of it lasts tens to hundreds of milliseconds. A sto
 waits for the loop to read it, then for a task to send it, waits for those turns. So the
 lane reads commands on a NATS connection and an event loop of its own, in a thread that
 the interpreter switches to within its switch interval, admits a stop there (admission
-is pure and only reads the registry), and puts the device send at the front of the main
-loop's queue (``call_first_threadsafe``), where it runs as soon as the callback running
-now returns. Ordinary commands are ignored here (the stream delivers them); only the
+is pure and only reads the shard's mowers), and puts the device send at the front of the
+main loop's queue (``call_first_threadsafe``), where it runs as soon as the callback
+running now returns. Ordinary commands are ignored here (the stream delivers them); only the
 header is looked at before deciding.
 """
 

@@ -98,6 +98,15 @@ class Resources:
 
         self.push(closing, name=name)
 
+    def push_task(self, task: asyncio.Future[Any], *, name: str) -> None:
+        """Cancel ``task`` at close and wait for it; what it raises then is its own end."""
+
+        async def cancel() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        self.push(cancel, name=name)
+
     async def enter(self, cm: AbstractAsyncContextManager[T]) -> T:
         """Enter ``cm`` now and exit it at close."""
         value = await cm.__aenter__()

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -124,6 +123,13 @@ class TelemetryService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start consumers and timers, then listen."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # releases exactly what was started
+            raise
+
+    async def _start(self) -> None:
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
@@ -177,7 +183,7 @@ class TelemetryService:
                 ),
                 name="telemetry-directory-seed",
             )
-            res.push(_cancelled(self._seed_task), name="directory seed")
+            res.push_task(self._seed_task, name="directory seed")
         self.retention = retention = Retention(store, s, self.metrics, clock=self._clock)
         if self._retention_enabled:
             retention.start()
@@ -240,12 +246,3 @@ def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
 
 def _alive(consumer: Consumer) -> Callable[[], bool]:
     return lambda: consumer.alive
-
-
-def _cancelled(task: asyncio.Task[Any]) -> Callable[[], Awaitable[None]]:
-    async def cancel() -> None:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-
-    return cancel
