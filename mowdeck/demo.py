@@ -283,7 +283,7 @@ Try:
 
 Notifications: user "{DEMO_USER}" is subscribed to all mowers. Within a few minutes a
 short job finishes, a mower runs low on battery and one gets stuck (an injected fault):
-  curl -s {demo.notifications_url}/v1/notifications -H "$AUTH"
+  curl -s {demo.notifications_url}/v1/notifications/inbox -H "$AUTH"
   curl -s {demo.notifications_url}/metrics | grep mowdeck_notifications_events_total
 
 Ctrl-C stops everything and removes what the demo started.

@@ -62,26 +62,33 @@ class IdentityEvents:
 
 
 class MowerNames:
-    """Mower names by id, from the Fleet seed and the mower events; removal forgets."""
+    """Mower names and accounts by id, from the Fleet seed and the mower events; removal
+    forgets."""
 
     def __init__(
         self, store: NotificationStore, on_removed: Callable[[uuid.UUID], Awaitable[object]]
     ) -> None:
         self._store = store
         self._on_removed = on_removed
-        self._names: dict[uuid.UUID, str] = {}
+        self._mowers: dict[uuid.UUID, MowerRegistration] = {}
 
     def get(self, mower_id: uuid.UUID) -> str | None:
         """The mower's name, if known."""
-        return self._names.get(mower_id)
+        registration = self._mowers.get(mower_id)
+        return None if registration is None else registration.name
+
+    def account(self, mower_id: uuid.UUID) -> uuid.UUID | None:
+        """The mower's account, if known (the HTTP API's ``mower_account``)."""
+        registration = self._mowers.get(mower_id)
+        return None if registration is None else registration.account_id
 
     async def apply(self, registration: MowerRegistration) -> None:
         """A registered or updated mower (or one of the seed's list)."""
-        self._names[registration.mower_id] = registration.name
+        self._mowers[registration.mower_id] = registration
 
     async def remove(self, mower_id: uuid.UUID) -> None:
-        """A removed mower: forget its name, its watch, pending events and inbox items."""
-        self._names.pop(mower_id, None)
+        """A removed mower: forget it, its watch, pending events and inbox items."""
+        self._mowers.pop(mower_id, None)
         await self._on_removed(mower_id)
         rows = await self._store.forget_mower(mower_id)
         log.info("mower forgotten", mower_id=str(mower_id), rows=rows)

@@ -10,25 +10,17 @@ from typing import Any
 
 import asyncpg
 import structlog
-from aiohttp import web
 from nats.js import api
 from prometheus_client import CollectorRegistry
 
 from actors import Dispatcher, LoopBridge, ShardSupervisor
 from contracts.v1.subjects import EVENTS, MOWER_EVENT_FILTER, TELEMETRY
-from mowdeck.authn import AuthSettings, TokenVerifier
+from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
-from mowdeck.kit.http import (
-    HttpServer,
-    Readiness,
-    problem_middleware,
-    request_metrics,
-    task_alive,
-    with_ops_routes,
-)
+from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.periodic import Periodic
 from mowdeck.kit.seed import FleetSeed
@@ -42,6 +34,7 @@ from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.offline import OfflineScan
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.routes import ApiDeps, create_app
 from mowdeck.notifications.settings import NotificationsSettings
 
 __all__ = ["NotificationsService"]
@@ -215,7 +208,9 @@ class NotificationsService:
         res.push(timer.stop, name="offline scan")
         self.readiness.watch("offline scan", task_alive(lambda: timer.task))
 
-        app = self._app()
+        verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        deps = ApiDeps(store, authorizer, s, clock, names.account)
+        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
         self._http = await res.serve(app, s.http_host, s.http_port)
         self.readiness.set_ready()
         log.info("notifications listening", url=self._http.url)
@@ -304,16 +299,6 @@ class NotificationsService:
             cb=identity.on_grants,
         )
         res.push(grants.unsubscribe, name="grants subscription")
-
-    def _app(self) -> web.Application:
-        app = web.Application(
-            middlewares=[
-                request_metrics(self.metrics_registry, service="notifications"),
-                problem_middleware,
-            ]
-        )
-        with_ops_routes(app, self.readiness, self.metrics_registry)
-        return app
 
     async def _forget_actor(self, mower_id: uuid.UUID) -> None:
         # A removed mower's actor must not keep its watch: a later state starts afresh.

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
+
 from contracts.v1 import MowerLink
+from mowdeck.authn import TokenIssuer
 from mowdeck.kit.bus import Bus
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from tests.support.eventually import eventually
-from tests.unit.notifications.samples import MOWER, at, state
+from tests.unit.notifications.samples import ACCOUNT, MOWER, at, state
 
 from .conftest import (
+    AUTH,
     Clock,
     Member,
     SentFeed,
@@ -189,3 +193,29 @@ async def test_heartbeats_of_a_disconnected_mower_do_not_stop_offline(
     await eventually(lambda: counted(service, "states_ignored", reason="not_newer") == 3)
     kinds = await eventually(lambda: _kinds(store, USER, 1), what="mower_offline")
     assert kinds == ["mower_offline"]
+
+
+async def test_the_inbox_is_read_through_the_service_http_api(
+    make_service: ServiceFactory,
+    member: Member,
+    bus: Bus,
+    store: PostgresNotificationStore,
+    clock: Clock,
+) -> None:
+    await member(USER, locale="de")
+    service = await make_service()
+    await eventually(lambda: service.names is not None and service.names.get(MOWER))
+    clock.now = at(20)
+    await publish_states(bus, [state(0, battery=50), state(10, battery=18)])
+    await eventually(lambda: inbox(store, USER))
+    token = TokenIssuer(AUTH).mint(USER, ACCOUNT)
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http,
+        http.get(f"{service.url}/v1/notifications/inbox") as response,
+    ):
+        assert response.status == 200
+        body = await response.json()
+    assert [item["kind"] for item in body["items"]] == ["battery_low"]
+    assert body["unread"] == 1
+    async with aiohttp.ClientSession() as http, http.get(f"{service.url}/readyz") as ready:
+        assert ready.status == 200
