@@ -24,6 +24,7 @@ import structlog
 from mowdeck.authn import TokenIssuer, load_auth_settings
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
+from mowdeck.demo_scenario import run_scenario
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -35,6 +36,10 @@ from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.settings import BaseSettings, load_settings
+from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.service import NotificationsService
+from mowdeck.notifications.settings import load_notifications_settings
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -46,7 +51,7 @@ log = structlog.get_logger("mowdeck.demo")
 
 DEMO_ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000de30")
 DEMO_USER = "demo"
-SERVICES = ["authz", "fleet", "telemetry"]
+SERVICES = ["authz", "fleet", "telemetry", "notifications"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +78,7 @@ class Demo:
     token: str
     fleet_url: str
     telemetry_url: str
+    notifications_url: str
     gateway_url: str
     sim_url: str
     mowers: list[uuid.UUID]
@@ -147,6 +153,20 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             pool=pool,
             authorizer=authorizer,
         )
+        notifications = NotificationsService(
+            load_notifications_settings(
+                {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 3))}
+            ),
+            auth_settings=auth,
+            authz_settings=authz,
+            bus=bus,
+            pool=pool,
+            authorizer=authorizer,
+        )
+        # The demo user hears about every mower of the account.
+        await PostgresNotificationStore(pool).put_preferences(
+            DEMO_USER, DEMO_ACCOUNT, Preferences(scope="all")
+        )
         gateway = GatewayService(
             GatewaySettings(
                 nats_url=nats_url,
@@ -169,7 +189,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             port=_port(args.port, 10),
         )
         try:
-            services: list[Service] = await start_all([fleet, telemetry, gateway, _Sim(sim)])
+            services: list[Service] = await start_all(
+                [fleet, telemetry, notifications, gateway, _Sim(sim)]
+            )
         except OSError as err:
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
@@ -177,15 +199,26 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
+        scenario = asyncio.get_running_loop().create_task(
+            run_scenario(bus, sim, DEMO_ACCOUNT), name="demo-scenario"
+        )
+        stack.push_async_callback(_cancel, scenario)
         yield Demo(
             token=token,
             fleet_url=fleet.url,
             telemetry_url=telemetry.url,
+            notifications_url=notifications.url,
             gateway_url=gateway.url,
             sim_url=sim.url,
             mowers=[r.mower_id for r in sim.registrations()],
             services=services,
         )
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 class DemoError(MowdeckError):
@@ -231,6 +264,7 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
 
   Fleet      {demo.fleet_url}
   Telemetry  {demo.telemetry_url}
+  Notifications {demo.notifications_url}
   Gateway    {demo.gateway_url}/metrics
   Simulator  {demo.sim_url}/sim/mowers
 
@@ -246,6 +280,11 @@ Try:
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
   curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
   curl -s {demo.sim_url}/sim/mowers/{m}
+
+Notifications: user "{DEMO_USER}" is subscribed to all mowers. Within a few minutes a
+short job finishes, a mower runs low on battery and one gets stuck (an injected fault):
+  curl -s {demo.notifications_url}/v1/notifications/inbox -H "$AUTH"
+  curl -s {demo.notifications_url}/metrics | grep mowdeck_notifications_events_total
 
 Ctrl-C stops everything and removes what the demo started.
 """
