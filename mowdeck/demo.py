@@ -40,6 +40,7 @@ from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import load_notifications_settings
+from mowdeck.notifications.targets import LogTarget
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -114,6 +115,17 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             "MOWDECK_DATABASE_URL": database_url,
             "MOWDECK_HTTP_HOST": args.host,
             "MOWDECK_GATEWAY_DEVICE_HOSTS": device_hosts,
+            # Development: a VAPID key made on first start (kept under .mowdeck/), and the
+            # log channel for the demo user's target.
+            "MOWDECK_NOTIFICATIONS_CHANNELS": os.environ.get(
+                "MOWDECK_NOTIFICATIONS_CHANNELS", '["webpush", "ntfy", "log"]'
+            ),
+            "MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE": os.environ.get(
+                "MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE", ".mowdeck/vapid-demo.pem"
+            ),
+            "MOWDECK_NOTIFICATIONS_VAPID_SUBJECT": os.environ.get(
+                "MOWDECK_NOTIFICATIONS_VAPID_SUBJECT", "mailto:demo@mowdeck.invalid"
+            ),
         }
         await migrate(database_url, discover(sql_root(), SERVICES))
 
@@ -164,9 +176,11 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             authorizer=authorizer,
         )
         # The demo user hears about every mower of the account.
-        await PostgresNotificationStore(pool).put_preferences(
-            DEMO_USER, DEMO_ACCOUNT, Preferences(scope="all")
-        )
+        demo_store = PostgresNotificationStore(pool)
+        await demo_store.put_preferences(DEMO_USER, DEMO_ACCOUNT, Preferences(scope="all"))
+        # ... and gets each one delivered as a log line of this process (the log channel).
+        if not await demo_store.list_targets(DEMO_USER):
+            await demo_store.add_target(DEMO_USER, LogTarget())
         gateway = GatewayService(
             GatewaySettings(
                 nats_url=nats_url,

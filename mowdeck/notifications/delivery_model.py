@@ -11,7 +11,7 @@ import msgspec
 # channels first: targets imports the channels' settings, whose package imports targets.
 from mowdeck.notifications.channels.port import Severity
 from mowdeck.notifications.events import Param
-from mowdeck.notifications.targets import Target, WebPushTarget
+from mowdeck.notifications.targets import Target
 
 __all__ = ["Backlog", "ClaimedDelivery", "DeliveryOutcome", "OutcomeKind", "StoredTarget"]
 
@@ -29,7 +29,8 @@ class StoredTarget(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def channel(self) -> str:
         """The target's channel name."""
-        return "webpush" if isinstance(self.target, WebPushTarget) else "ntfy"
+        tag: str = self.target.__struct_config__.tag  # type: ignore[assignment]
+        return tag
 
 
 class ClaimedDelivery(msgspec.Struct, frozen=True, kw_only=True):

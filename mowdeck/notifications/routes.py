@@ -38,6 +38,8 @@ from mowdeck.notifications.model import CursorError, InboxCursor, InboxItem
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences, PreferencesError
 from mowdeck.notifications.settings import NotificationsSettings
+from mowdeck.notifications.targets_routes import ROUTES as TARGET_ROUTES
+from mowdeck.notifications.targets_routes import TARGET_DEPS, TargetDeps
 from mowdeck.notifications.templates import render
 
 __all__ = [
@@ -270,9 +272,11 @@ def create_app(
     readiness: Readiness,
     metrics_registry: CollectorRegistry,
     *,
+    targets: TargetDeps | None = None,
     extra_routes: Sequence[web.RouteDef] = (),
 ) -> web.Application:
-    """The Notifications HTTP application: ``routes()``, ``extra_routes`` and ops routes."""
+    """The Notifications HTTP application: ``routes()``, the channel targets' routes (with
+    ``targets``), ``extra_routes`` and ops routes."""
     app = web.Application(
         middlewares=[
             request_metrics(metrics_registry, service="notifications"),
@@ -284,4 +288,19 @@ def create_app(
     app[DEPS] = deps
     with_ops_routes(app, readiness, metrics_registry)
     app.add_routes([*routes(), *extra_routes])
+    if targets is not None:
+        app[TARGET_DEPS] = targets
+        app.add_routes(
+            [web.route(r.method, r.path, _viewers_only(r.handler)) for r in TARGET_ROUTES]
+        )
     return app
+
+
+def _viewers_only(handler: Handler) -> Handler:
+    # A user who can view nothing cannot use the API at all (ADR 0022): the target routes
+    # answer the same 403 as the others.
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        await caller(request)
+        return await handler(request)
+
+    return guarded

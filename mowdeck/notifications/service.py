@@ -25,17 +25,23 @@ from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.periodic import Periodic
 from mowdeck.kit.seed import FleetSeed
 from mowdeck.notifications.actor import WatchSnapshots, actor_factory
+from mowdeck.notifications.channels.http import open_channel_session
+from mowdeck.notifications.channels.loader import NotificationChannels, load_channels
 from mowdeck.notifications.consuming import ConsumingSince
+from mowdeck.notifications.delivery_metrics import DeliveryMetrics
 from mowdeck.notifications.fanout import Decisions, FanOut
 from mowdeck.notifications.identity import IdentityEvents, MowerNames
 from mowdeck.notifications.ingest import StatePipeline
 from mowdeck.notifications.links import LinkEvents, decode_link
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.offline import OfflineScan
+from mowdeck.notifications.outbox import DeliveryWorker
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.routes import ApiDeps, create_app
 from mowdeck.notifications.settings import NotificationsSettings
+from mowdeck.notifications.targets import TargetPolicy
+from mowdeck.notifications.targets_routes import TargetDeps
 
 __all__ = ["NotificationsService"]
 
@@ -103,6 +109,8 @@ class NotificationsService:
         self.pipeline: StatePipeline | None = None
         self.scan: OfflineScan | None = None
         self.fanout: FanOut | None = None
+        self.delivery: DeliveryWorker | None = None
+        self.channels: NotificationChannels | None = None
         self.consuming: ConsumingSince | None = None
         self.names: MowerNames | None = None
 
@@ -115,6 +123,13 @@ class NotificationsService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start actors, consumers and loops, then listen."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # releases exactly what was started
+            raise
+
+    async def _start(self) -> None:
         s, res = self.settings, self._resources
         self.bus = bus = await res.bus(
             self._bus, s.nats_url, name="notifications", fast_path=s.nats_fast_path
@@ -209,11 +224,29 @@ class NotificationsService:
         self.readiness.watch("offline scan", task_alive(lambda: timer.task))
 
         verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        targets = await self._start_delivery(store)
         deps = ApiDeps(store, authorizer, s, clock, names.account)
-        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
+        app = create_app(deps, verifier, self.readiness, self.metrics_registry, targets=targets)
         self._http = await res.serve(app, s.http_host, s.http_port)
         self.readiness.set_ready()
         log.info("notifications listening", url=self._http.url)
+
+    async def _start_delivery(self, store: NotificationStore) -> TargetDeps:
+        """The channels and the delivery worker (the outbox); what the target routes need."""
+        s, res = self.settings, self._resources
+        session = open_channel_session(s)
+        res.push(session.close, name="channel http session")
+        self.channels = channels = await load_channels(s, session)
+        res.push(channels.close, name="channels")
+        self.delivery = worker = DeliveryWorker(
+            store, channels, s, DeliveryMetrics(self.metrics_registry), self._clock
+        )
+        worker.start()
+        res.push(worker.stop, name="delivery worker")
+        self.readiness.watch("delivery worker", task_alive(lambda: worker.task))
+        webpush = channels.get("webpush")
+        key = getattr(webpush, "application_server_key", None)
+        return TargetDeps(store, TargetPolicy.from_settings(s), key)
 
     async def _start_fanout(
         self, bus: Bus, store: NotificationStore, decisions: Decisions, names: MowerNames

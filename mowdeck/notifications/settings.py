@@ -11,7 +11,8 @@ from typing import Annotated
 
 import msgspec
 
-from mowdeck.kit.settings import BaseSettings, load_settings
+from mowdeck.kit.settings import load_settings
+from mowdeck.notifications.delivery_settings import DeliverySettings
 from mowdeck.notifications.rules import Thresholds
 
 __all__ = ["NotificationsSettings", "load_notifications_settings"]
@@ -21,8 +22,9 @@ Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
 
 
-class NotificationsSettings(BaseSettings, frozen=True, kw_only=True):
-    """What the Notifications service reads from the environment."""
+class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
+    """What the Notifications service reads from the environment (with the delivery's
+    and the channels' settings, ``DeliverySettings`` and ``ChannelSettings``)."""
 
     # -- the rules (ADR 0022) ------------------------------------------------------
     # A job shorter than this ends without a mowing_finished.
@@ -74,6 +76,7 @@ class NotificationsSettings(BaseSettings, frozen=True, kw_only=True):
     notifications_db_pool_size: Annotated[int, msgspec.Meta(ge=1, le=100)] = 8
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.notifications_battery_rearm_percent <= self.notifications_battery_low_percent:
             raise ValueError(
                 "MOWDECK_NOTIFICATIONS_BATTERY_REARM_PERCENT must be above"

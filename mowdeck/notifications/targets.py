@@ -102,7 +102,14 @@ class NtfyTarget(msgspec.Struct, frozen=True, tag_field="channel", tag="ntfy"):
         return f"NtfyTarget(server={self.server!r}, topic={self.topic!r}, token={token})"
 
 
-Target = WebPushTarget | NtfyTarget
+class LogTarget(msgspec.Struct, frozen=True, tag_field="channel", tag="log"):
+    """The service's own log (development: the rendered message as a log line).
+
+    Accepted only while the ``log`` channel is enabled (``MOWDECK_NOTIFICATIONS_CHANNELS``),
+    which production leaves out."""
+
+
+Target = WebPushTarget | NtfyTarget | LogTarget
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,7 @@ class TargetPolicy:
     push_hosts: tuple[HostPattern, ...]
     ntfy_servers: frozenset[str]
     insecure_hosts: tuple[HostPattern, ...]
+    log_targets: bool = False
 
     @classmethod
     def from_settings(cls, settings: ChannelSettings) -> TargetPolicy:
@@ -162,6 +170,7 @@ class TargetPolicy:
             insecure_hosts=tuple(
                 HostPattern.parse(p) for p in settings.notifications_insecure_hosts
             ),
+            log_targets="log" in settings.notifications_channels,
         )
 
     def insecure(self, host: str, port: int) -> bool:
@@ -347,14 +356,20 @@ def validate_target(doc: object, policy: TargetPolicy) -> Target | list[Problem]
             return _webpush(doc, policy)
         case "ntfy":
             return _ntfy(doc, policy)
+        case "log" if policy.log_targets:
+            extra = sorted(set(doc) - {"channel"})
+            return [Problem(f, "unknown field") for f in extra] if extra else LogTarget()
         case _:
-            return [Problem("channel", "must be one of: webpush, ntfy")]
+            allowed = "webpush, ntfy, log" if policy.log_targets else "webpush, ntfy"
+            return [Problem("channel", f"must be one of: {allowed}")]
 
 
 def target_url(target: Target) -> str:
     """The URL a target's channel connects to."""
     if isinstance(target, WebPushTarget):
         return target.subscription.endpoint
+    if isinstance(target, LogTarget):
+        return "log:"
     return target.server
 
 
@@ -385,6 +400,8 @@ async def check_target_addresses(
     target: Target, policy: TargetPolicy, *, getaddrinfo: Getaddrinfo | None = None
 ) -> list[Problem]:
     """The problem of a target whose host resolves to a refused address (or not at all)."""
+    if isinstance(target, LogTarget):
+        return []  # nothing is dialled
     field = "subscription.endpoint" if isinstance(target, WebPushTarget) else "server"
     origin = _parse(target_url(target))
     if isinstance(origin, str):

@@ -21,6 +21,7 @@ from mowdeck.notifications.delivery_model import StoredTarget
 from mowdeck.notifications.delivery_ports import DeliveryStore
 from mowdeck.notifications.targets import (
     Getaddrinfo,
+    NtfyTarget,
     TargetPolicy,
     WebPushTarget,
     check_target_addresses,
@@ -58,7 +59,7 @@ def target_body(stored: StoredTarget) -> dict[str, Any]:
     target = stored.target
     if isinstance(target, WebPushTarget):
         body["subscription"] = msgspec.to_builtins(target.subscription)
-    else:
+    elif isinstance(target, NtfyTarget):
         body.update(server=target.server, topic=target.topic, token_set=target.token is not None)
     return body
 

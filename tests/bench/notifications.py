@@ -281,7 +281,11 @@ async def run(smoke: bool) -> None:
                 fired += len(firing)
             await publish(bus, load)
             settings = NotificationsSettings(
-                nats_url=server.url, database_url=url, http_port=0, log_level="warning"
+                nats_url=server.url,
+                database_url=url,
+                http_port=0,
+                log_level="warning",
+                notifications_channels=["ntfy", "log"],
             )
             service = NotificationsService(
                 settings,

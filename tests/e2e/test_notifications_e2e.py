@@ -87,6 +87,7 @@ async def test_an_injected_fault_reaches_the_inbox_and_the_feed(
             http_port=0,
             notifications_state_batch_linger_ms=5.0,
             notifications_fanout_poll_seconds=0.1,
+            notifications_channels=["ntfy", "log"],
         ),
         bus=bus,
         pool=pool,

@@ -46,9 +46,9 @@ class ChannelSettings(BaseSettings, frozen=True, kw_only=True):
     # private, loopback or link-local addresses. Empty in production.
     notifications_insecure_hosts: list[str] = msgspec.field(default_factory=list)
     # The channels the service starts (entry points of mowdeck.notification_channels).
-    notifications_channels: list[str] = msgspec.field(
-        default_factory=lambda: ["webpush", "ntfy", "log"]
-    )
+    # ``log`` (development, the demo) also lets users register log targets: leave it out
+    # in production.
+    notifications_channels: list[str] = msgspec.field(default_factory=lambda: ["webpush", "ntfy"])
     # VAPID: the private key as raw base64url (32 bytes) or base64url DER, not PEM text;
     # or a PEM file (a secret mount); or, in development, a key file created on first start.
     notifications_vapid_private_key: str | None = None

@@ -122,6 +122,7 @@ async def test_the_shipped_channels_load_from_their_entry_points(tmp_path: Any) 
         log="mowdeck.notifications.channels.log:create_log_channel",
     )
     config = ChannelSettings(
+        notifications_channels=["webpush", "ntfy", "log"],
         notifications_vapid_key_file=str(tmp_path / "vapid.pem"),
         notifications_vapid_subject="mailto:ops@mowdeck.example",
     )
