@@ -13,7 +13,14 @@ from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from contracts.v1.subjects import MOWER_EVENT_FILTER
-from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_auth_settings
+from mowdeck.authn import (
+    AuthSettings,
+    DenyList,
+    TokenVerifier,
+    auth_middleware,
+    load_auth_settings,
+    running_denylist,
+)
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.finalizing import Finalizer
@@ -122,9 +129,9 @@ class FleetService:
         if authorizer is None:
             authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
             res.push(authorizer.close, name="authorizer")
-        verifier = self._verifier or CachedTokenVerifier(
-            self._auth_settings or load_auth_settings()
-        )
+        auth = self._auth_settings or load_auth_settings()
+        verifier = self._verifier or CachedTokenVerifier(auth)
+        denylist = await res.enter(running_denylist(bus, auth))
 
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
@@ -192,16 +199,16 @@ class FleetService:
             res.push(_quietly(sub.unsubscribe), name=f"subscription {subject}")
 
         self._watch(relay, recorder)
-        self._http = await res.serve(self._app(fleet, verifier), s.http_host, s.http_port)
+        self._http = await res.serve(self._app(fleet, verifier, denylist), s.http_host, s.http_port)
         self.readiness.set_ready()
         log.info("fleet listening", url=self._http.url)
 
-    def _app(self, fleet: Fleet, verifier: TokenVerifier) -> web.Application:
+    def _app(self, fleet: Fleet, verifier: TokenVerifier, denylist: DenyList) -> web.Application:
         app = web.Application(
             middlewares=[
                 request_metrics(self.metrics_registry, service="fleet"),
                 problem_middleware,
-                auth_middleware(verifier),
+                auth_middleware(verifier, denylist=denylist),
                 fleet_errors,
             ]
         )

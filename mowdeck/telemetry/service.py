@@ -20,7 +20,7 @@ from contracts.v1.subjects import (
     RESULT_FILTER,
     TELEMETRY,
 )
-from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
+from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
@@ -148,7 +148,9 @@ class TelemetryService:
         if authorizer is None:
             authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
             res.push(authorizer.close, name="authorizer")
-        verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        auth = self._auth_settings or load_auth_settings()
+        verifier = self._verifier or TokenVerifier(auth)
+        denylist = await res.enter(running_denylist(bus, auth))
 
         rules = Rules(heartbeat=s.heartbeat, max_clock_skew=s.max_clock_skew)
         dispatcher = Dispatcher(workers=s.telemetry_actor_workers, name="telemetry")
@@ -194,7 +196,7 @@ class TelemetryService:
         watch("fingerprint workers", lambda: dispatcher.workers_alive)
         watch("directory seed", seed_healthy(lambda: self._seed_task))
         deps = QueryDeps(store, authorizer, s, self.metrics, self._clock)
-        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
+        app = create_app(deps, verifier, self.readiness, self.metrics_registry, denylist)
         self._http = await res.serve(app, s.http_host, s.http_port)
         self.readiness.set_ready()
         log.info("telemetry listening", url=self._http.url)
