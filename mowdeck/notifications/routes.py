@@ -19,7 +19,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from mowdeck.authn import TokenVerifier, auth_middleware, principal
+from mowdeck.authn import DenyList, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError
 from mowdeck.kit.http import (
     Problem,
@@ -273,6 +273,7 @@ def create_app(
     metrics_registry: CollectorRegistry,
     *,
     targets: TargetDeps | None = None,
+    denylist: DenyList | None = None,
     extra_routes: Sequence[web.RouteDef] = (),
 ) -> web.Application:
     """The Notifications HTTP application: ``routes()``, the channel targets' routes (with
@@ -281,7 +282,7 @@ def create_app(
         middlewares=[
             request_metrics(metrics_registry, service="notifications"),
             problem_middleware,
-            auth_middleware(verifier),
+            auth_middleware(verifier, denylist=denylist),
             _store_errors,
         ]
     )

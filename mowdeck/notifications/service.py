@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from actors import Dispatcher, LoopBridge, ShardSupervisor
 from contracts.v1.subjects import EVENTS, MOWER_EVENT_FILTER, TELEMETRY
-from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
+from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus
@@ -223,10 +223,20 @@ class NotificationsService:
         res.push(timer.stop, name="offline scan")
         self.readiness.watch("offline scan", task_alive(lambda: timer.task))
 
-        verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        auth = self._auth_settings or load_auth_settings()
+        verifier = self._verifier or TokenVerifier(auth)
+        # Disabled and deleted users are refused from the moment any service saw the event.
+        denylist = await res.enter(running_denylist(bus, auth))
         targets = await self._start_delivery(store)
         deps = ApiDeps(store, authorizer, s, clock, names.account)
-        app = create_app(deps, verifier, self.readiness, self.metrics_registry, targets=targets)
+        app = create_app(
+            deps,
+            verifier,
+            self.readiness,
+            self.metrics_registry,
+            targets=targets,
+            denylist=denylist,
+        )
         self._http = await res.serve(app, s.http_host, s.http_port)
         self.readiness.set_ready()
         log.info("notifications listening", url=self._http.url)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from datetime import UTC, datetime
 
+import aiohttp
 import asyncpg
 
 from contracts.v1 import GrantsChanged, MowerRegistration, UserRef
 from contracts.v1.fleet import Connection
+from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer, revoke_tuples
 from mowdeck.kit.bus import Bus
 from mowdeck.notifications.events import RuleEvent
@@ -18,6 +22,7 @@ from tests.support.eventually import eventually
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at, state
 
 from .conftest import (
+    AUTH,
     Clock,
     Member,
     ServiceFactory,
@@ -186,3 +191,34 @@ async def test_removed_mower_is_forgotten(
 
 async def _forgotten(store: PostgresNotificationStore) -> bool:
     return not await store.read_watches([MOWER])
+
+
+async def test_a_disabled_user_is_refused_by_the_api(
+    make_service: ServiceFactory, member: Member, bus: Bus
+) -> None:
+    await member("shut-out")
+    await member("still-in")
+    service = await make_service()
+    tokens = {user: TokenIssuer(AUTH).mint(user, ACCOUNT) for user in ("shut-out", "still-in")}
+
+    async def status(user: str) -> tuple[int, str | None]:
+        headers = {"Authorization": f"Bearer {tokens[user]}"}
+        async with (
+            aiohttp.ClientSession(headers=headers) as http,
+            http.get(f"{service.url}/v1/notifications/inbox") as response,
+        ):
+            body = await response.json()
+            return response.status, body.get("reason")
+
+    assert (await status("shut-out"))[0] == 200
+    # Now, not the samples' fixed time: the deny-list skips events older than its TTL.
+    now = datetime.now(UTC)
+    await publish_event(bus, "identity.user.disabled", UserRef(user_id="shut-out"), now)
+    await eventually(
+        lambda: _refused(status("shut-out")), what="the disabled user's request refused"
+    )
+    assert (await status("still-in"))[0] == 200
+
+
+async def _refused(answer: Awaitable[tuple[int, str | None]]) -> bool:
+    return await answer == (401, "disabled")
