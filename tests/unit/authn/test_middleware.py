@@ -100,3 +100,17 @@ def test_principal_without_the_middleware_is_a_programming_error() -> None:
 
     with pytest.raises(RuntimeError, match="auth_middleware"):
         principal(make_mocked_request("GET", "/"))
+
+
+async def test_an_unknown_path_is_404_without_a_token(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    response = await client.get("/v1/whoamii")
+    assert response.status == 404
+    assert response.content_type == PROBLEM_CONTENT_TYPE
+
+
+async def test_a_known_path_still_needs_a_token(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    assert (await client.get("/v1/whoami")).status == 401
