@@ -36,6 +36,7 @@ from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
     HttpServer,
     Readiness,
+    cors_middleware,
     problem_middleware,
     request_metrics,
     task_alive,
@@ -188,6 +189,7 @@ class FleetService:
     def _app(self, fleet: Fleet, verifier: TokenVerifier) -> web.Application:
         app = web.Application(
             middlewares=[
+                cors_middleware(self.settings.http_cors_origins),
                 request_metrics(self.metrics_registry, service="fleet"),
                 problem_middleware,
                 auth_middleware(verifier),

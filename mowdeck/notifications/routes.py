@@ -25,6 +25,7 @@ from mowdeck.kit.http import (
     Problem,
     Readiness,
     authz_unavailable,
+    cors_middleware,
     json_response,
     problem_middleware,
     read_json,
@@ -275,6 +276,7 @@ def create_app(
     """The Notifications HTTP application: ``routes()``, ``extra_routes`` and ops routes."""
     app = web.Application(
         middlewares=[
+            cors_middleware(deps.settings.http_cors_origins),
             request_metrics(metrics_registry, service="notifications"),
             problem_middleware,
             auth_middleware(verifier),
