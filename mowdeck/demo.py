@@ -10,19 +10,26 @@ import argparse
 import asyncio
 import contextlib
 import os
-import secrets
 import signal
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import asyncpg
 import msgspec
 import structlog
 
-from mowdeck.authn import TokenIssuer, load_auth_settings
+from mowdeck.authn import TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
+from mowdeck.demo_support import (
+    DemoConsole,
+    console_origins,
+    demo_auth,
+    free_port,
+    ready_mower,
+)
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -34,6 +41,7 @@ from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.settings import BaseSettings, load_settings
+from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -60,8 +68,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=int,
         default=8080,
-        help="Fleet's port; Telemetry, the gateway and the simulator use the "
-        "next ones (0: free ports)",
+        help="Fleet's port; Telemetry (+1), the gateway (+2), the console (+3) and the "
+        "simulator (+10) use the next ones (0: free ports)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=".mowdeck",
+        help="where the demo keeps its token signing key across runs (default .mowdeck)",
     )
 
 
@@ -75,6 +88,11 @@ class Demo:
     gateway_url: str
     sim_url: str
     mowers: list[uuid.UUID]
+    console_url: str = ""
+    # The mower the banner's examples command, and why it would wait (charging), if so.
+    example: uuid.UUID | None = None
+    example_waits: str = ""
+    key_file: str = ""
     services: list[Service] = field(default_factory=list)
 
 
@@ -107,11 +125,12 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         }
         await migrate(database_url, discover(sql_root(), SERVICES))
 
-        auth = load_auth_settings()
-        if not (auth.jwt_secret or auth.jwt_key_file or auth.jwt_jwks_file):
-            # Development only: a fresh HS256 secret for this run.
-            auth = msgspec.structs.replace(auth, jwt_secret=secrets.token_urlsafe(32))
+        auth, key_file = demo_auth(Path(args.state_dir))
         token = TokenIssuer(auth).mint(DEMO_USER, DEMO_ACCOUNT, ttl_s=24 * 3600)
+        # The console is served before the APIs start: their CORS origins name it.
+        console_port = _port(args.port, 3) or free_port(args.host)
+        origins = console_origins(args.host, console_port)
+        env["MOWDECK_HTTP_CORS_ORIGINS"] = msgspec.json.encode(origins).decode()
         authz = AuthzSettings(authz="local")
 
         pool = await asyncpg.create_pool(database_url, min_size=1, max_size=10)
@@ -172,6 +191,19 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
+        codes = OneTimeCodes(ttl_s=600)
+        console = DemoConsole(
+            ConsoleConfig(fleet_url=fleet.url, telemetry_url=telemetry.url, realtime_url=None),
+            codes,
+            host=args.host,
+            port=console_port,
+        )
+        try:
+            await console.start()
+        except OSError as err:
+            raise DemoError(f"cannot start the console: {err.strerror or err}") from err
+        stack.push_async_callback(console.stop)
+        example, waits = ready_mower(sim.fleet)
         yield Demo(
             token=token,
             fleet_url=fleet.url,
@@ -179,6 +211,10 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             gateway_url=gateway.url,
             sim_url=sim.url,
             mowers=[r.mower_id for r in sim.registrations()],
+            console_url=f"{console.url}/?code={codes.issue(token)}",
+            example=example,
+            example_waits=waits,
+            key_file=key_file,
             services=services,
         )
 
@@ -217,26 +253,40 @@ class _Sim:
 
 
 def banner(demo: Demo) -> str:
-    """What to print for a person: the token, the URLs and commands to paste."""
-    m = demo.mowers[0] if demo.mowers else uuid.UUID(int=0)
+    """What to print for a person: the console, the token, the URLs and commands to paste."""
+    m = demo.example or (demo.mowers[0] if demo.mowers else uuid.UUID(int=0))
     cmd = f"{demo.fleet_url}/v1/mowers/{m}/commands?wait=10"
     json_body = "-H 'Content-Type: application/json' -d"
+    if demo.key_file:
+        lasting = (
+            f"  It is signed with the key in {demo.key_file}: tokens of earlier runs keep\n"
+            "  working for their 24 hours (delete the file for a new key)."
+        )
+    else:
+        lasting = "  It is signed with the key MOWDECK_JWT_* configures."
+    waits = f"\n  ({demo.example_waits})" if demo.example_waits else ""
     return f"""
 Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
+
+  Console    {demo.console_url}
+             (open it in a browser; the code in it signs you in once, for 10 minutes)
 
   Fleet      {demo.fleet_url}
   Telemetry  {demo.telemetry_url}
   Gateway    {demo.gateway_url}/metrics
   Simulator  {demo.sim_url}/sim/mowers
 
-Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin):
+Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
   export TOKEN={demo.token}
   export AUTH="Authorization: Bearer $TOKEN"
+{lasting}
 
-Try:
+Try (command kinds: start_mow, pause_mow, resume_mow, return_to_dock, emergency_stop,
+set_blade_height, set_speed, manual_drive; see docs/fleet.md):
   curl -s {demo.fleet_url}/v1/mowers -H "$AUTH"
-  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "start_mow"}}}}'
+  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "start_mow"}}}}'{waits}
   curl -s {demo.telemetry_url}/v1/mowers/{m}/state -H "$AUTH"
+  curl -s {demo.telemetry_url}/v1/mowers/{m}/commands -H "$AUTH"
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/history?step=1m" -H "$AUTH"
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
   curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
