@@ -368,7 +368,8 @@ function renderMap() {
     if (x < -20 || x > W + 20 || y < -20 || y > H + 20) continue;
     const dot = svg("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: m.id === state.selected ? 9 : 7,
       fill: ACTIVITY_COLOUR[m.state.activity] || "#555",
-      class: `mower${m.id === state.selected ? " selected" : ""}`, "data-mower": m.id });
+      class: `mower${m.id === state.selected ? " selected" : ""}`, "data-mower": m.id,
+      "data-lat": m.state.position.lat, "data-lon": m.state.position.lon });
     dot.addEventListener("click", () => select(m.id));
     const title = svg("title");
     title.textContent = `${m.name}: ${m.state.activity}, ${Math.round(m.state.battery)} %`;
