@@ -89,6 +89,6 @@ async def test_the_exchange_turns_a_code_into_its_token_once(
 
 
 def test_every_route_a_signed_out_browser_loads_is_public() -> None:
-    paths = {route.path for route in console_routes(CONFIG, OneTimeCodes())}  # type: ignore[attr-defined]
+    paths = {route.path for route in console_routes(CONFIG, OneTimeCodes())}
     assert {"/", "/console/config.json", "/console/exchange"} <= set(CONSOLE_PUBLIC_PATHS)
     assert paths - {"/console/{name}"} <= set(CONSOLE_PUBLIC_PATHS)
