@@ -429,6 +429,9 @@ function renderChart(items) {
   const nodes = [50, 100].map((b) => svg("line", { x1: 10, x2: W - 10, y1: y(b), y2: y(b), stroke: "#dfe5dc" }));
   nodes.push(svg("path", { d: band, fill: "#2e7d32", "fill-opacity": 0.15 }));
   nodes.push(svg("path", { d: line, fill: "none", stroke: "#2e7d32", "stroke-width": 2 }));
+  if (items.length < 8) {
+    items.forEach((i, k) => nodes.push(svg("circle", { cx: x(t[k]), cy: y(i.battery), r: 3, fill: "#2e7d32" })));
+  }
   const last = items[items.length - 1];
   nodes.push(Object.assign(svg("text", { x: W - 12, y: 14, "text-anchor": "end", "font-size": 11 }),
     { textContent: `${last.battery} %` }));
@@ -545,7 +548,7 @@ async function start() {
   every(POLL_MS, async () => { if (state.mode !== "live") await loadStates(); else scheduleRender(); });
   every(POLL_MS, async () => { if (state.mode !== "live" && state.selected) await loadTimeline(state.selected); });
   every(5000, async () => { if (state.mode !== "live") await loadInbox(); });
-  every(60000, async () => { if (state.selected) await loadHistory(state.selected); });
+  every(10000, async () => { if (state.selected) await loadHistory(state.selected); });
   every(60000, loadMowers);
 }
 
