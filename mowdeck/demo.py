@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import uuid
@@ -23,6 +24,7 @@ import structlog
 from mowdeck.authn import TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
+from mowdeck.demo_scenario import run_scenario
 from mowdeck.demo_support import (
     DemoConsole,
     console_origins,
@@ -41,6 +43,10 @@ from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.settings import BaseSettings, load_settings
+from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.service import NotificationsService
+from mowdeck.notifications.settings import load_notifications_settings
 from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
@@ -53,7 +59,7 @@ log = structlog.get_logger("mowdeck.demo")
 
 DEMO_ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000de30")
 DEMO_USER = "demo"
-SERVICES = ["authz", "fleet", "telemetry"]
+SERVICES = ["authz", "fleet", "telemetry", "notifications"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,8 +74,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=int,
         default=8080,
-        help="Fleet's port; Telemetry (+1), the gateway (+2), the console (+3) and the "
-        "simulator (+10) use the next ones (0: free ports)",
+        help="Fleet's port; Telemetry (+1), the gateway (+2), Notifications (+3), the "
+        "console (+4) and the simulator (+10) use the next ones (0: free ports)",
     )
     parser.add_argument(
         "--state-dir",
@@ -85,6 +91,7 @@ class Demo:
     token: str
     fleet_url: str
     telemetry_url: str
+    notifications_url: str
     gateway_url: str
     sim_url: str
     mowers: list[uuid.UUID]
@@ -118,17 +125,20 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             stack.callback(pg.close)
             await _in_thread(pg.start)
             database_url = pg.url
+        # Development: the demo's own simulator, on whichever port it gets.
+        device_hosts = os.environ.get("MOWDECK_GATEWAY_DEVICE_HOSTS") or json.dumps([args.host])
         env = {
             "MOWDECK_NATS_URL": nats_url,
             "MOWDECK_DATABASE_URL": database_url,
             "MOWDECK_HTTP_HOST": args.host,
+            "MOWDECK_GATEWAY_DEVICE_HOSTS": device_hosts,
         }
         await migrate(database_url, discover(sql_root(), SERVICES))
 
         auth, key_file = demo_auth(Path(args.state_dir))
         token = TokenIssuer(auth).mint(DEMO_USER, DEMO_ACCOUNT, ttl_s=24 * 3600)
         # The console is served before the APIs start: their CORS origins name it.
-        console_port = _port(args.port, 3) or free_port(args.host)
+        console_port = _port(args.port, 4) or free_port(args.host)
         origins = console_origins(args.host, console_port)
         env["MOWDECK_HTTP_CORS_ORIGINS"] = msgspec.json.encode(origins).decode()
         authz = AuthzSettings(authz="local")
@@ -162,12 +172,27 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             pool=pool,
             authorizer=authorizer,
         )
+        notifications = NotificationsService(
+            load_notifications_settings(
+                {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 3))}
+            ),
+            auth_settings=auth,
+            authz_settings=authz,
+            bus=bus,
+            pool=pool,
+            authorizer=authorizer,
+        )
+        # The demo user hears about every mower of the account.
+        await PostgresNotificationStore(pool).put_preferences(
+            DEMO_USER, DEMO_ACCOUNT, Preferences(scope="all")
+        )
         gateway = GatewayService(
             GatewaySettings(
                 nats_url=nats_url,
                 nats_fast_path=fast_path,
                 http_host=args.host,
                 http_port=_port(args.port, 2),
+                gateway_device_hosts=json.loads(device_hosts),
             ),
             bus=bus,
         )
@@ -183,7 +208,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             port=_port(args.port, 10),
         )
         try:
-            services: list[Service] = await start_all([fleet, telemetry, gateway, _Sim(sim)])
+            services: list[Service] = await start_all(
+                [fleet, telemetry, notifications, gateway, _Sim(sim)]
+            )
         except OSError as err:
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
@@ -191,32 +218,59 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
-        codes = OneTimeCodes(ttl_s=600)
-        console = DemoConsole(
-            ConsoleConfig(fleet_url=fleet.url, telemetry_url=telemetry.url, realtime_url=None),
-            codes,
+        console_url = await _start_console(
+            stack,
+            ConsoleConfig(
+                fleet_url=fleet.url,
+                telemetry_url=telemetry.url,
+                notifications_url=notifications.url,
+                realtime_url=None,
+            ),
+            token,
             host=args.host,
             port=console_port,
         )
-        try:
-            await console.start()
-        except OSError as err:
-            raise DemoError(f"cannot start the console: {err.strerror or err}") from err
-        stack.push_async_callback(console.stop)
-        example, waits = ready_mower(sim.fleet)
+        # The scenario tells its stories with the first three mowers: examples use another.
+        scenario_mowers = [r.mower_id for r in sim.registrations()[:3]]
+        example, waits = ready_mower(sim.fleet, busy=scenario_mowers)
+        scenario = asyncio.get_running_loop().create_task(
+            run_scenario(bus, sim, DEMO_ACCOUNT), name="demo-scenario"
+        )
+        stack.push_async_callback(_cancel, scenario)
         yield Demo(
             token=token,
             fleet_url=fleet.url,
             telemetry_url=telemetry.url,
+            notifications_url=notifications.url,
             gateway_url=gateway.url,
             sim_url=sim.url,
             mowers=[r.mower_id for r in sim.registrations()],
-            console_url=f"{console.url}/?code={codes.issue(token)}",
+            console_url=console_url,
             example=example,
             example_waits=waits,
             key_file=key_file,
             services=services,
         )
+
+
+async def _start_console(
+    stack: contextlib.AsyncExitStack, config: ConsoleConfig, token: str, *, host: str, port: int
+) -> str:
+    """Serve the console until ``stack`` closes; its URL with a one-time code for ``token``."""
+    codes = OneTimeCodes(ttl_s=600)
+    console = DemoConsole(config, codes, host=host, port=port)
+    try:
+        await console.start()
+    except OSError as err:
+        raise DemoError(f"cannot start the console: {err.strerror or err}") from err
+    stack.push_async_callback(console.stop)
+    return f"{console.url}/?code={codes.issue(token)}"
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 class DemoError(MowdeckError):
@@ -273,6 +327,7 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
 
   Fleet      {demo.fleet_url}
   Telemetry  {demo.telemetry_url}
+  Notifications {demo.notifications_url}
   Gateway    {demo.gateway_url}/metrics
   Simulator  {demo.sim_url}/sim/mowers
 
@@ -291,6 +346,11 @@ set_blade_height, set_speed, manual_drive; see docs/fleet.md):
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
   curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
   curl -s {demo.sim_url}/sim/mowers/{m}
+
+Notifications: user "{DEMO_USER}" is subscribed to all mowers. Within a few minutes a
+short job finishes, a mower runs low on battery and one gets stuck (an injected fault):
+  curl -s {demo.notifications_url}/v1/notifications/inbox -H "$AUTH"
+  curl -s {demo.notifications_url}/metrics | grep mowdeck_notifications_events_total
 
 Ctrl-C stops everything and removes what the demo started.
 """

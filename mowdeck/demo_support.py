@@ -6,6 +6,7 @@ import os
 import secrets
 import socket
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 import msgspec
@@ -45,15 +46,19 @@ def demo_secret(path: Path) -> str:
     return secret
 
 
-def ready_mower(fleet: SimulatorFleet) -> tuple[uuid.UUID | None, str]:
+def ready_mower(
+    fleet: SimulatorFleet, busy: Collection[uuid.UUID] = ()
+) -> tuple[uuid.UUID | None, str]:
     """The mower the banner's examples use: one that leaves the dock at once, if any.
 
     A docked mower below its resume level charges first; a start is executed at once but
-    the state reads ``charging`` until the battery reaches that level.
+    the state reads ``charging`` until the battery reaches that level. Mowers in ``busy``
+    (the demo's scenario commands them) are taken only when no other is left.
     """
-    if not fleet.mowers:
+    free = [m for m in fleet.mowers if m.mower_id not in busy] or fleet.mowers
+    if not free:
         return None, ""
-    fullest = max(fleet.mowers, key=lambda m: m.body.battery)
+    fullest = max(free, key=lambda m: m.body.battery)
     level = fullest.params.resume_level
     if fullest.body.battery >= level:
         return fullest.mower_id, ""

@@ -146,6 +146,7 @@ class GatewayService:
             adapters=self.adapters,
             metrics=self.metrics,
             connections=self.connections,
+            device_hosts=s.device_hosts(),
         )
         own.push(registrations.close_links, name="device links")
         for registration in s.bootstrap_mowers:

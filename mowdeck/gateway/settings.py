@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 
 from contracts.v1 import MowerRegistration
+from mowdeck.gateway.connections.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
 from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["GatewaySettings"]
@@ -32,12 +33,22 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     fleet_retry_initial_seconds: Positive = 1.0
     fleet_retry_max_seconds: Positive = 30.0
     command_ack_wait_seconds: Positive = 30.0
+    # Hosts device connections may dial (host, host:port, *.domain, CIDR); see
+    # docs/gateway.md. The default is the simulator's own address, for development.
+    gateway_device_hosts: list[str] = msgspec.field(
+        default_factory=lambda: list(DEVELOPMENT_DEVICE_HOSTS)
+    )
     # Allocations between young collections (0 keeps Python's 700); see docs/gateway.md.
     gateway_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 20_000
 
     def __post_init__(self) -> None:
+        DeviceHosts(self.gateway_device_hosts)  # a pattern that is not one fails at start
         if self.shard_index >= self.shard_count:
             raise ValueError(
                 "MOWDECK_SHARD_INDEX must be less than MOWDECK_SHARD_COUNT "
                 f"(got {self.shard_index} of {self.shard_count})"
             )
+
+    def device_hosts(self) -> DeviceHosts:
+        """The parsed ``MOWDECK_GATEWAY_DEVICE_HOSTS``."""
+        return DeviceHosts(self.gateway_device_hosts)

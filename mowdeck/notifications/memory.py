@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from mowdeck.notifications.delivery_memory import InMemoryDeliveries
 from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import (
     InboxCursor,
@@ -50,10 +51,11 @@ def _newest_first(item: InboxItem) -> tuple[datetime, int]:
     return item.occurred_at, item.id.int
 
 
-class InMemoryNotificationStore:
+class InMemoryNotificationStore(InMemoryDeliveries):
     """Notification tables as dicts."""
 
     def __init__(self) -> None:
+        self._init_deliveries()
         self._lock = asyncio.Lock()
         self.watch_rows: dict[uuid.UUID, tuple[MowerWatch, datetime | None]] = {}
         self.pending: dict[int, _Pending] = {}
@@ -132,7 +134,9 @@ class InMemoryNotificationStore:
             for old in mine[inbox_limit:]:
                 del self.inbox[old.id]
         # An item older than the user's newest ``inbox_limit`` is trimmed at once.
-        return [item for item in new if item.id in self.inbox]
+        kept = [item for item in new if item.id in self.inbox]
+        self._queue_deliveries(event, [(i.user_id, i.held_by_quiet_hours) for i in kept])
+        return kept
 
     async def discard_pending(self, pending_id: int) -> bool:
         """Drop a pending event."""
@@ -193,8 +197,9 @@ class InMemoryNotificationStore:
     # -- removal ---------------------------------------------------------------------
 
     async def delete_user(self, user_id: str) -> int:
-        """Delete the user's preferences and inbox."""
-        deleted = 1 if self.preferences.pop(user_id, None) is not None else 0
+        """Delete the user's preferences, inbox, targets and deliveries."""
+        deleted = self._forget_deliveries(user_id=user_id)
+        deleted += 1 if self.preferences.pop(user_id, None) is not None else 0
         for item in self._items_of(user_id):
             del self.inbox[item.id]
             deleted += 1
@@ -202,7 +207,8 @@ class InMemoryNotificationStore:
 
     async def forget_mower(self, mower_id: uuid.UUID) -> int:
         """Delete everything about the mower and drop it from selections."""
-        deleted = 1 if self.watch_rows.pop(mower_id, None) is not None else 0
+        deleted = self._forget_deliveries(mower_id=mower_id)
+        deleted += 1 if self.watch_rows.pop(mower_id, None) is not None else 0
         for pending_id in [p for p, row in self.pending.items() if row.event.mower_id == mower_id]:
             del self.pending[pending_id]
             deleted += 1

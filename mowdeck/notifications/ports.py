@@ -28,6 +28,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from mowdeck.notifications.delivery_ports import DeliveryStore
 from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import (
     InboxCursor,
@@ -72,8 +73,8 @@ class WatchTransaction(Protocol):
         ...
 
 
-class NotificationStore(Protocol):
-    """Notifications storage."""
+class NotificationStore(DeliveryStore, Protocol):
+    """Notifications storage (with targets and the delivery outbox, ``DeliveryStore``)."""
 
     def watches(self) -> AbstractAsyncContextManager[WatchTransaction]:
         """A transaction for a batch of states, link events or a scan round."""
@@ -100,7 +101,12 @@ class NotificationStore(Protocol):
         """In one transaction: store ``event`` in the inbox of each entry's user (once per
         user and dedupe key), drop the pending event, and trim each user who got a new
         item to the newest ``inbox_limit``. Returns the items that were new and survived
-        the trim (an item older than a user's newest ``inbox_limit`` goes at once)."""
+        the trim (an item older than a user's newest ``inbox_limit`` goes at once).
+
+        The same transaction queues the deliveries of the surviving new items: one per
+        target of each user whose item is not held by quiet hours; a held item counts
+        into the quiet-hours summary of each of the user's targets instead.
+        """
         ...
 
     async def discard_pending(self, pending_id: int) -> bool:
@@ -136,10 +142,11 @@ class NotificationStore(Protocol):
         ...
 
     async def delete_user(self, user_id: str) -> int:
-        """Delete the user's preferences and inbox; returns the rows deleted."""
+        """Delete the user's preferences, inbox, targets and deliveries; returns the rows
+        deleted."""
         ...
 
     async def forget_mower(self, mower_id: uuid.UUID) -> int:
-        """Delete the mower's watch, pending events and inbox items, and drop it from
-        every selection; returns the rows deleted."""
+        """Delete the mower's watch, pending events, inbox items and deliveries, and drop
+        it from every selection; returns the rows deleted."""
         ...

@@ -16,7 +16,8 @@ import asyncpg
 import msgspec
 
 from mowdeck.kit.pg import rows_affected
-from mowdeck.notifications import sql
+from mowdeck.notifications import delivery_sql, sql
+from mowdeck.notifications.delivery_postgres import PostgresDeliveries, queue_deliveries
 from mowdeck.notifications.errors import StoreConflictError, StoreError, StoreRejectedError
 from mowdeck.notifications.events import Param, RuleEvent
 from mowdeck.notifications.model import (
@@ -105,7 +106,7 @@ def _preferences(row: asyncpg.Record) -> Preferences:
     )
 
 
-class PostgresNotificationStore:
+class PostgresNotificationStore(PostgresDeliveries):
     """Notification tables in PostgreSQL through an asyncpg pool."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
@@ -168,6 +169,12 @@ class PostgresNotificationStore:
                     users = sorted({row["user_id"] for row in inserted})
                     rows = await conn.fetch(sql.TRIM_INBOX, users, inbox_limit)
                     trimmed = {row["id"] for row in rows}
+                    kept = [
+                        (row["user_id"], row["held_by_quiet_hours"])
+                        for row in inserted
+                        if row["id"] not in trimmed
+                    ]
+                    await queue_deliveries(conn, event, kept)
         return [
             InboxItem(
                 id=row["id"],
@@ -265,11 +272,11 @@ class PostgresNotificationStore:
     # -- removal ---------------------------------------------------------------------
 
     async def delete_user(self, user_id: str) -> int:
-        """Delete the user's preferences and inbox in one transaction."""
+        """Delete the user's preferences, inbox, targets and deliveries in one transaction."""
         deleted = 0
         with _translated("user deletion"):
             async with self._pool.acquire() as conn, conn.transaction():
-                for statement in sql.DELETE_USER:
+                for statement in (*delivery_sql.DELETE_USER, *sql.DELETE_USER):
                     deleted += rows_affected(await conn.execute(statement, user_id))
         return deleted
 
@@ -278,7 +285,7 @@ class PostgresNotificationStore:
         deleted = 0
         with _translated("mower removal"):
             async with self._pool.acquire() as conn, conn.transaction():
-                for statement in sql.FORGET_MOWER:
+                for statement in (*delivery_sql.FORGET_MOWER, *sql.FORGET_MOWER):
                     deleted += rows_affected(await conn.execute(statement, mower_id))
                 await conn.execute(sql.UNSELECT_MOWER, mower_id)
         return deleted

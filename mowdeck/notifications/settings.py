@@ -62,6 +62,13 @@ class NotificationsSettings(BaseSettings, frozen=True, kw_only=True):
     notifications_fanout_batch: Count = 50
     notifications_fanout_lease_seconds: Seconds = 60.0
     notifications_fanout_max_attempts: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 8
+    # How often the fan-out looks for events other replicas' rules decided (this replica's
+    # own wake it at once).
+    notifications_fanout_poll_seconds: Seconds = 1.0
+    # Worker threads the per-mower watch actors share.
+    notifications_actor_workers: Annotated[int, msgspec.Meta(ge=1, le=64)] = 2
+    # How long the Fleet seed waits for one page of fleet.mowers.list.
+    notifications_seed_timeout_seconds: Seconds = 2.0
     # How long a can_view decision is cached (identity.grants.changed drops the cache).
     notifications_decision_cache_seconds: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 60.0
     notifications_db_pool_size: Annotated[int, msgspec.Meta(ge=1, le=100)] = 8

@@ -12,6 +12,12 @@ per message) and sign VAPID for real.
 - naive: pywebpush's synchronous ``webpush()`` one at a time to the same receiver, a fresh
   claims dict per call (it mutates the one it is given), so a JWT per message and a new
   connection per message.
+- outbox latency: the fan-out's ``complete_pending`` (which writes the delivery rows in
+  the inbox transaction) at 200 per second against PostgreSQL, a ``DeliveryWorker``
+  woken by LISTEN/NOTIFY, and a push receiver in this process that notes when each push
+  arrives: the time from the start of the fan-out's write to the push received. The
+  Notifications service composition is not on this branch, so the rules and the
+  fan-out's recipient lookup before that write are not in it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pywebpush import webpush
 from mowdeck.notifications.channels import ChannelSettings, Delivery, open_channel_session
 from mowdeck.notifications.channels.webpush import WebPushChannel
 from mowdeck.notifications.targets import TargetPolicy
+from tests.bench.notifications_outbox import run_outbox_latency
 
 SUBJECT = "mailto:bench@mowdeck.example"
 KINDS = [("mowing_finished", "info"), ("battery_low", "warning"), ("mower_stuck", "critical")]
@@ -140,6 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     count = args.deliveries or (600 if args.smoke else 20_000)
     naive_count = 40 if args.smoke else 400
+    latency_seconds = 3.0 if args.smoke else 20.0
     vapid = Vapid02()
     vapid.generate_keys()
     proc, info = start_receiver(200, 50)
@@ -162,7 +170,18 @@ def main() -> None:
     )
     ok = statuses == {"sent": count} and not after["problems"] and before["decrypted"] > 0
     print(f"ratio: {rate / naive:.1f}x; correct: {ok}")
-    print(f"RESULT webpush_deliveries_per_s={rate:.0f} naive_webpush_deliveries_per_s={naive:.0f}")
+    latency = asyncio.run(run_outbox_latency(rate=200, seconds=latency_seconds))
+    print(
+        f"outbox: {latency.count} notifications at 200/s, fan-out write to push received:"
+        f" p50 {latency.p50_ms:.0f} ms, p99 {latency.p99_ms:.0f} ms,"
+        f" max {latency.max_ms:.0f} ms; sent behind schedule by at most"
+        f" {latency.lag_ms:.0f} ms"
+    )
+    ok = ok and latency.count == latency.expected
+    print(
+        f"RESULT webpush_deliveries_per_s={rate:.0f} naive_webpush_deliveries_per_s={naive:.0f}"
+        f" state_to_push_p99_ms={latency.p99_ms:.0f}"
+    )
     if not ok:
         sys.exit(1)
 

@@ -262,7 +262,7 @@ async function stopAll() {
   );
   const failed = outcomes.filter((o) => o.status === "rejected").length;
   toast("Emergency stop sent", failed ? `${failed} of ${ids.length} could not be sent`
-    : `to all ${ids.length} mowers`, failed ? "critical" : "info");
+    : `to all ${ids.length} mowers`, failed ? "critical" : "info", "console");
 }
 
 // --- rendering -------------------------------------------------------------------------
@@ -473,8 +473,8 @@ async function loadTrack(id) {
 
 // --- notifications -----------------------------------------------------------------------
 
-function toast(title, body, severity) {
-  const node = el("div", { class: `toast sev-${severity || "info"}`, role: "status" },
+function toast(title, body, severity, kind = "notification") {
+  const node = el("div", { class: `toast toast-${kind} sev-${severity || "info"}`, role: "status" },
     el("strong", {}, title), body);
   $("toasts").append(node);
   setTimeout(() => node.remove(), 8000);

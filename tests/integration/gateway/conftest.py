@@ -46,6 +46,7 @@ def settings_for(url: str, mowers: list[MowerRegistration], **overrides: Any) ->
         "fleet_retry_max_seconds": 0.2,
         "device_command_timeout_seconds": 5.0,
         "shutdown_timeout_seconds": 15.0,
+        "gateway_device_hosts": ["127.0.0.1"],  # the test simulators, on any port
     }
     values.update(overrides)
     return GatewaySettings(**values)

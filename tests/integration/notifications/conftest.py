@@ -10,7 +10,10 @@ import pytest
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.postgres import PostgresNotificationStore
 
-TABLES = "notification_preferences, notification_watches, notification_pending, notification_inbox"
+TABLES = (
+    "notification_preferences, notification_watches, notification_pending, notification_inbox,"
+    " notification_targets, notification_deliveries"
+)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from mowdeck.notifications import sql
 from mowdeck.notifications.errors import StoreConflictError, StoreRejectedError
 from mowdeck.notifications.model import InboxEntry, WatchWrite
 from mowdeck.notifications.postgres import PostgresNotificationStore
+from tests.unit.notifications.delivery_contract import DeliveryContract
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at
 from tests.unit.notifications.store_contract import (
     LEASE,
@@ -161,3 +162,7 @@ async def test_refused_data_is_a_store_rejected_error(
     with pytest.raises(StoreRejectedError):
         await write()
     assert await pool.fetchval("SELECT count(*) FROM notification_watches") == 0
+
+
+class TestPostgresDeliveries(DeliveryContract):
+    pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mowdeck.notifications.memory import InMemoryNotificationStore
+from tests.unit.notifications.delivery_contract import DeliveryContract
 from tests.unit.notifications.store_contract import StoreContract
 
 
@@ -14,4 +15,8 @@ def store() -> InMemoryNotificationStore:
 
 
 class TestInMemoryStore(StoreContract):
+    pass
+
+
+class TestInMemoryDeliveries(DeliveryContract):
     pass

@@ -31,6 +31,9 @@ DEFAULTS = {
     "notifications_fanout_batch": 50,
     "notifications_fanout_lease_seconds": 60.0,
     "notifications_fanout_max_attempts": 8,
+    "notifications_fanout_poll_seconds": 1.0,
+    "notifications_actor_workers": 2,
+    "notifications_seed_timeout_seconds": 2.0,
     "notifications_decision_cache_seconds": 60.0,
     "notifications_db_pool_size": 8,
 }
