@@ -11,20 +11,27 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import signal
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import asyncpg
 import msgspec
 import structlog
 
-from mowdeck.authn import TokenIssuer, load_auth_settings
+from mowdeck.authn import TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
 from mowdeck.demo_scenario import run_scenario
+from mowdeck.demo_support import (
+    DemoConsole,
+    console_origins,
+    demo_auth,
+    free_port,
+    ready_mower,
+)
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -41,6 +48,7 @@ from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import load_notifications_settings
 from mowdeck.notifications.targets import LogTarget
+from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -67,8 +75,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=int,
         default=8080,
-        help="Fleet's port; Telemetry, the gateway and the simulator use the "
-        "next ones (0: free ports)",
+        help="Fleet's port; Telemetry (+1), the gateway (+2), Notifications (+3), the "
+        "console (+4) and the simulator (+10) use the next ones (0: free ports)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=".mowdeck",
+        help="where the demo keeps its token signing key across runs (default .mowdeck)",
     )
 
 
@@ -83,11 +96,24 @@ class Demo:
     gateway_url: str
     sim_url: str
     mowers: list[uuid.UUID]
+    console_url: str = ""
+    # The mower the banner's examples command, and why it would wait (charging), if so.
+    example: uuid.UUID | None = None
+    example_waits: str = ""
+    key_file: str = ""
     services: list[Service] = field(default_factory=list)
 
 
 def _port(base: int, offset: int) -> int:
     return 0 if base == 0 else base + offset
+
+
+async def _subscribe_demo_user(store: PostgresNotificationStore) -> None:
+    # The demo user hears about every mower of the account, each notification delivered
+    # as a log line of this process (the log channel).
+    await store.put_preferences(DEMO_USER, DEMO_ACCOUNT, Preferences(scope="all"))
+    if not await store.list_targets(DEMO_USER):
+        await store.add_target(DEMO_USER, LogTarget())
 
 
 @contextlib.asynccontextmanager
@@ -129,11 +155,12 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         }
         await migrate(database_url, discover(sql_root(), SERVICES))
 
-        auth = load_auth_settings()
-        if not (auth.jwt_secret or auth.jwt_key_file or auth.jwt_jwks_file):
-            # Development only: a fresh HS256 secret for this run.
-            auth = msgspec.structs.replace(auth, jwt_secret=secrets.token_urlsafe(32))
+        auth, key_file = demo_auth(Path(args.state_dir))
         token = TokenIssuer(auth).mint(DEMO_USER, DEMO_ACCOUNT, ttl_s=24 * 3600)
+        # The console is served before the APIs start: their CORS origins name it.
+        console_port = _port(args.port, 4) or free_port(args.host)
+        origins = console_origins(args.host, console_port)
+        env["MOWDECK_HTTP_CORS_ORIGINS"] = msgspec.json.encode(origins).decode()
         authz = AuthzSettings(authz="local")
 
         pool = await asyncpg.create_pool(database_url, min_size=1, max_size=10)
@@ -175,12 +202,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             pool=pool,
             authorizer=authorizer,
         )
-        # The demo user hears about every mower of the account.
-        demo_store = PostgresNotificationStore(pool)
-        await demo_store.put_preferences(DEMO_USER, DEMO_ACCOUNT, Preferences(scope="all"))
-        # ... and gets each one delivered as a log line of this process (the log channel).
-        if not await demo_store.list_targets(DEMO_USER):
-            await demo_store.add_target(DEMO_USER, LogTarget())
+        await _subscribe_demo_user(PostgresNotificationStore(pool))
         gateway = GatewayService(
             GatewaySettings(
                 nats_url=nats_url,
@@ -213,6 +235,21 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
+        console_url = await _start_console(
+            stack,
+            ConsoleConfig(
+                fleet_url=fleet.url,
+                telemetry_url=telemetry.url,
+                notifications_url=notifications.url,
+                realtime_url=None,
+            ),
+            token,
+            host=args.host,
+            port=console_port,
+        )
+        # The scenario tells its stories with the first three mowers: examples use another.
+        scenario_mowers = [r.mower_id for r in sim.registrations()[:3]]
+        example, waits = ready_mower(sim.fleet, busy=scenario_mowers)
         scenario = asyncio.get_running_loop().create_task(
             run_scenario(bus, sim, DEMO_ACCOUNT), name="demo-scenario"
         )
@@ -225,8 +262,26 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             gateway_url=gateway.url,
             sim_url=sim.url,
             mowers=[r.mower_id for r in sim.registrations()],
+            console_url=console_url,
+            example=example,
+            example_waits=waits,
+            key_file=key_file,
             services=services,
         )
+
+
+async def _start_console(
+    stack: contextlib.AsyncExitStack, config: ConsoleConfig, token: str, *, host: str, port: int
+) -> str:
+    """Serve the console until ``stack`` closes; its URL with a one-time code for ``token``."""
+    codes = OneTimeCodes(ttl_s=600)
+    console = DemoConsole(config, codes, host=host, port=port)
+    try:
+        await console.start()
+    except OSError as err:
+        raise DemoError(f"cannot start the console: {err.strerror or err}") from err
+    stack.push_async_callback(console.stop)
+    return f"{console.url}/?code={codes.issue(token)}"
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
@@ -269,12 +324,23 @@ class _Sim:
 
 
 def banner(demo: Demo) -> str:
-    """What to print for a person: the token, the URLs and commands to paste."""
-    m = demo.mowers[0] if demo.mowers else uuid.UUID(int=0)
+    """What to print for a person: the console, the token, the URLs and commands to paste."""
+    m = demo.example or (demo.mowers[0] if demo.mowers else uuid.UUID(int=0))
     cmd = f"{demo.fleet_url}/v1/mowers/{m}/commands?wait=10"
     json_body = "-H 'Content-Type: application/json' -d"
+    if demo.key_file:
+        lasting = (
+            f"  It is signed with the key in {demo.key_file}: tokens of earlier runs keep\n"
+            "  working for their 24 hours (delete the file for a new key)."
+        )
+    else:
+        lasting = "  It is signed with the key MOWDECK_JWT_* configures."
+    waits = f"\n  ({demo.example_waits})" if demo.example_waits else ""
     return f"""
 Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
+
+  Console    {demo.console_url}
+             (open it in a browser; the code in it signs you in once, for 10 minutes)
 
   Fleet      {demo.fleet_url}
   Telemetry  {demo.telemetry_url}
@@ -282,14 +348,17 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
   Gateway    {demo.gateway_url}/metrics
   Simulator  {demo.sim_url}/sim/mowers
 
-Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin):
+Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
   export TOKEN={demo.token}
   export AUTH="Authorization: Bearer $TOKEN"
+{lasting}
 
-Try:
+Try (command kinds: start_mow, pause_mow, resume_mow, return_to_dock, emergency_stop,
+set_blade_height, set_speed, manual_drive; see docs/fleet.md):
   curl -s {demo.fleet_url}/v1/mowers -H "$AUTH"
-  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "start_mow"}}}}'
+  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "start_mow"}}}}'{waits}
   curl -s {demo.telemetry_url}/v1/mowers/{m}/state -H "$AUTH"
+  curl -s {demo.telemetry_url}/v1/mowers/{m}/commands -H "$AUTH"
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/history?step=1m" -H "$AUTH"
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
   curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'

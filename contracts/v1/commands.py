@@ -187,6 +187,8 @@ class CommandResult(Struct, frozen=True):
     status: CommandStatus
     at: AwareDatetime
     reason: Annotated[str, msgspec.Meta(max_length=1000)] | None = None
+    # The kind of the command (added in v1.1: older publishers leave it out).
+    kind: Annotated[str, msgspec.Meta(max_length=64)] | None = None
 
     def __post_init__(self) -> None:
         utc_field(self, "at")

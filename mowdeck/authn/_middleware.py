@@ -50,7 +50,7 @@ def auth_middleware(
     denylist: DenyList | None = None,
     public_paths: Iterable[str] = PUBLIC_PATHS,
 ) -> Middleware:
-    """A middleware that requires a valid bearer token except on ``public_paths``.
+    """A middleware that requires a valid bearer token on every route except ``public_paths``.
 
     A user on ``denylist`` is refused with reason ``disabled``, whatever the token says.
     Place it after ``problem_middleware`` so its 401 answers are problem documents.
@@ -59,7 +59,9 @@ def auth_middleware(
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in public:
+        # An unknown path or method is answered 404/405 before any token is asked for:
+        # a 401 would send a caller with a typo looking for a token problem.
+        if request.path in public or request.match_info.http_exception is not None:
             return await handler(request)
         try:
             caller = verifier.verify(_bearer(request))

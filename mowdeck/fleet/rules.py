@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 
 from contracts.v1 import (
+    COMMAND_KINDS,
     Command,
     CommandEnvelope,
     Connection,
@@ -114,6 +115,9 @@ def _decode(data: bytes, decoder: msgspec.json.Decoder[T]) -> T:
         decoded = decoder.decode(data)
     except msgspec.ValidationError as err:
         field, text = _field_of(str(err))
+        if field == "command.kind":
+            # Name the valid kinds: "Invalid value 'start'" alone leaves the caller guessing.
+            text += f" (valid kinds: {', '.join(COMMAND_KINDS)})"
         raise InvalidRequestError(field, f"`{field}`: {text}") from err
     except msgspec.DecodeError as err:
         # Malformed JSON is not a field's fault; the caller answers 400 for field "body".

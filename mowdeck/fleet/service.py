@@ -41,6 +41,7 @@ from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
     HttpServer,
     Readiness,
+    cors_middleware,
     problem_middleware,
     request_metrics,
     task_alive,
@@ -206,6 +207,7 @@ class FleetService:
     def _app(self, fleet: Fleet, verifier: TokenVerifier, denylist: DenyList) -> web.Application:
         app = web.Application(
             middlewares=[
+                cors_middleware(self.settings.http_cors_origins),
                 request_metrics(self.metrics_registry, service="fleet"),
                 problem_middleware,
                 auth_middleware(verifier, denylist=denylist),

@@ -353,6 +353,7 @@ def result_effect(
             status=status,
             at=now,
             reason=None if reason is None else clean_reason(reason),
+            kind=envelope.kind,
         ),
         admitted_at,
     )

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Literal
 
 import structlog
 
 __all__ = ["configure_logging"]
+
+
+def _colours() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
 
 
 def configure_logging(
@@ -25,7 +30,8 @@ def configure_logging(
     ]
     renderer: structlog.types.Processor
     if use_console:
-        renderer = structlog.dev.ConsoleRenderer()
+        # Colour codes only for a terminal: in a file or a pipe they are noise to read.
+        renderer = structlog.dev.ConsoleRenderer(colors=_colours())
     else:
         shared.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer()

@@ -33,6 +33,9 @@ class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     http_host: str = "127.0.0.1"
     http_port: Port = 8080
+    # Origins (scheme://host:port) whose pages may call this service's API from a browser;
+    # empty: same origin only. JSON, e.g. ["http://127.0.0.1:8084"].
+    http_cors_origins: list[str] = []
     log_level: typing.Literal["debug", "info", "warning", "error"] = "info"
     log_format: typing.Literal["auto", "json", "console"] = "auto"
     shutdown_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0

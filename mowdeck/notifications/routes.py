@@ -25,6 +25,7 @@ from mowdeck.kit.http import (
     Problem,
     Readiness,
     authz_unavailable,
+    cors_middleware,
     json_response,
     problem_middleware,
     read_json,
@@ -280,6 +281,7 @@ def create_app(
     ``targets``), ``extra_routes`` and ops routes."""
     app = web.Application(
         middlewares=[
+            cors_middleware(deps.settings.http_cors_origins),
             request_metrics(metrics_registry, service="notifications"),
             problem_middleware,
             auth_middleware(verifier, denylist=denylist),

@@ -73,6 +73,7 @@ class TimelineRow(msgspec.Struct, frozen=True, kw_only=True):
     account_id: uuid.UUID
     at: datetime
     reason: str | None = None
+    kind: str | None = None
 
 
 class HistoryBin(msgspec.Struct, frozen=True, kw_only=True):

@@ -187,6 +187,7 @@ class PostgresTelemetryStore:
                 row.account_id,
                 row.at,
                 row.reason,
+                row.kind,
             )
         return rows_affected(status) == 1
 

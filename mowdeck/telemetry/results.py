@@ -71,6 +71,7 @@ class ResultHandler:
             account_id=account,
             at=result.at,
             reason=result.reason,
+            kind=result.kind,
         )
         try:
             stored = await self._store.add_timeline(row)

@@ -24,6 +24,7 @@ from mowdeck.kit.http import (
     Problem,
     Readiness,
     authz_unavailable,
+    cors_middleware,
     json_response,
     problem_middleware,
     request_metrics,
@@ -225,6 +226,7 @@ def create_app(
     """The Telemetry HTTP application with ops routes."""
     app = web.Application(
         middlewares=[
+            cors_middleware(deps.settings.http_cors_origins),
             request_metrics(registry, service="telemetry"),
             problem_middleware,
             auth_middleware(verifier, denylist=denylist),

@@ -127,8 +127,8 @@ PURGE = (
     "DELETE FROM command_timeline WHERE mower_id = $1",
 )
 TIMELINE_INSERT = """
-INSERT INTO command_timeline (command_id, status, mower_id, account_id, at, reason)
-VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING
+INSERT INTO command_timeline (command_id, status, mower_id, account_id, at, reason, kind)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
 """
 _STATE = ", ".join(STATE_COLUMNS) + ", lat, lon, heading_deg, raw::text AS raw"
 LATEST_ONE = f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id = $2"
@@ -148,7 +148,7 @@ SELECT observed_at, lat, lon, heading_deg, rtk_fix
 FROM mower_positions WHERE {_RANGE} ORDER BY observed_at LIMIT $5
 """
 TIMELINE = """
-SELECT command_id, status, mower_id, account_id, at, reason FROM command_timeline
+SELECT command_id, status, mower_id, account_id, at, reason, kind FROM command_timeline
 WHERE account_id = $1 AND mower_id = $2 AND at >= $3 AND at < $4
 ORDER BY at, command_id, status LIMIT $5
 """

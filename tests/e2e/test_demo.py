@@ -26,6 +26,9 @@ def _post(url: str, token: str, body: dict[str, object]) -> dict[str, object]:
         return json.loads(response.read())  # type: ignore[no-any-return]
 
 
+DEMO = [sys.executable, "-m", "mowdeck.cli", "demo", "--port", "0"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
@@ -38,7 +41,7 @@ def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
     log = tmp_path / "demo.log"
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mowdeck.cli", "demo", "--port", "0", "--mowers", "3"],
+            [*DEMO, "--mowers", "3", "--state-dir", str(tmp_path / "state")],
             env=env,
             stdout=subprocess.PIPE,
             stderr=sink,

@@ -20,7 +20,8 @@ from tests.support.natsserver import NatsServer
 def _args(port: int = 0) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     demo.configure(parser)
-    return parser.parse_args(["--port", str(port), "--mowers", "2"])
+    state = Path(tempfile.gettempdir(), "demo-state-of-the-tests")  # outside the checkout
+    return parser.parse_args(["--port", str(port), "--mowers", "2", "--state-dir", str(state)])
 
 
 def _started_in(folder: Path) -> list[str]:

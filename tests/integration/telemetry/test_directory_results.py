@@ -117,11 +117,16 @@ async def test_results_become_the_timeline_with_the_directory_account(
     command = uuid.uuid4()
     for status, seconds in (("accepted", 1), ("executed", 2)):
         await bus.publish_result(
-            CommandResult(command_id=command, mower_id=MOWER, status=status, at=at(seconds))
+            CommandResult(
+                command_id=command, mower_id=MOWER, status=status, at=at(seconds), kind="start_mow"
+            )
         )
     await eventually(lambda: _nothing_pending(bus, RESULTS_DURABLE, "COMMANDS"))
-    rows = await pool.fetch("SELECT status, account_id FROM command_timeline ORDER BY at")
-    assert [(r[0], r[1]) for r in rows] == [("accepted", ACCOUNT), ("executed", ACCOUNT)]
+    rows = await pool.fetch("SELECT status, account_id, kind FROM command_timeline ORDER BY at")
+    assert [tuple(r) for r in rows] == [
+        ("accepted", ACCOUNT, "start_mow"),
+        ("executed", ACCOUNT, "start_mow"),
+    ]
     written = service.metrics_registry.get_sample_value(
         "mowdeck_telemetry_rows_written_total", {"table": "command_timeline"}
     )

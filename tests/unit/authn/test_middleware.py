@@ -133,3 +133,17 @@ async def test_a_user_on_the_deny_list_is_refused_with_reason_disabled() -> None
         assert (await c.get("/v1/whoami", headers=other)).status == 200
         denylist.allow("olga")
         assert (await c.get("/v1/whoami", headers=headers)).status == 200
+
+
+async def test_an_unknown_path_is_404_without_a_token(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    response = await client.get("/v1/whoamii")
+    assert response.status == 404
+    assert response.content_type == PROBLEM_CONTENT_TYPE
+
+
+async def test_a_known_path_still_needs_a_token(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    assert (await client.get("/v1/whoami")).status == 401

@@ -81,13 +81,16 @@ SAMPLES: dict[str, Struct] = {
     "command.set_blade_height": _cmd(SetBladeHeight(height_mm=45)),
     "command.set_speed": _cmd(SetSpeed(speed_mps=0.6)),
     "command.manual_drive": _cmd(ManualDrive(linear_mps=0.4, angular_rps=-0.5, ttl_ms=500)),
-    "result.executed": CommandResult(command_id=CMD, mower_id=MOWER, status="executed", at=T0),
+    "result.executed": CommandResult(
+        command_id=CMD, mower_id=MOWER, status="executed", at=T0, kind="start_mow"
+    ),
     "result.rejected": CommandResult(
         command_id=CMD,
         mower_id=MOWER,
         status="rejected",
         at=T0,
         reason="preempted by emergency_stop",
+        kind="start_mow",
     ),
     "state.mowing": MowerState(
         mower_id=MOWER,

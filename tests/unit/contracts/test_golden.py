@@ -59,3 +59,9 @@ def test_every_golden_file_has_a_sample() -> None:
 def test_exported_json_schemas_are_current() -> None:
     stale = stale_schemas()
     assert not stale, f"run `mowdeck contracts export`; stale: {stale}"
+
+
+def test_a_result_without_a_kind_still_decodes() -> None:
+    # Gateways before contracts v1.1 publish results without the kind.
+    old = b'{"command_id":"c0ffee00-1234-4abc-8def-0123456789ab","mower_id":"6f1c2a9e-0d3b-4c55-9a7e-2b8f3c4d5e6f","status":"executed","at":"2026-05-01T12:00:00Z"}'  # noqa: E501 - one message
+    assert decode(old, CommandResult).kind is None

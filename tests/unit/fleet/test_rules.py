@@ -292,3 +292,15 @@ def test_list_answers_partition_by_shard() -> None:
         [2, 5, 8],
     ]
     assert len(MowerListRequest().answer(regs).mowers) == 10
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"command": {"kind": "start"}}', b'{"command": {}}'],
+    ids=["unknown-kind", "no-kind"],
+)
+def test_a_bad_command_kind_lists_the_valid_ones(body: bytes) -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        decode_body(body, CommandRequest)
+    assert "start_mow" in str(err.value)
+    assert "return_to_dock" in str(err.value)

@@ -304,3 +304,10 @@ def test_reasons_are_made_decodable_and_storable_for_every_consumer() -> None:
     assert len(result.reason) == 1000
     # What consumers decode: within the contract.
     assert decode_result(encode(result)).reason == result.reason
+
+
+def test_every_result_names_the_kind_of_its_command() -> None:
+    c = Controller(REG)
+    effects = c.submit(cmd(PauseMow()), 1, T0)
+    kinds = [e.result.kind for e in effects if isinstance(e, PublishResult)]
+    assert kinds == ["pause_mow"]

@@ -57,6 +57,7 @@ def result(command: int, status: str, seconds: float, mower: uuid.UUID = MOWER) 
         account_id=ACCOUNT,
         at=at(seconds),
         reason=None,
+        kind="start_mow",
     )
 
 
@@ -268,6 +269,7 @@ class StoreContract:
             (2, "rejected"),
             (1, "executed"),
         ]
+        assert {r.kind for r in rows} == {"start_mow"}
         assert await store.timeline(OTHER_ACCOUNT, MOWER, T0, FAR, 10) == []
         assert len(await store.timeline(ACCOUNT, MOWER, T0, FAR, 2)) == 2
 

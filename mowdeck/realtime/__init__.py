@@ -1,0 +1,1 @@
+"""Realtime: live states, command outcomes, links and notifications pushed to clients."""

@@ -1,0 +1,137 @@
+"""The operator console: its page and assets, its configuration and one-time sign-in codes."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from importlib import resources
+from typing import Protocol
+
+import msgspec
+from aiohttp import web
+
+from mowdeck.kit.http import Problem, json_response, read_json
+
+__all__ = [
+    "CONSOLE_PUBLIC_PATHS",
+    "CodeExchange",
+    "ConsoleConfig",
+    "OneTimeCodes",
+    "console_routes",
+]
+
+ASSETS = {
+    "app.js": "text/javascript",
+    "style.css": "text/css",
+}
+# What a browser loads before it has a token; the realtime app passes these to
+# ``auth_middleware(public_paths=...)`` with its own public paths.
+CONSOLE_PUBLIC_PATHS = (
+    "/",
+    "/console/config.json",
+    "/console/exchange",
+    *(f"/console/{name}" for name in ASSETS),
+)
+
+
+class ConsoleConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the page finds the APIs it calls.
+
+    ``notifications_url`` empty: no inbox. ``realtime_url`` empty: the page's own origin;
+    None: no live stream, the page polls Telemetry instead.
+    """
+
+    fleet_url: str
+    telemetry_url: str
+    notifications_url: str = ""
+    realtime_url: str | None = ""
+
+
+class CodeExchange(Protocol):
+    """Turns a one-time code from a sign-in link into a bearer token."""
+
+    def redeem(self, code: str) -> str | None:
+        """The token ``code`` stands for, once; None for an unknown, used or expired code."""
+        ...
+
+
+class OneTimeCodes:
+    """Single-use codes held in memory, each standing for a token for ``ttl_s`` seconds."""
+
+    def __init__(self, *, ttl_s: float = 600.0, clock: Callable[[], float] = time.monotonic):
+        self._ttl = ttl_s
+        self._clock = clock
+        self._codes: dict[str, tuple[str, float]] = {}
+
+    def issue(self, token: str) -> str:
+        """A new code for ``token``."""
+        code = secrets.token_urlsafe(24)
+        self._codes[code] = (token, self._clock() + self._ttl)
+        return code
+
+    def redeem(self, code: str) -> str | None:
+        """The token of ``code``, which is used up by this call."""
+        found = self._codes.pop(code, None)
+        if found is None or self._clock() >= found[1]:
+            return None
+        return found[0]
+
+
+class _ExchangeRequest(msgspec.Struct, frozen=True):
+    code: str
+
+
+_decode_exchange = msgspec.json.Decoder(_ExchangeRequest)
+
+
+def _asset(name: str) -> bytes:
+    return resources.files(__package__ or "mowdeck.realtime").joinpath("console", name).read_bytes()
+
+
+def console_routes(
+    config: ConsoleConfig, exchange: CodeExchange | None = None
+) -> list[web.RouteDef]:
+    """``GET /`` (the page), its assets, ``/console/config.json`` and, with ``exchange``,
+    ``POST /console/exchange`` (``{"code"}`` → ``{"token"}``)."""
+    # Read once: the files ship in the package and do not change while it runs.
+    page = _asset("index.html")
+    assets = {name: (_asset(name), kind) for name, kind in ASSETS.items()}
+    no_cache = {"Cache-Control": "no-cache"}
+
+    async def index(_: web.Request) -> web.Response:
+        return web.Response(body=page, content_type="text/html", headers=no_cache)
+
+    async def asset(request: web.Request) -> web.Response:
+        found = assets.get(request.match_info["name"])
+        if found is None:
+            raise Problem(404, "Not Found", type_="not-found")
+        return web.Response(body=found[0], content_type=found[1], headers=no_cache)
+
+    async def config_json(_: web.Request) -> web.Response:
+        return json_response(config)
+
+    async def redeem(request: web.Request) -> web.Response:
+        assert exchange is not None
+        try:
+            code = _decode_exchange.decode(await read_json(request)).code
+        except msgspec.DecodeError as err:
+            raise Problem(400, "Bad Request", 'send {"code": "..."}', type_="invalid") from err
+        token = exchange.redeem(code)
+        if token is None:
+            raise Problem(
+                400,
+                "Bad Request",
+                "the code is unknown, used or expired: open the link the demo printed last",
+                type_="invalid-code",
+            )
+        return json_response({"token": token})
+
+    routes = [
+        web.get("/", index),
+        web.get("/console/config.json", config_json),
+        web.get("/console/{name}", asset),
+    ]
+    if exchange is not None:
+        routes.append(web.post("/console/exchange", redeem))
+    return routes

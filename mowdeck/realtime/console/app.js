@@ -1,0 +1,562 @@
+// The Mowdeck operator console: plain JavaScript, no build step, nothing loaded from outside.
+// It calls Fleet, Telemetry and Notifications with the bearer token kept in session storage,
+// and follows the Realtime stream (or, without one, polls Telemetry).
+"use strict";
+
+const TOKEN_KEY = "mowdeck.token";
+const TRACK_POINTS = 240;
+const STALE_MS = 30000;
+const POLL_MS = 2000;
+
+const state = {
+  config: null,
+  token: null,
+  mowers: new Map(), // mower_id -> {id, name, state, track: [[lat, lon]], link, seenAt}
+  selected: null,
+  commands: new Map(), // command_id -> {id, mower_id, kind, statuses: [{status, at, reason}]}
+  kindOf: new Map(), // command_id -> kind, for results that do not name it
+  source: null,
+  lastEventId: null,
+  mode: "connecting",
+  inboxSeen: null,
+  timers: [],
+};
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  return el;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("data-")) node.setAttribute(k, v);
+    else node[k] = v;
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+// --- API -------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, detail) {
+    super(detail);
+    this.status = status;
+  }
+}
+
+async function api(base, path, options = {}) {
+  const headers = { Authorization: `Bearer ${state.token}`, ...(options.headers || {}) };
+  let body;
+  if (options.json !== undefined) {
+    headers["Content-Type"] = "application/json";
+    body = JSON.stringify(options.json);
+  }
+  const response = await fetch(base + path, { method: options.method || "GET", headers, body });
+  if (response.status === 401) {
+    signOut("The token was refused: sign in again.");
+    throw new ApiError(401, "unauthorized");
+  }
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok) {
+    throw new ApiError(response.status, (data && (data.detail || data.title)) || response.statusText);
+  }
+  return data;
+}
+
+const fleet = (path, options) => api(state.config.fleet_url, path, options);
+const telemetry = (path, options) => api(state.config.telemetry_url, path, options);
+const notifications = (path, options) => api(state.config.notifications_url, path, options);
+
+function realtimeBase() {
+  return state.config.realtime_url || window.location.origin;
+}
+
+// --- sign-in ---------------------------------------------------------------------------
+
+async function signIn() {
+  const params = new URLSearchParams(window.location.search);
+  const code = params.get("code");
+  if (code) {
+    // The code is used once: take it out of the address bar (and the history) at once.
+    params.delete("code");
+    const rest = params.toString();
+    history.replaceState(null, "", window.location.pathname + (rest ? `?${rest}` : ""));
+    const response = await fetch("/console/exchange", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ code }),
+    });
+    const data = await response.json().catch(() => ({}));
+    if (response.ok && data.token) {
+      sessionStorage.setItem(TOKEN_KEY, data.token);
+    } else if (!sessionStorage.getItem(TOKEN_KEY)) {
+      $("signin-error").textContent = data.detail || "the sign-in code was refused";
+    }
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.token = null;
+  if (state.source) state.source.close();
+  state.timers.forEach(clearInterval);
+  state.timers = [];
+  $("console").hidden = true;
+  $("signin").hidden = false;
+  $("signin-error").textContent = message || "";
+}
+
+// --- the live stream -------------------------------------------------------------------
+
+function setMode(mode, text) {
+  state.mode = mode;
+  const pill = $("link-status");
+  pill.className = `pill ${mode}`;
+  pill.textContent = text;
+}
+
+async function connectStream(delay = 0) {
+  if (state.config.realtime_url === null) {
+    setMode("poll", "polling Telemetry (no live stream configured)");
+    return;
+  }
+  if (delay) await new Promise((resolve) => setTimeout(resolve, delay));
+  if (!state.token) return;
+  let ticket;
+  try {
+    ticket = (await api(realtimeBase(), "/v1/stream/tickets", { method: "POST" })).ticket;
+  } catch (err) {
+    setMode("poll", "live stream unavailable: polling");
+    connectStream(Math.min(30000, (delay || 1000) * 2));
+    return;
+  }
+  const query = new URLSearchParams({ ticket });
+  if (state.lastEventId) query.set("since", state.lastEventId);
+  const source = new EventSource(`${realtimeBase()}/v1/stream?${query}`);
+  state.source = source;
+  source.onopen = () => setMode("live", "live");
+  source.onerror = () => {
+    // A ticket is good for one connection: reconnect with a fresh one, from the last event.
+    source.close();
+    if (state.source === source) state.source = null;
+    setMode("down", "reconnecting…");
+    connectStream(1000);
+  };
+  const on = (type, handler) =>
+    source.addEventListener(type, (event) => {
+      if (event.lastEventId) state.lastEventId = event.lastEventId;
+      handler(JSON.parse(event.data));
+    });
+  on("state", (data) => applyState(data));
+  on("command", (data) => applyResult(data));
+  on("link", (data) => applyLink(data));
+  on("notification", (data) => {
+    toast(data.title || data.kind || "Notification", data.body || "", data.severity);
+    loadInbox();
+  });
+  on("resync", () => loadStates());
+}
+
+// --- fleet state -----------------------------------------------------------------------
+
+function mower(id) {
+  let m = state.mowers.get(id);
+  if (!m) {
+    m = { id, name: id.slice(0, 8), state: null, track: [], link: null, stale: false };
+    state.mowers.set(id, m);
+  }
+  return m;
+}
+
+function applyState(s, render = true) {
+  const m = mower(s.mower_id);
+  if (m.state && m.state.observed_at > s.observed_at) return;
+  m.state = s;
+  m.stale = Boolean(s.stale);
+  if (s.position) {
+    const last = m.track[m.track.length - 1];
+    if (!last || last[0] !== s.position.lat || last[1] !== s.position.lon) {
+      m.track.push([s.position.lat, s.position.lon]);
+      if (m.track.length > TRACK_POINTS) m.track.shift();
+    }
+  }
+  if (render) scheduleRender();
+}
+
+function linkOf(data) {
+  if (typeof data.connected === "boolean") return data.connected;
+  for (const key of ["link", "status", "state", "event", "type"]) {
+    const v = data[key];
+    if (typeof v === "string" && v.endsWith("disconnected")) return false;
+    if (typeof v === "string" && v.endsWith("connected")) return true;
+  }
+  return null;
+}
+
+function applyLink(data) {
+  const m = mower(data.mower_id);
+  m.link = linkOf(data);
+  m.linkReason = data.reason || "";
+  scheduleRender();
+}
+
+function applyResult(r) {
+  const kind = r.kind || state.kindOf.get(r.command_id) || null;
+  let c = state.commands.get(r.command_id);
+  if (!c) {
+    c = { id: r.command_id, mower_id: r.mower_id, kind, statuses: [] };
+    state.commands.set(r.command_id, c);
+  }
+  if (kind) c.kind = kind;
+  if (!c.statuses.some((s) => s.status === r.status)) {
+    c.statuses.push({ status: r.status, at: r.at, reason: r.reason });
+    c.statuses.sort((a, b) => (a.at < b.at ? -1 : 1));
+  }
+  if (r.mower_id === state.selected) renderTimeline();
+}
+
+async function loadMowers() {
+  const data = await fleet("/v1/mowers");
+  for (const view of data.mowers) mower(view.mower_id).name = view.name;
+}
+
+async function loadStates() {
+  const data = await telemetry("/v1/states");
+  for (const s of data.items) applyState(s, false);
+  scheduleRender();
+}
+
+// --- commands --------------------------------------------------------------------------
+
+async function send(mowerId, command) {
+  const data = await fleet(`/v1/mowers/${mowerId}/commands`, { method: "POST", json: { command } });
+  state.kindOf.set(data.command_id, command.kind);
+  applyResult({ command_id: data.command_id, mower_id: mowerId, status: "issued",
+    at: new Date().toISOString(), kind: command.kind });
+  return data;
+}
+
+async function command(command) {
+  $("command-error").textContent = "";
+  if (!state.selected) return;
+  try {
+    await send(state.selected, command);
+  } catch (err) {
+    $("command-error").textContent = `${command.kind}: ${err.message}`;
+  }
+}
+
+async function stopAll() {
+  const ids = [...state.mowers.keys()];
+  const outcomes = await Promise.allSettled(
+    ids.map((id) => send(id, { kind: "emergency_stop", reason: "console: stop all" })),
+  );
+  const failed = outcomes.filter((o) => o.status === "rejected").length;
+  toast("Emergency stop sent", failed ? `${failed} of ${ids.length} could not be sent`
+    : `to all ${ids.length} mowers`, failed ? "critical" : "info", "console");
+}
+
+// --- rendering -------------------------------------------------------------------------
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    renderList();
+    renderMap();
+    renderDetailHead();
+  });
+}
+
+function isStale(m) {
+  if (!m.state) return true;
+  return m.stale || Date.now() - Date.parse(m.state.observed_at) > STALE_MS;
+}
+
+function age(iso) {
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.round(s / 60)} min`;
+  return `${Math.round(s / 3600)} h`;
+}
+
+function sortedMowers() {
+  return [...state.mowers.values()].sort((a, b) => a.name.localeCompare(b.name));
+}
+
+function linkText(m) {
+  if (m.link === true) return "up";
+  if (m.link === false) return "down";
+  if (m.state && m.state.activity === "offline") return "down";
+  return m.state && !isStale(m) ? "up" : "?";
+}
+
+function renderList() {
+  const body = $("mowers").tBodies[0];
+  const rows = sortedMowers().map((m) => {
+    const s = m.state;
+    const activity = s ? s.activity : "unknown";
+    const tr = el("tr", { "data-mower": m.id, class: [m.id === state.selected ? "selected" : "",
+      isStale(m) ? "stale" : ""].join(" ").trim() },
+      el("td", {}, m.name),
+      el("td", {}, el("span", { class: `act act-${activity}`, "data-activity": activity }, activity)),
+      el("td", {}, s ? `${Math.round(s.battery)} %${s.charging ? " ⚡" : ""}` : "—"),
+      el("td", {}, s ? s.rtk_fix : "—"),
+      el("td", { title: m.linkReason || "" }, linkText(m)),
+      el("td", {}, s ? (isStale(m) ? `stale, ${age(s.observed_at)}` : age(s.observed_at)) : "—"));
+    tr.onclick = () => select(m.id);
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  $("mower-count").textContent = `${state.mowers.size} mowers`;
+}
+
+const ACTIVITY_COLOUR = {
+  mowing: "#2e7d32", leaving: "#558b2f", returning: "#558b2f", charging: "#1565c0",
+  docked: "#1565c0", idle: "#1565c0", paused: "#c77700", manual: "#c77700",
+  stopped: "#c62828", error: "#c62828", offline: "#8a948b",
+};
+
+function renderMap() {
+  const map = $("map");
+  const W = 800, H = 500, PAD = 30;
+  const withPos = [...state.mowers.values()].filter((m) => m.state && m.state.position);
+  if (!withPos.length) {
+    map.replaceChildren(Object.assign(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }),
+      { textContent: "no positions yet" }));
+    return;
+  }
+  // An equirectangular projection around the fleet's centroid, in metres.
+  const lat0 = withPos.reduce((a, m) => a + m.state.position.lat, 0) / withPos.length;
+  const lon0 = withPos.reduce((a, m) => a + m.state.position.lon, 0) / withPos.length;
+  const kx = 111320 * Math.cos((lat0 * Math.PI) / 180), ky = 110540;
+  const project = ([lat, lon]) => [(lon - lon0) * kx, (lat - lat0) * ky];
+  const sel = state.selected && state.mowers.get(state.selected);
+  const follow = $("map-follow").checked && sel && sel.state && sel.state.position;
+  const framed = follow ? [sel] : withPos;
+  const pts = framed.flatMap((m) => [...m.track, [m.state.position.lat, m.state.position.lon]].map(project));
+  let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
+  for (const [x, y] of pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); }
+  const minSpan = follow ? 40 : 100;
+  const span = Math.max(x1 - x0, ((y1 - y0) * (W - 2 * PAD)) / (H - 2 * PAD), minSpan);
+  const cx = (x0 + x1) / 2, cy = (y0 + y1) / 2;
+  const scale = (W - 2 * PAD) / span;
+  const toScreen = ([x, y]) => [W / 2 + (x - cx) * scale, H / 2 - (y - cy) * scale];
+  $("map-scale").textContent = `${Math.round(span)} m across`;
+
+  const nodes = [];
+  for (const m of withPos) {
+    const colour = ACTIVITY_COLOUR[m.state.activity] || "#555";
+    if (m.track.length > 1) {
+      const d = m.track.map(project).map(toScreen).map(([x, y], i) => `${i ? "L" : "M"}${x.toFixed(1)},${y.toFixed(1)}`).join("");
+      nodes.push(svg("path", { d, class: "track", stroke: colour }));
+    }
+  }
+  for (const m of withPos) {
+    const [x, y] = toScreen(project([m.state.position.lat, m.state.position.lon]));
+    if (x < -20 || x > W + 20 || y < -20 || y > H + 20) continue;
+    const dot = svg("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: m.id === state.selected ? 9 : 7,
+      fill: ACTIVITY_COLOUR[m.state.activity] || "#555",
+      class: `mower${m.id === state.selected ? " selected" : ""}`, "data-mower": m.id,
+      "data-lat": m.state.position.lat, "data-lon": m.state.position.lon });
+    dot.addEventListener("click", () => select(m.id));
+    const title = svg("title");
+    title.textContent = `${m.name}: ${m.state.activity}, ${Math.round(m.state.battery)} %`;
+    dot.append(title);
+    nodes.push(dot);
+    const label = svg("text", { x: (x + 11).toFixed(1), y: (y + 4).toFixed(1) });
+    label.textContent = m.name;
+    nodes.push(label);
+  }
+  map.replaceChildren(...nodes);
+}
+
+function renderDetailHead() {
+  const m = state.selected && state.mowers.get(state.selected);
+  $("stop-selected").disabled = !m;
+  if (!m) return;
+  $("detail-name").textContent = m.name;
+  const s = m.state;
+  $("detail-state").textContent = s
+    ? `${s.activity} · ${Math.round(s.battery)} % · RTK ${s.rtk_fix} · blade ${s.blade_height_mm ?? "?"} mm · ${s.speed_mps ?? "?"} m/s`
+    : "no state yet";
+}
+
+function renderTimeline() {
+  const list = [...state.commands.values()].filter((c) => c.mower_id === state.selected);
+  const first = (c) => (c.statuses[0] ? c.statuses[0].at : "");
+  list.sort((a, b) => (first(a) < first(b) ? 1 : -1));
+  $("timeline").replaceChildren(...list.slice(0, 50).map((c) => {
+    const steps = c.statuses.filter((s) => s.status !== "issued");
+    const li = el("li", { "data-command": c.id, "data-kind": c.kind || "" },
+      el("strong", {}, c.kind || "command"), " · ",
+      new Date(first(c)).toLocaleTimeString(), " ");
+    if (!steps.length) li.append(el("span", { class: "muted" }, "sent"));
+    steps.forEach((s, i) => {
+      if (i) li.append(" → ");
+      li.append(el("span", { class: `st st-${s.status}`, title: s.reason || "" },
+        s.status + (s.reason ? ` (${s.reason})` : "")));
+    });
+    return li;
+  }));
+}
+
+function renderChart(items) {
+  const chart = $("chart");
+  const W = 600, H = 140;
+  if (!items.length) {
+    chart.replaceChildren(Object.assign(svg("text", { x: 10, y: 20 }), { textContent: "no history yet" }));
+    return;
+  }
+  const t = items.map((i) => Date.parse(i.bin || i.observed_at));
+  const t0 = Math.min(...t), t1 = Math.max(...t, t0 + 1);
+  const x = (v) => ((v - t0) / (t1 - t0)) * (W - 20) + 10;
+  const y = (b) => H - 10 - (b / 100) * (H - 20);
+  const line = items.map((i, k) => `${k ? "L" : "M"}${x(t[k]).toFixed(1)},${y(i.battery).toFixed(1)}`).join("");
+  const band = items.map((i, k) => `${k ? "L" : "M"}${x(t[k]).toFixed(1)},${y(i.battery_max ?? i.battery).toFixed(1)}`).join("")
+    + items.slice().reverse().map((i, k) => `L${x(t[items.length - 1 - k]).toFixed(1)},${y(i.battery_min ?? i.battery).toFixed(1)}`).join("") + "Z";
+  const nodes = [50, 100].map((b) => svg("line", { x1: 10, x2: W - 10, y1: y(b), y2: y(b), stroke: "#dfe5dc" }));
+  nodes.push(svg("path", { d: band, fill: "#2e7d32", "fill-opacity": 0.15 }));
+  nodes.push(svg("path", { d: line, fill: "none", stroke: "#2e7d32", "stroke-width": 2 }));
+  if (items.length < 8) {
+    items.forEach((i, k) => nodes.push(svg("circle", { cx: x(t[k]), cy: y(i.battery), r: 3, fill: "#2e7d32" })));
+  }
+  const last = items[items.length - 1];
+  nodes.push(Object.assign(svg("text", { x: W - 12, y: 14, "text-anchor": "end", "font-size": 11 }),
+    { textContent: `${last.battery} %` }));
+  chart.replaceChildren(...nodes);
+}
+
+// --- the selected mower ------------------------------------------------------------------
+
+async function select(id) {
+  state.selected = id;
+  $("detail-body").hidden = false;
+  $("command-error").textContent = "";
+  scheduleRender();
+  renderTimeline();
+  await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id)]);
+}
+
+async function loadTimeline(id) {
+  const from = new Date(Date.now() - 24 * 3600 * 1000).toISOString();
+  const data = await telemetry(`/v1/mowers/${id}/commands?from=${encodeURIComponent(from)}`);
+  for (const row of data.items) applyResult(row);
+  renderTimeline();
+}
+
+async function loadHistory(id) {
+  const from = new Date(Date.now() - 3600 * 1000).toISOString();
+  const data = await telemetry(`/v1/mowers/${id}/history?step=1m&from=${encodeURIComponent(from)}`);
+  if (id === state.selected) renderChart(data.items);
+}
+
+async function loadTrack(id) {
+  const from = new Date(Date.now() - 15 * 60 * 1000).toISOString();
+  const data = await telemetry(`/v1/mowers/${id}/track?from=${encodeURIComponent(from)}`);
+  const m = mower(id);
+  const older = data.items.map((p) => [p.lat, p.lon]);
+  if (older.length) m.track = [...older, ...m.track].slice(-TRACK_POINTS);
+  scheduleRender();
+}
+
+// --- notifications -----------------------------------------------------------------------
+
+function toast(title, body, severity, kind = "notification") {
+  const node = el("div", { class: `toast toast-${kind} sev-${severity || "info"}`, role: "status" },
+    el("strong", {}, title), body);
+  $("toasts").append(node);
+  setTimeout(() => node.remove(), 8000);
+}
+
+async function loadInbox() {
+  if (!state.config.notifications_url) {
+    $("inbox").replaceChildren(el("li", { class: "muted" }, "Notifications are not configured."));
+    return;
+  }
+  const data = await notifications("/v1/notifications/inbox?limit=20");
+  $("unread").textContent = `${data.unread ?? 0} unread`;
+  $("inbox").replaceChildren(...data.items.map((n) => el("li", { class: n.read ? "" : "unread" },
+    el("span", { class: `sev-${n.severity}` }, n.title || n.kind), " · ",
+    el("span", { class: "muted" }, new Date(n.occurred_at).toLocaleTimeString()),
+    el("div", {}, n.body || ""))));
+  // Without the live stream, new inbox items are what tells of a notification.
+  if (state.mode !== "live") {
+    const ids = new Set(data.items.map((n) => n.id));
+    if (state.inboxSeen) {
+      for (const n of data.items) if (!state.inboxSeen.has(n.id) && !n.read) toast(n.title || n.kind, n.body || "", n.severity);
+    }
+    state.inboxSeen = ids;
+  }
+}
+
+// --- start -------------------------------------------------------------------------------
+
+function quietly(promise) {
+  promise.catch((err) => {
+    if (!(err instanceof ApiError && err.status === 401)) console.warn(err.message || err);
+  });
+}
+
+function every(ms, fn) {
+  state.timers.push(setInterval(() => { if (state.token) quietly(fn()); }, ms));
+}
+
+function wire() {
+  document.querySelectorAll("[data-kind]").forEach((button) => {
+    if (button.tagName === "BUTTON") button.onclick = () => command({ kind: button.dataset.kind });
+  });
+  $("blade-form").onsubmit = (e) => { e.preventDefault(); command({ kind: "set_blade_height", height_mm: Number($("blade").value) }); };
+  $("speed-form").onsubmit = (e) => { e.preventDefault(); command({ kind: "set_speed", speed_mps: Number($("speed").value) }); };
+  $("stop-selected").onclick = () => command({ kind: "emergency_stop", reason: "console" });
+  $("stop-all").onclick = () => quietly(stopAll());
+  $("map-follow").onchange = scheduleRender;
+  $("signin-form").onsubmit = (e) => {
+    e.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("signin-token").value.trim());
+    start();
+  };
+}
+
+async function start() {
+  state.token = sessionStorage.getItem(TOKEN_KEY);
+  if (!state.token) { signOut($("signin-error").textContent); return; }
+  $("signin").hidden = true;
+  $("console").hidden = false;
+  try {
+    await loadMowers();
+    await loadStates();
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) $("detail-state").textContent = `cannot load the fleet: ${err.message}`;
+    return;
+  }
+  quietly(loadInbox());
+  connectStream();
+  // Polling carries the page where no stream does; with one it refreshes what the stream
+  // does not carry (staleness ages, the chart).
+  every(POLL_MS, async () => { if (state.mode !== "live") await loadStates(); else scheduleRender(); });
+  every(POLL_MS, async () => { if (state.mode !== "live" && state.selected) await loadTimeline(state.selected); });
+  every(5000, async () => { if (state.mode !== "live") await loadInbox(); });
+  every(10000, async () => { if (state.selected) await loadHistory(state.selected); });
+  every(60000, loadMowers);
+}
+
+async function main() {
+  wire();
+  state.config = await (await fetch("/console/config.json")).json();
+  await signIn();
+  await start();
+}
+
+main();

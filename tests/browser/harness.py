@@ -1,0 +1,210 @@
+"""A stand-in for the services the console calls, with a live stream it controls.
+
+It serves ``console_routes`` next to a fake Fleet, Telemetry, Notifications and Realtime
+stream (SSE, tickets), so the page's live path runs in a browser without the services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from mowdeck.kit.http import HttpServer, problem_middleware
+from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes, console_routes
+
+TOKEN = "harness-token"  # the one token the fake APIs accept
+MOWERS = [uuid.UUID(int=i, version=4) for i in (1, 2, 3)]
+NAMES = {m: f"harness-{i + 1}" for i, m in enumerate(MOWERS)}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Harness:
+    """The fake services on one port; ``push`` sends an event to every open stream."""
+
+    def __init__(self) -> None:
+        self.codes = OneTimeCodes()
+        self.streams: list[asyncio.Queue[tuple[str, dict[str, Any]]]] = []
+        self.states = {m: self._state(m, i, "docked") for i, m in enumerate(MOWERS)}
+        self.inbox: list[dict[str, Any]] = []
+        self.seq = 0
+        self._http: HttpServer | None = None
+        self._moving: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def _state(mower: uuid.UUID, i: int, activity: str) -> dict[str, Any]:
+        return {
+            "mower_id": str(mower),
+            "account_id": str(uuid.UUID(int=0)),
+            "observed_at": _now(),
+            "activity": activity,
+            "battery": 90 - 10 * i,
+            "charging": False,
+            "rtk_fix": "fixed",
+            "blade_height_mm": 40,
+            "speed_mps": 0.5,
+            "position": {"lat": 52.0 + 0.0001 * i, "lon": 13.0 + 0.0002 * i},
+        }
+
+    async def start(self) -> str:
+        """Listen on a free port; the console URL with a one-time code."""
+        app = web.Application(middlewares=[problem_middleware])
+        self._http = HttpServer(app, "127.0.0.1", 0)
+        url = ""
+        app.add_routes(self._routes())
+        await self._http.start()
+        url = self._http.url
+        self._config = ConsoleConfig(
+            fleet_url=url, telemetry_url=url, notifications_url=url, realtime_url=""
+        )
+        return f"{url}/?code={self.codes.issue(TOKEN)}"
+
+    async def stop(self) -> None:
+        if self._moving is not None:
+            self._moving.cancel()
+        for q in self.streams:
+            q.put_nowait(("", {}))
+        if self._http is not None:
+            await self._http.stop()
+
+    def push(self, type_: str, data: dict[str, Any]) -> None:
+        for q in self.streams:
+            q.put_nowait((type_, data))
+
+    def _set(self, mower: uuid.UUID, **changes: Any) -> None:
+        state = {**self.states[mower], **changes, "observed_at": _now()}
+        self.states[mower] = state
+        self.push("state", state)
+
+    def notify(self, mower: uuid.UUID, title: str, body: str) -> None:
+        """An inbox item and its ``notification`` event, as a fault would cause."""
+        item = {
+            "id": str(uuid.uuid4()),
+            "kind": "mower_stuck",
+            "mower_id": str(mower),
+            "severity": "warning",
+            "title": title,
+            "body": body,
+            "occurred_at": _now(),
+            "read": False,
+        }
+        self.inbox.insert(0, item)
+        self.push(
+            "notification",
+            {
+                "notification_id": item["id"],
+                "user_id": "demo",
+                "mower_id": str(mower),
+                "kind": "mower_stuck",
+                "severity": "warning",
+                "dedupe_key": f"mower_stuck:{mower}:1",
+                "title": title,
+                "body": body,
+            },
+        )
+
+    async def _move(self, mower: uuid.UUID) -> None:
+        while self.states[mower]["activity"] == "mowing":
+            pos = self.states[mower]["position"]
+            self._set(mower, position={"lat": pos["lat"] + 0.00002, "lon": pos["lon"]})
+            await asyncio.sleep(0.3)
+
+    def _routes(self) -> list[web.RouteDef]:
+        def authed(request: web.Request) -> None:
+            ticket = request.query.get("ticket")
+            if request.headers.get("Authorization") != f"Bearer {TOKEN}" and ticket != "t1":
+                raise web.HTTPUnauthorized
+
+        async def config(_: web.Request) -> web.Response:
+            return web.json_response(json.loads(json.dumps(self._config, default=_fields)))
+
+        async def mowers(request: web.Request) -> web.Response:
+            authed(request)
+            return web.json_response(
+                {"mowers": [{"mower_id": str(m), "name": NAMES[m]} for m in MOWERS]}
+            )
+
+        async def states(request: web.Request) -> web.Response:
+            authed(request)
+            return web.json_response({"items": list(self.states.values())})
+
+        async def empty(request: web.Request) -> web.Response:
+            authed(request)
+            return web.json_response({"items": [], "truncated": False})
+
+        async def inbox(request: web.Request) -> web.Response:
+            authed(request)
+            unread = sum(not i["read"] for i in self.inbox)
+            return web.json_response({"items": self.inbox, "next": None, "unread": unread})
+
+        async def ticket(request: web.Request) -> web.Response:
+            authed(request)
+            return web.json_response({"ticket": "t1"})
+
+        async def command(request: web.Request) -> web.Response:
+            authed(request)
+            mower = uuid.UUID(request.match_info["mower_id"])
+            kind = (await request.json())["command"]["kind"]
+            command_id = str(uuid.uuid4())
+            for status in ("accepted", "executed"):
+                self.push(
+                    "command",
+                    {"command_id": command_id, "mower_id": str(mower), "status": status,
+                     "at": _now(), "kind": kind},
+                )  # fmt: skip
+            if kind == "start_mow":
+                self._set(mower, activity="mowing")
+                self._moving = asyncio.ensure_future(self._move(mower))
+            elif kind == "emergency_stop":
+                self._set(mower, activity="stopped")
+            return web.json_response({"command_id": command_id, "status": "pending"}, status=202)
+
+        async def stream(request: web.Request) -> web.StreamResponse:
+            authed(request)
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+            for state in self.states.values():
+                queue.put_nowait(("state", state))
+            self.streams.append(queue)
+            try:
+                while True:
+                    type_, data = await queue.get()
+                    if not type_:
+                        break
+                    self.seq += 1
+                    frame = f"event: {type_}\nid: h{self.seq}\ndata: {json.dumps(data)}\n\n"
+                    await response.write(frame.encode())
+            finally:
+                self.streams.remove(queue)
+            return response
+
+        return [
+            web.get("/console/config.json", config),
+            *console_routes(
+                ConsoleConfig(fleet_url="", telemetry_url=""),  # config.json is served above
+                self.codes,
+            ),
+            web.get("/v1/mowers", mowers),
+            web.get("/v1/states", states),
+            web.get("/v1/mowers/{mower_id}/history", empty),
+            web.get("/v1/mowers/{mower_id}/track", empty),
+            web.get("/v1/mowers/{mower_id}/commands", empty),
+            web.post("/v1/mowers/{mower_id}/commands", command),
+            web.get("/v1/notifications/inbox", inbox),
+            web.post("/v1/stream/tickets", ticket),
+            web.get("/v1/stream", stream),
+        ]
+
+
+def _fields(obj: Any) -> Any:
+    import msgspec  # noqa: PLC0415 - only for the config
+
+    return msgspec.to_builtins(obj)
