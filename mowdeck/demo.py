@@ -141,13 +141,13 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             "MOWDECK_DATABASE_URL": database_url,
             "MOWDECK_HTTP_HOST": args.host,
             "MOWDECK_GATEWAY_DEVICE_HOSTS": device_hosts,
-            # Development: a VAPID key made on first start (kept under .mowdeck/), and the
+            # Development: a VAPID key made on first start (kept in the state dir), and the
             # log channel for the demo user's target.
             "MOWDECK_NOTIFICATIONS_CHANNELS": os.environ.get(
                 "MOWDECK_NOTIFICATIONS_CHANNELS", '["webpush", "ntfy", "log"]'
             ),
             "MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE": os.environ.get(
-                "MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE", ".mowdeck/vapid-demo.pem"
+                "MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE", str(Path(args.state_dir) / "vapid.pem")
             ),
             "MOWDECK_NOTIFICATIONS_VAPID_SUBJECT": os.environ.get(
                 "MOWDECK_NOTIFICATIONS_VAPID_SUBJECT", "mailto:demo@mowdeck.invalid"
