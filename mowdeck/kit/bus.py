@@ -19,6 +19,7 @@ from contracts.v1.subjects import STREAMS, StreamSpec
 from mowdeck.kit import wire
 from mowdeck.kit.errors import BusError, ExpiredCommandError
 from mowdeck.kit.publisher import Ack, Publisher, pub_ack
+from mowdeck.kit.streams import Applied, merge, stream_config
 
 __all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "stream_config"]
 
@@ -39,19 +40,6 @@ def header(msg: Msg, name: str) -> str | None:
     if isinstance(value, list):
         return str(value[0]) if value else None
     return value  # type: ignore[no-any-return]
-
-
-def stream_config(spec: StreamSpec) -> api.StreamConfig:
-    """The JetStream configuration of a stream spec."""
-    return api.StreamConfig(
-        name=spec.name,
-        subjects=list(spec.subjects),
-        duplicate_window=spec.duplicate_window_s,
-        max_age=spec.max_age_s,
-        max_msgs_per_subject=spec.max_msgs_per_subject,
-        storage=api.StorageType.FILE,
-        retention=api.RetentionPolicy.LIMITS,
-    )
 
 
 class Bus:
@@ -112,23 +100,41 @@ class Bus:
             raise BusError(f"cannot connect to NATS at {url}: {err}") from err
         return cls(nc, name=name)
 
-    async def ensure_streams(self, specs: Iterable[StreamSpec] = STREAMS) -> None:
-        """Create or update the streams (idempotent; limits come from the contracts)."""
+    async def ensure_streams(
+        self, specs: Iterable[StreamSpec] = STREAMS, *, replicas: int = 1
+    ) -> list[Applied]:
+        """Create the streams, or merge the contracts' limits into existing ones (idempotent).
+
+        A new stream gets ``replicas`` (``MOWDECK_STREAM_REPLICAS``); an existing one keeps
+        what an operator configured (``kit/streams.py``), and what was left alone is logged.
+        """
+        applied: list[Applied] = []
         for spec in specs:
-            config = stream_config(spec)
             try:
-                await self.js.stream_info(spec.name)
+                info = await self.js.stream_info(spec.name)
             except NotFoundError:
                 try:
-                    await self.js.add_stream(config)
+                    await self.js.add_stream(stream_config(spec, replicas=replicas))
                 except BadRequestError as err:
                     raise BusError(f"cannot create stream {spec.name}: {err}") from err
-                log.info("stream created", stream=spec.name)
+                log.info("stream created", stream=spec.name, replicas=replicas)
+                applied.append(Applied(stream=spec.name, action="created"))
+                continue
+            plan = merge(info.config, spec, replicas=replicas)
+            if plan.kept:
+                log.info("stream settings left alone", stream=spec.name, kept=list(plan.kept))
+            if not plan.changed:
+                applied.append(Applied(stream=spec.name, action="unchanged", kept=plan.kept))
                 continue
             try:
-                await self.js.update_stream(config)
+                await self.js.update_stream(plan.config)
             except BadRequestError as err:
                 raise BusError(f"cannot update stream {spec.name}: {err}") from err
+            log.info("stream updated", stream=spec.name, changed=list(plan.changed))
+            applied.append(
+                Applied(stream=spec.name, action="updated", changed=plan.changed, kept=plan.kept)
+            )
+        return applied
 
     # Publishing goes through one ``Publisher`` (kit/publisher.py); these delegates are for
     # the occasional publish (tests, tools) that waits for its ack.
