@@ -21,7 +21,7 @@ from mowdeck.kit.errors import BusError, ExpiredCommandError
 from mowdeck.kit.publisher import Ack, Publisher, pub_ack
 from mowdeck.kit.streams import Applied, merge, stream_config
 
-__all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "stream_config"]
+__all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "seed_urls", "stream_config"]
 
 log = structlog.get_logger("mowdeck.bus")
 
@@ -40,6 +40,14 @@ def header(msg: Msg, name: str) -> str | None:
     if isinstance(value, list):
         return str(value[0]) if value else None
     return value  # type: ignore[no-any-return]
+
+
+def seed_urls(url: str) -> list[str]:
+    """The seed URLs of ``MOWDECK_NATS_URL``: one URL or a comma-separated list."""
+    urls = [part.strip() for part in url.split(",") if part.strip()]
+    if not urls:
+        raise BusError("no NATS URL given")
+    return urls
 
 
 class Bus:
@@ -67,8 +75,11 @@ class Bus:
         is still waiting here (``run_services``); ``BusError`` only for what no retry
         mends, such as a malformed URL. ``fast_path`` (``MOWDECK_NATS_FAST_PATH``) picks
         the lean client of ``kit/wire.py``, which refuses an untested nats-py
-        (``UntestedNatsPyError``) before connecting; off, nats-py's stock client.
+        (``UntestedNatsPyError``) before connecting; off, nats-py's stock client. ``url``
+        may list several seeds separated by commas (the nodes of a cluster): the client
+        connects to one and fails over to the others, and to those the cluster announces.
         """
+        servers = seed_urls(url)
 
         async def _error(err: Exception) -> None:
             log.warning("nats error", error=str(err), client=name)
@@ -95,7 +106,7 @@ class Bus:
         }
         nc = wire.new_client(fast_path=fast_path)
         try:
-            await nc.connect(url, **options)
+            await nc.connect(servers, **options)
         except Exception as err:
             raise BusError(f"cannot connect to NATS at {url}: {err}") from err
         return cls(nc, name=name)

@@ -9,6 +9,7 @@ import pytest
 from nats.js import api
 
 from contracts.v1.subjects import COMMANDS, StreamSpec
+from mowdeck.kit.bus import BusError, seed_urls
 from mowdeck.kit.streams import merge, stream_config
 
 SPEC = StreamSpec(name="S", subjects=("a.>",), duplicate_window_s=120, max_age_s=3600)
@@ -87,3 +88,21 @@ def test_missing_subjects_are_added_and_extra_ones_kept() -> None:
 def test_what_no_spec_names_is_left_as_it_is() -> None:
     plan = merge(_existing(max_bytes=1 << 30, discard=api.DiscardPolicy.NEW), SPEC)
     assert (plan.config.max_bytes, plan.config.discard) == (1 << 30, api.DiscardPolicy.NEW)
+
+
+@pytest.mark.parametrize(
+    ("url", "seeds"),
+    [
+        ("nats://a:4222", ["nats://a:4222"]),
+        ("nats://a:4222,nats://b:4222", ["nats://a:4222", "nats://b:4222"]),
+        (" nats://a:4222 , nats://b:4222 ,", ["nats://a:4222", "nats://b:4222"]),
+    ],
+    ids=["one", "two", "spaces-and-trailing-comma"],
+)
+def test_the_nats_url_is_a_list_of_seeds(url: str, seeds: list[str]) -> None:
+    assert seed_urls(url) == seeds
+
+
+def test_an_empty_nats_url_is_refused() -> None:
+    with pytest.raises(BusError):
+        seed_urls(" , ")
