@@ -16,6 +16,7 @@ __all__ = ["build_parser", "commands", "main"]
 # (name, module, help): the module has ``configure(parser)`` and ``run(args)``.
 _ALWAYS: tuple[tuple[str, str, str], ...] = (
     ("migrate", "mowdeck.commands.migrate", "Apply the SQL migrations of every service."),
+    ("streams", "mowdeck.commands.streams", "Apply the JetStream stream definitions (admin)."),
     ("contracts", "mowdeck.commands.contracts", "Work with the v1 contracts (export schemas)."),
     ("user", "mowdeck.commands.user", "Disable or delete a user (publishes identity events)."),
 )

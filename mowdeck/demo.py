@@ -171,6 +171,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         fast_path = load_settings(BaseSettings, {**os.environ, **env}).nats_fast_path
         bus = await Bus.connect(nats_url, name="demo", fast_path=fast_path)
         stack.push_async_callback(bus.drain)
+        await bus.ensure_streams()  # the admin step of `mowdeck streams`, before any service
 
         fleet = FleetService(
             load_fleet_settings(

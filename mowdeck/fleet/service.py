@@ -124,7 +124,7 @@ class FleetService:
         self._gc_pauses.install()
         res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
         bus = await res.bus(self._bus, s.nats_url, name="fleet", fast_path=s.nats_fast_path)
-        await bus.ensure_streams()
+        await bus.ensure_streams(replicas=s.stream_replicas)
         pool = await res.pool(self._pool, s.database_url, **pool_options(s.fleet_db_pool_size))
         authorizer = self._authorizer
         if authorizer is None:

@@ -114,7 +114,7 @@ class GatewayService:
         self.bus = bus = await own.bus(
             self._given_bus, s.nats_url, name=self._producer, fast_path=s.nats_fast_path
         )
-        await bus.ensure_streams()
+        await bus.ensure_streams(replicas=s.stream_replicas)
         loop = asyncio.get_running_loop()
         self.dispatcher.start()
         own.push(lambda: asyncio.to_thread(self.dispatcher.stop), name="controller workers")

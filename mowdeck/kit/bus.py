@@ -19,8 +19,9 @@ from contracts.v1.subjects import STREAMS, StreamSpec
 from mowdeck.kit import wire
 from mowdeck.kit.errors import BusError, ExpiredCommandError
 from mowdeck.kit.publisher import Ack, Publisher, pub_ack
+from mowdeck.kit.streams import Applied, merge, stream_config
 
-__all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "stream_config"]
+__all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "seed_urls", "stream_config"]
 
 log = structlog.get_logger("mowdeck.bus")
 
@@ -41,17 +42,12 @@ def header(msg: Msg, name: str) -> str | None:
     return value  # type: ignore[no-any-return]
 
 
-def stream_config(spec: StreamSpec) -> api.StreamConfig:
-    """The JetStream configuration of a stream spec."""
-    return api.StreamConfig(
-        name=spec.name,
-        subjects=list(spec.subjects),
-        duplicate_window=spec.duplicate_window_s,
-        max_age=spec.max_age_s,
-        max_msgs_per_subject=spec.max_msgs_per_subject,
-        storage=api.StorageType.FILE,
-        retention=api.RetentionPolicy.LIMITS,
-    )
+def seed_urls(url: str) -> list[str]:
+    """The seed URLs of ``MOWDECK_NATS_URL``: one URL or a comma-separated list."""
+    urls = [part.strip() for part in url.split(",") if part.strip()]
+    if not urls:
+        raise BusError("no NATS URL given")
+    return urls
 
 
 class Bus:
@@ -79,8 +75,11 @@ class Bus:
         is still waiting here (``run_services``); ``BusError`` only for what no retry
         mends, such as a malformed URL. ``fast_path`` (``MOWDECK_NATS_FAST_PATH``) picks
         the lean client of ``kit/wire.py``, which refuses an untested nats-py
-        (``UntestedNatsPyError``) before connecting; off, nats-py's stock client.
+        (``UntestedNatsPyError``) before connecting; off, nats-py's stock client. ``url``
+        may list several seeds separated by commas (the nodes of a cluster): the client
+        connects to one and fails over to the others, and to those the cluster announces.
         """
+        servers = seed_urls(url)
 
         async def _error(err: Exception) -> None:
             log.warning("nats error", error=str(err), client=name)
@@ -107,28 +106,46 @@ class Bus:
         }
         nc = wire.new_client(fast_path=fast_path)
         try:
-            await nc.connect(url, **options)
+            await nc.connect(servers, **options)
         except Exception as err:
             raise BusError(f"cannot connect to NATS at {url}: {err}") from err
         return cls(nc, name=name)
 
-    async def ensure_streams(self, specs: Iterable[StreamSpec] = STREAMS) -> None:
-        """Create or update the streams (idempotent; limits come from the contracts)."""
+    async def ensure_streams(
+        self, specs: Iterable[StreamSpec] = STREAMS, *, replicas: int = 1
+    ) -> list[Applied]:
+        """Create the streams, or merge the contracts' limits into existing ones (idempotent).
+
+        A new stream gets ``replicas`` (``MOWDECK_STREAM_REPLICAS``); an existing one keeps
+        what an operator configured (``kit/streams.py``), and what was left alone is logged.
+        """
+        applied: list[Applied] = []
         for spec in specs:
-            config = stream_config(spec)
             try:
-                await self.js.stream_info(spec.name)
+                info = await self.js.stream_info(spec.name)
             except NotFoundError:
                 try:
-                    await self.js.add_stream(config)
+                    await self.js.add_stream(stream_config(spec, replicas=replicas))
                 except BadRequestError as err:
                     raise BusError(f"cannot create stream {spec.name}: {err}") from err
-                log.info("stream created", stream=spec.name)
+                log.info("stream created", stream=spec.name, replicas=replicas)
+                applied.append(Applied(stream=spec.name, action="created"))
+                continue
+            plan = merge(info.config, spec, replicas=replicas)
+            if plan.kept:
+                log.info("stream settings left alone", stream=spec.name, kept=list(plan.kept))
+            if not plan.changed:
+                applied.append(Applied(stream=spec.name, action="unchanged", kept=plan.kept))
                 continue
             try:
-                await self.js.update_stream(config)
+                await self.js.update_stream(plan.config)
             except BadRequestError as err:
                 raise BusError(f"cannot update stream {spec.name}: {err}") from err
+            log.info("stream updated", stream=spec.name, changed=list(plan.changed))
+            applied.append(
+                Applied(stream=spec.name, action="updated", changed=plan.changed, kept=plan.kept)
+            )
+        return applied
 
     # Publishing goes through one ``Publisher`` (kit/publisher.py); these delegates are for
     # the occasional publish (tests, tools) that waits for its ack.

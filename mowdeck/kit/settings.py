@@ -30,6 +30,8 @@ class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     nats_url: str = "nats://127.0.0.1:4222"
     # The lean NATS client (mowdeck/kit/wire.py); off: nats-py's stock client (docs/operations.md).
     nats_fast_path: bool = True
+    # Replicas of a stream this process creates (3 in a cluster); an existing one keeps its own.
+    stream_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     http_host: str = "127.0.0.1"
     http_port: Port = 8080

@@ -136,7 +136,7 @@ class TelemetryService:
         self.bus = bus = await res.bus(
             self._bus, s.nats_url, name="telemetry", fast_path=s.nats_fast_path
         )
-        await bus.ensure_streams()
+        await bus.ensure_streams(replicas=s.stream_replicas)
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
             pool = await res.pool(None, s.database_url, **pool_options(s.telemetry_db_pool_size))

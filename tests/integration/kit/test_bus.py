@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import structlog
 from nats.aio.msg import Msg
 
 from contracts.v1 import CommandEnvelope, CommandResult, EmergencyStop, PauseMow, decode_command
@@ -61,6 +62,30 @@ async def test_ensure_streams_is_idempotent_and_repairs_drift(bus: Bus) -> None:
     await bus.ensure_streams()
     await bus.ensure_streams()
     assert (await bus.js.stream_info("TELEMETRY")).config.max_age == 3600
+
+
+async def test_ensure_streams_keeps_what_an_operator_configured(bus: Bus) -> None:
+    cfg = (await bus.js.stream_info("EVENTS")).config
+    cfg.max_age = 30 * 24 * 3600.0
+    cfg.max_bytes = 1 << 30
+    cfg.subjects = ["event.>", "audit.>"]
+    await bus.js.update_stream(cfg)
+    with structlog.testing.capture_logs() as logs:
+        applied = await bus.ensure_streams(replicas=3)
+    after = (await bus.js.stream_info("EVENTS")).config
+    assert (after.max_age, after.max_bytes, after.subjects, after.num_replicas) == (
+        30 * 24 * 3600,
+        1 << 30,
+        ["event.>", "audit.>"],
+        1,
+    )
+    events = next(a for a in applied if a.stream == "EVENTS")
+    assert events.action == "unchanged"
+    assert events.kept == (
+        f"max_age {30 * 24 * 3600} (contracts: {7 * 24 * 3600})",
+        "replicas 1 (configured here: 3)",
+    )
+    assert any(e["event"] == "stream settings left alone" and e["stream"] == "EVENTS" for e in logs)
 
 
 async def test_a_repeated_msg_id_is_stored_once(bus: Bus) -> None:
