@@ -1,0 +1,64 @@
+"""A connection's bounded send buffer: states conflated to the newest per mower.
+
+The buffer keeps the order the hub dispatched in, so the id of whatever the client read
+last is a position it can resume from without a gap: a newer state of a mower replaces
+the waiting one and moves to the back (the client skips only states it would have seen
+superseded). Commands, links and notifications are never dropped; when they cannot wait
+any more (the buffer is full, or its oldest event has waited too long) the client is
+closed as too far behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Hashable
+
+from mowdeck.realtime.frames import Frame
+
+__all__ = ["SendBuffer"]
+
+
+class SendBuffer:
+    """Frames waiting to be written to one client."""
+
+    __slots__ = ("_items", "_keys", "conflated", "max_events", "max_lag")
+
+    def __init__(self, *, max_events: int, max_lag: float) -> None:
+        self.max_events = max_events
+        self.max_lag = max_lag
+        self._items: OrderedDict[Hashable, Frame] = OrderedDict()
+        self._keys = itertools.count()
+        self.conflated = 0  # states replaced by a newer one before they were written
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def push(self, item: Frame, now: float) -> str | None:
+        """Queue ``item``; the reason to close the client when it is too far behind."""
+        items = self._items
+        if item.conflatable and item.mower_id is not None:
+            key: Hashable = item.mower_id
+            if items.pop(key, None) is not None:
+                self.conflated += 1
+        else:
+            key = next(self._keys)
+        items[key] = item
+        if len(items) > self.max_events:
+            return "too-far-behind: the send buffer is full"
+        head = next(iter(items.values()))
+        if now - head.born > self.max_lag:
+            return "too-far-behind: events waited longer than the lag allowed"
+        return None
+
+    def take(self) -> list[Frame]:
+        """Everything waiting, oldest first; the buffer is empty afterwards."""
+        taken = list(self._items.values())
+        self._items.clear()
+        return taken
+
+    def discard_mowers(self, mowers: set[object]) -> None:
+        """Drop what waits about ``mowers`` (no longer visible to the client)."""
+        for key, item in list(self._items.items()):
+            if item.mower_id in mowers:
+                del self._items[key]
