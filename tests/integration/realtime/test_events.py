@@ -176,3 +176,23 @@ async def test_heartbeats_keep_an_idle_stream_alive(
     beat = await reader.next(skip=())
     assert beat.type == "heartbeat"
     assert parse_position(beat.id) is not None
+
+
+async def test_a_websocket_frame_has_the_same_id_type_and_data(
+    bus: Bus, make_service: ServiceFactory, http: aiohttp.ClientSession, issuer: object
+) -> None:
+    from mowdeck.authn import TokenIssuer  # noqa: PLC0415 - the fixture's type
+
+    assert isinstance(issuer, TokenIssuer)
+    service = await make_service()
+    token = issuer.mint("alice", uuid.UUID(int=1))
+    async with http.ws_connect(
+        f"{service.url}/v1/ws", headers={"Authorization": f"Bearer {token}"}
+    ) as ws:
+        snapshot = await ws.receive_json(timeout=5)
+        assert snapshot["type"] == "snapshot"
+        await publish_state(bus, state(MOWER, battery=33))
+        event = await ws.receive_json(timeout=5)
+        assert set(event) == {"id", "type", "data"}
+        assert (event["type"], event["data"]["battery"]) == ("state", 33)
+        assert parse_position(event["id"]) is not None
