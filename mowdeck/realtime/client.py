@@ -17,6 +17,9 @@ __all__ = ["Client", "Sink", "Transport"]
 
 Transport = Literal["sse", "ws"]
 
+WRITE_BATCH = 64
+"""Frames per write at most: a slow client's transport gets a batch, the rest conflates."""
+
 
 class Sink(Protocol):
     """Where a client's frames are written: an SSE response or a WebSocket."""
@@ -94,7 +97,7 @@ class Client:
                 wake.clear()
                 if self.closed is not None or not self.live:
                     continue
-                frames = buffer.take()
+                frames = buffer.take(WRITE_BATCH)
                 if buffer.conflated:
                     conflated.inc(buffer.conflated)
                     buffer.conflated = 0
@@ -103,6 +106,8 @@ class Client:
                 await sink.write(frames)
                 delivered.inc(len(frames))
                 latency.observe(time.monotonic() - frames[0].born)
+                if len(buffer):
+                    wake.set()  # more than one batch was waiting
         except (ConnectionError, RuntimeError) as err:
             # The client went away (aiohttp raises ClientConnectionResetError, a
             # ConnectionResetError, or RuntimeError on a closing transport).

@@ -171,6 +171,17 @@ def _since(request: web.Request) -> str | None:
     return request.headers.get("Last-Event-ID") or request.query.get("since")
 
 
+WRITE_BUFFER_BYTES = 16 * 1024
+"""Bytes a stream's transport holds before a write waits: small, so that a slow client's
+backlog stays in its conflating buffer rather than in a socket buffer (and memory)."""
+
+
+def _limit_write_buffer(request: web.Request) -> None:
+    transport = request.transport
+    if transport is not None:
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
+
+
 async def get_stream(request: web.Request) -> web.StreamResponse:
     """``GET /v1/stream``: Server-Sent Events."""
     deps, client, resuming = await _open(request, "sse")
@@ -182,6 +193,7 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
         }
     )
     await response.prepare(request)
+    _limit_write_buffer(request)
     text = _since(request)
     since = None if text is None else parse_position(text)
     sink = SseSink(response, deps.streams.hub.current_id())
@@ -197,6 +209,7 @@ async def get_ws(request: web.Request) -> web.StreamResponse:
     deps, client, resuming = await _open(request, "ws")
     ws = web.WebSocketResponse(max_msg_size=4096)
     await ws.prepare(request)
+    _limit_write_buffer(request)
     text = _since(request)
     since = None if text is None else parse_position(text)
 

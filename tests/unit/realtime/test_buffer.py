@@ -80,3 +80,21 @@ def test_discarding_a_mower_drops_what_waits_for_it() -> None:
     buffer.push(f("link", "3", A), 0.0)
     buffer.discard_mowers({A})
     assert [x.id for x in buffer.take()] == ["2"]
+
+
+def test_a_bounded_take_leaves_the_rest_conflating() -> None:
+    buffer = SendBuffer(max_events=100, max_lag=10)
+    for i, mower in enumerate([A, B, uuid.UUID(int=3)]):
+        buffer.push(f("state", str(i), mower), 0.0)
+    assert [x.id for x in buffer.take(2)] == ["0", "1"]
+    buffer.push(f("state", "3", uuid.UUID(int=3)), 0.0)
+    assert [x.id for x in buffer.take(2)] == ["3"]
+    assert buffer.conflated == 1
+
+
+def test_old_states_alone_do_not_count_as_lag() -> None:
+    buffer = SendBuffer(max_events=100, max_lag=10)
+    buffer.push(f("state", "1", A, born=0.0), 0.0)
+    assert buffer.push(f("state", "2", B, born=50.0), now=50.0) is None
+    assert buffer.push(f("heartbeat", "3", None, born=50.0), now=50.0) is None
+    assert buffer.push(f("state", "4", B, born=61.0), now=61.0) is not None
