@@ -50,11 +50,10 @@ class Access:
         self._task: asyncio.Task[None] | None = None
         hub.on_refresh = self.request
 
-    async def visible(self, user_id: str) -> set[uuid.UUID]:
+    async def visible(self, user_id: str) -> frozenset[uuid.UUID]:
         """The mowers ``user_id`` may view; raises ``AuthzUnavailableError``."""
-        return mower_ids(
-            await self._authorizer.list_objects(user_ref(user_id), "can_view", "mower")
-        )
+        objects = await self._authorizer.list_objects(user_ref(user_id), "can_view", "mower")
+        return self._hub.canonical(mower_ids(objects))
 
     def request(self, clients: Iterable[Client] | None) -> None:
         """Look again soon for ``clients`` (None: everyone, after forgetting cached decisions)."""
@@ -108,6 +107,10 @@ class Access:
         for client in clients:
             by_user.setdefault(client.user_id, []).append(client)
         for user_id, theirs in by_user.items():
+            # Between users, let the loop deliver: an in-process evaluator answers
+            # without waiting, and a round over every user would otherwise hold the
+            # fan-out for the whole round.
+            await asyncio.sleep(0)
             try:
                 visible = await self.visible(user_id)
             except AuthzUnavailableError as err:

@@ -44,7 +44,7 @@ class Client:
         transport: Transport,
         types: frozenset[str],
         requested: frozenset[uuid.UUID] | None,
-        visible: set[uuid.UUID],
+        visible: frozenset[uuid.UUID],
         buffer: SendBuffer,
         token: str | None = None,
     ) -> None:
@@ -54,13 +54,13 @@ class Client:
         self.types = types
         self.requested = requested
         self.token = token
-        self.mowers: set[uuid.UUID] = self.narrow(visible)
+        self.mowers: frozenset[uuid.UUID] = self.narrow(visible)
         self.buffer = buffer
         self.closed: str | None = None  # the reason, once closing
         self.live = False  # frames are held while the snapshot or a replay is written
         self._wake = asyncio.Event()
 
-    def narrow(self, visible: set[uuid.UUID]) -> set[uuid.UUID]:
+    def narrow(self, visible: frozenset[uuid.UUID]) -> frozenset[uuid.UUID]:
         """The mowers this stream shows out of ``visible``."""
         return visible if self.requested is None else visible & self.requested
 

@@ -46,12 +46,22 @@ log = structlog.get_logger("mowdeck.realtime.hub")
 RefreshRequest = Callable[[Iterable[Client] | None], None]
 
 
-class Latest(msgspec.Struct):
-    """The newest state of a mower the hub has seen."""
+class Latest(msgspec.Struct, gc=False):
+    """The newest state of a mower the hub has seen (no containers: untracked)."""
 
     data: bytes
     account_id: uuid.UUID
     observed_at: datetime
+
+
+class _Group:
+    """The clients that show the same mowers."""
+
+    __slots__ = ("clients", "mowers")
+
+    def __init__(self, mowers: frozenset[uuid.UUID]) -> None:
+        self.mowers = mowers
+        self.clients: set[Client] = set()
 
 
 class Hub:
@@ -63,7 +73,8 @@ class Hub:
         self._t = self._c = self._e = 0
         self.latest: dict[uuid.UUID, Latest] = {}
         self.clients: set[Client] = set()
-        self._by_mower: dict[uuid.UUID, set[Client]] = {}
+        self._groups: dict[frozenset[uuid.UUID], _Group] = {}
+        self._by_mower: dict[uuid.UUID, list[_Group]] = {}
         self._by_user: dict[str, set[Client]] = {}
         self._by_account: dict[uuid.UUID, set[Client]] = {}
         self.blocked: dict[str, str] = {}  # disabled or deleted users: the reason
@@ -186,15 +197,16 @@ class Hub:
         return None  # everyone
 
     def _dispatch(self, item: Item) -> None:
-        clients = self._by_mower.get(item.mower_id)
-        if not clients:
+        groups = self._by_mower.get(item.mower_id)
+        if not groups:
             return
         now = time.monotonic()
         out = Frame(item.type, self._id(), item.data, item.mower_id, now)
         kind, user = item.type, item.user_id
-        for client in clients:
-            if kind in client.types and (user is None or user == client.user_id):
-                client.offer(out, now)
+        for group in groups:
+            for client in group.clients:
+                if kind in client.types and (user is None or user == client.user_id):
+                    client.offer(out, now)
 
     # -- clients ------------------------------------------------------------------------
 
@@ -202,13 +214,46 @@ class Hub:
         """How many streams ``user_id`` has open here."""
         return len(self._by_user.get(user_id, ()))
 
+    def canonical(self, mowers: set[uuid.UUID]) -> frozenset[uuid.UUID]:
+        """``mowers`` as the one frozenset every client with the same mowers shares.
+
+        Readers of one account mostly see the same mowers: one set (and one index entry
+        per mower) for all of them instead of one per connection.
+        """
+        key = frozenset(mowers)
+        group = self._groups.get(key)
+        return key if group is None else group.mowers
+
+    def _join(self, client: Client) -> None:
+        group = self._groups.get(client.mowers)
+        if group is None:
+            group = self._groups[client.mowers] = _Group(client.mowers)
+            for mower in group.mowers:
+                self._by_mower.setdefault(mower, []).append(group)
+        client.mowers = group.mowers
+        group.clients.add(client)
+
+    def _leave(self, client: Client) -> None:
+        group = self._groups.get(client.mowers)
+        if group is None:
+            return
+        group.clients.discard(client)
+        if group.clients:
+            return
+        del self._groups[group.mowers]
+        for mower in group.mowers:
+            groups = self._by_mower.get(mower)
+            if groups is not None:
+                groups.remove(group)
+                if not groups:
+                    del self._by_mower[mower]
+
     def register(self, client: Client) -> Position:
         """Index ``client``; frames for it are buffered from now on. Returns the position."""
         self.clients.add(client)
         self._by_user.setdefault(client.user_id, set()).add(client)
         self._by_account.setdefault(client.account_id, set()).add(client)
-        for mower in client.mowers:
-            self._by_mower.setdefault(mower, set()).add(client)
+        self._join(client)
         self.metrics.connections.labels(client.transport).inc()
         return self.position
 
@@ -219,8 +264,7 @@ class Hub:
         self.clients.discard(client)
         _discard(self._by_user, client.user_id, client)
         _discard(self._by_account, client.account_id, client)
-        for mower in client.mowers:
-            _discard(self._by_mower, mower, client)
+        self._leave(client)
         self.metrics.connections.labels(client.transport).dec()
         if not self.clients:
             self._empty.set()
@@ -243,19 +287,17 @@ class Hub:
         found = self.latest.get(mower_id)
         return None if found is None else found.observed_at
 
-    def update_visible(self, client: Client, visible: set[uuid.UUID]) -> None:
+    def update_visible(self, client: Client, visible: frozenset[uuid.UUID]) -> None:
         """Apply a fresh visible set: stop the revoked mowers, start (and show) the new ones."""
         if client not in self.clients:
             return
-        mowers = client.narrow(visible)
+        mowers = self.canonical(set(client.narrow(visible)))
         removed, added = client.mowers - mowers, mowers - client.mowers
         if not removed and not added:
             return
-        for mower in removed:
-            _discard(self._by_mower, mower, client)
-        for mower in added:
-            self._by_mower.setdefault(mower, set()).add(client)
+        self._leave(client)
         client.mowers = mowers
+        self._join(client)
         client.buffer.discard_mowers(set(removed))
         now = time.monotonic()
         body = {"added": sorted(str(m) for m in added), "removed": sorted(str(m) for m in removed)}

@@ -111,7 +111,7 @@ def _types(request: web.Request) -> frozenset[str]:
     return chosen
 
 
-def _requested(request: web.Request, visible: set[uuid.UUID]) -> frozenset[uuid.UUID] | None:
+def _requested(request: web.Request, visible: frozenset[uuid.UUID]) -> frozenset[uuid.UUID] | None:
     text = request.query.get("mowers")
     if text is None:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 
 import aiohttp
@@ -15,6 +16,7 @@ from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.cors import CorsPolicy
+from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.periodic import Periodic
@@ -58,8 +60,12 @@ class RealtimeService:
         states: LatestStates | None = None,
         tickets: Tickets | None = None,
         metrics_registry: CollectorRegistry | None = None,
+        on_started: Callable[[], object] | None = None,
     ) -> None:
+        """``on_started()`` runs once the service listens (the process's command uses it
+        to freeze what lives after start-up)."""
         self.settings = settings
+        self._on_started = on_started
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
         self._bus = bus
@@ -72,6 +78,7 @@ class RealtimeService:
             metrics_registry if metrics_registry is not None else CollectorRegistry()
         )
         self.metrics = RealtimeMetrics(self.metrics_registry)
+        self.gc_pauses = GcPauses(self.metrics_registry)
         self.readiness = Readiness()
         self._resources = Resources()
         self._http: HttpServer | None = None
@@ -88,6 +95,8 @@ class RealtimeService:
     async def start(self) -> None:
         """Connect, subscribe to the three streams, read the latest states, then listen."""
         s, res = self.settings, self._resources
+        self.gc_pauses.install()
+        res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
         bus = await res.bus(self._bus, s.nats_url, name="realtime")
         await bus.ensure_streams()
         authorizer = self._authorizer
@@ -143,6 +152,8 @@ class RealtimeService:
         res.push(self._close_streams, name="open streams")
         self.readiness.set_ready()
         log.info("realtime listening", url=self._http.url)
+        if self._on_started is not None:
+            self._on_started()
 
     async def _telemetry_states(self) -> LatestStates:
         url = self.settings.realtime_telemetry_url

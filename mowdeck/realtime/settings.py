@@ -37,6 +37,11 @@ class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
     realtime_stale_after_seconds: Positive = 30.0
     # How long a resume may take to replay the streams before the client is resynced.
     realtime_replay_timeout_seconds: Positive = 10.0
+    # The collector's young-generation threshold, set by ``mowdeck realtime`` for its
+    # process (0 keeps Python's 700): at 700, with 20,000 deliveries a second, young
+    # collections ran every few milliseconds and each promoted in-flight objects, so
+    # full collections (hundreds of milliseconds with the loop stopped) came often.
+    realtime_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 50_000
     # Origins allowed to read the API from a browser (JSON list; ["*"] for any).
     http_cors_origins: tuple[str, ...] = ()
 
