@@ -64,28 +64,7 @@ class Streams:
         hub, metrics = self.hub, self.metrics
         position = hub.register(client)
         try:
-            held, missing = hub.snapshot(client)  # before any wait: as of ``position``
-            first: list[Frame]
-            try:
-                if not resuming:
-                    first = [await self._snapshot(client, position, held, missing)]
-                elif since is None:
-                    raise Resync("unknown-position")
-                else:
-                    first = await replay(
-                        self.js, client, since, position, timeout=self.replay_timeout
-                    )
-                    metrics.resumes.inc()
-            except Resync as resync:
-                metrics.resyncs.labels(resync.reason).inc()
-                body = _encoder.encode({"reason": resync.reason})
-                first = [
-                    frame("resync", format_position(position), body),
-                    await self._snapshot(client, position, held, missing),
-                ]
-            if first and client.closed is None:
-                await sink.write(first)
-                metrics.delivered.inc(len(first))
+            await self._begin(client, sink, position, since=since, resuming=resuming)
             client.go_live()
             reason = await client.run(sink, metrics)
         except (ConnectionError, RuntimeError) as err:
@@ -99,6 +78,42 @@ class Streams:
                 metrics.slow_closes.inc()
         log.debug("stream ended", user_id=client.user_id, reason=reason)
         return reason
+
+    async def _begin(
+        self,
+        client: Client,
+        sink: Sink,
+        position: Position,
+        *,
+        since: Position | None,
+        resuming: bool,
+    ) -> None:
+        """Write the snapshot, or the replay, or a resync and a snapshot.
+
+        A method of its own so that what it writes (a snapshot is tens of kilobytes) is
+        gone once written, not kept alive for the stream's whole life.
+        """
+        metrics = self.metrics
+        held, missing = self.hub.snapshot(client)  # before any wait: as of ``position``
+        first: list[Frame]
+        try:
+            if not resuming:
+                first = [await self._snapshot(client, position, held, missing)]
+            elif since is None:
+                raise Resync("unknown-position")
+            else:
+                first = await replay(self.js, client, since, position, timeout=self.replay_timeout)
+                metrics.resumes.inc()
+        except Resync as resync:
+            metrics.resyncs.labels(resync.reason).inc()
+            body = _encoder.encode({"reason": resync.reason})
+            first = [
+                frame("resync", format_position(position), body),
+                await self._snapshot(client, position, held, missing),
+            ]
+        if first and client.closed is None:
+            await sink.write(first)
+            metrics.delivered.inc(len(first))
 
     async def _snapshot(
         self, client: Client, position: Position, held: list[bytes], missing: set[uuid.UUID]
