@@ -33,6 +33,8 @@ from mowdeck.kit.embedded import EmbeddedNats, EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.realtime.service import RealtimeService
+from mowdeck.realtime.settings import load_realtime_settings
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -75,6 +77,7 @@ class Demo:
     sim_url: str
     mowers: list[uuid.UUID]
     services: list[Service] = field(default_factory=list)
+    realtime_url: str = ""
 
 
 def _port(base: int, offset: int) -> int:
@@ -160,6 +163,27 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         except OSError as err:
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
+        # Realtime asks Telemetry for the states the stream no longer holds: its URL is
+        # known once Telemetry listens (a free port with --port 0).
+        realtime = RealtimeService(
+            load_realtime_settings(
+                {
+                    **os.environ,
+                    **env,
+                    "MOWDECK_HTTP_PORT": str(_port(args.port, 5)),
+                    "MOWDECK_REALTIME_TELEMETRY_URL": telemetry.url,
+                }
+            ),
+            auth_settings=auth,
+            authz_settings=authz,
+            bus=bus,
+            authorizer=authorizer,
+        )
+        try:
+            services += await start_all([realtime])
+        except OSError as err:
+            await stop_all(services, timeout=30.0)
+            raise DemoError(f"cannot start the services: {err.strerror or err}") from err
         stack.push_async_callback(stop_all, services, timeout=30.0)
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
@@ -170,6 +194,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             telemetry_url=telemetry.url,
             gateway_url=gateway.url,
             sim_url=sim.url,
+            realtime_url=realtime.url,
             mowers=[r.mower_id for r in sim.registrations()],
             services=services,
         )
@@ -220,6 +245,7 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
   Telemetry  {demo.telemetry_url}
   Gateway    {demo.gateway_url}/metrics
   Simulator  {demo.sim_url}/sim/mowers
+  Realtime   {demo.realtime_url}/v1/stream
 
 Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin):
   export TOKEN={demo.token}
@@ -233,6 +259,7 @@ Try:
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
   curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
   curl -s {demo.sim_url}/sim/mowers/{m}
+  curl -sN {demo.realtime_url}/v1/stream -H "$AUTH"
 
 Ctrl-C stops everything and removes what the demo started.
 """
