@@ -163,6 +163,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         except OSError as err:
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
+        stack.push_async_callback(stop_all, services, timeout=30.0)  # Realtime joins below
         # Realtime asks Telemetry for the states the stream no longer holds: its URL is
         # known once Telemetry listens (a free port with --port 0).
         realtime = RealtimeService(
@@ -182,9 +183,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         try:
             services += await start_all([realtime])
         except OSError as err:
-            await stop_all(services, timeout=30.0)
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
-        stack.push_async_callback(stop_all, services, timeout=30.0)
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
