@@ -8,6 +8,7 @@ import uuid
 from typing import Literal, Protocol
 
 import msgspec
+from prometheus_client import Counter
 
 from mowdeck.realtime.buffer import SendBuffer
 from mowdeck.realtime.frames import Frame
@@ -58,6 +59,7 @@ class Client:
         self.buffer = buffer
         self.closed: str | None = None  # the reason, once closing
         self.live = False  # frames are held while the snapshot or a replay is written
+        self.conflated_metric: Counter | None = None  # counts each state replaced unsent
         self._wake = asyncio.Event()
 
     def narrow(self, visible: frozenset[uuid.UUID]) -> frozenset[uuid.UUID]:
@@ -68,7 +70,11 @@ class Client:
         """Queue a frame; a client too far behind is closed instead."""
         if self.closed is not None:
             return
-        reason = self.buffer.push(item, now)
+        buffer = self.buffer
+        before = buffer.conflated
+        reason = buffer.push(item, now)
+        if buffer.conflated != before and self.conflated_metric is not None:
+            self.conflated_metric.inc()
         if reason is not None:
             self.close(reason)
             return
@@ -90,7 +96,7 @@ class Client:
         """Write frames until the stream is closed; returns the reason."""
         wake = self._wake
         buffer = self.buffer
-        delivered, conflated, latency = metrics.delivered, metrics.conflated, metrics.fanout
+        delivered, latency = metrics.delivered, metrics.fanout
         try:
             while self.closed is None:
                 await wake.wait()
@@ -98,9 +104,6 @@ class Client:
                 if self.closed is not None or not self.live:
                     continue
                 frames = buffer.take(WRITE_BATCH)
-                if buffer.conflated:
-                    conflated.inc(buffer.conflated)
-                    buffer.conflated = 0
                 if not frames:
                     continue
                 await sink.write(frames)

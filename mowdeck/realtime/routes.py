@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -174,12 +175,21 @@ def _since(request: web.Request) -> str | None:
 WRITE_BUFFER_BYTES = 16 * 1024
 """Bytes a stream's transport holds before a write waits: small, so that a slow client's
 backlog stays in its conflating buffer rather than in a socket buffer (and memory)."""
+SOCKET_SEND_BUFFER_BYTES = 64 * 1024
+"""The kernel's send buffer of a stream's socket (Linux doubles it). Left to autotuning
+it grows to megabytes on a fast link, all of it events a slow reader has not read and
+that can no longer be conflated; 64 KiB still carries hundreds of events a round trip."""
 
 
 def _limit_write_buffer(request: web.Request) -> None:
     transport = request.transport
-    if transport is not None:
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
+    if transport is None:
+        return
+    transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SEND_BUFFER_BYTES)
 
 
 async def get_stream(request: web.Request) -> web.StreamResponse:

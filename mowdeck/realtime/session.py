@@ -62,6 +62,7 @@ class Streams:
         ``resuming`` with no ``since`` is an id that names no position: a resync.
         """
         hub, metrics = self.hub, self.metrics
+        client.conflated_metric = metrics.conflated
         position = hub.register(client)
         try:
             await self._begin(client, sink, position, since=since, resuming=resuming)

@@ -54,6 +54,7 @@ def frame(type_: str, n: int, mower: uuid.UUID) -> Frame:
 async def test_a_held_client_gets_the_newest_state_per_mower_and_every_command() -> None:
     metrics = RealtimeMetrics(CollectorRegistry())
     slow, fast = client(), client()
+    slow.conflated_metric = metrics.conflated
     slow_sink, fast_sink = HeldSink(held=True), HeldSink(held=False)
     tasks = [
         asyncio.ensure_future(c.run(s, metrics)) for c, s in ((slow, slow_sink), (fast, fast_sink))
