@@ -105,6 +105,11 @@ async def open_bucket(js: JetStreamContext, bucket: str, ttl: float) -> KeyValue
             api.KeyValueConfig(bucket=bucket, ttl=ttl, history=1, storage=api.StorageType.MEMORY)
         )
     except Exception as err:
+        # Another replica may have created it meanwhile: then it is there to open.
+        try:
+            return await js.key_value(bucket)
+        except BucketNotFoundError:
+            pass
         raise RealtimeError(f"cannot create the key-value bucket {bucket}: {err}") from err
 
 
