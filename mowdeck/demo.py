@@ -35,6 +35,7 @@ from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.realtime.service import RealtimeService
 from mowdeck.realtime.settings import load_realtime_settings
+from mowdeck.realtime.stale import ReadModelLatestStates
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -164,21 +165,18 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
         stack.push_async_callback(stop_all, services, timeout=30.0)  # Realtime joins below
-        # Realtime asks Telemetry for the states the stream no longer holds: its URL is
-        # known once Telemetry listens (a free port with --port 0).
+        # Realtime reads the states the stream no longer holds through Telemetry's store,
+        # which exists once Telemetry has started.
+        assert telemetry.store is not None
         realtime = RealtimeService(
             load_realtime_settings(
-                {
-                    **os.environ,
-                    **env,
-                    "MOWDECK_HTTP_PORT": str(_port(args.port, 5)),
-                    "MOWDECK_REALTIME_TELEMETRY_URL": telemetry.url,
-                }
+                {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 5))}
             ),
             auth_settings=auth,
             authz_settings=authz,
             bus=bus,
             authorizer=authorizer,
+            states=ReadModelLatestStates(telemetry.store),
         )
         try:
             services += await start_all([realtime])

@@ -26,8 +26,14 @@ from mowdeck.realtime.metrics import RealtimeMetrics
 from mowdeck.realtime.routes import RealtimeDeps, create_app
 from mowdeck.realtime.session import Streams
 from mowdeck.realtime.settings import RealtimeSettings
-from mowdeck.realtime.stale import HttpLatestStates, LatestStates, NoLatestStates
+from mowdeck.realtime.stale import (
+    HttpLatestStates,
+    LatestStates,
+    NoLatestStates,
+    ReadModelLatestStates,
+)
 from mowdeck.realtime.tickets import NatsTickets, Tickets, open_bucket
+from mowdeck.telemetry.postgres import PostgresTelemetryStore
 
 __all__ = ["RealtimeService"]
 
@@ -156,12 +162,15 @@ class RealtimeService:
             self._on_started()
 
     async def _telemetry_states(self) -> LatestStates:
-        url = self.settings.realtime_telemetry_url
-        if not url:
-            return NoLatestStates()
-        session = aiohttp.ClientSession()
-        self._resources.push(session.close, name="telemetry client")
-        return HttpLatestStates(url, session)
+        s, res = self.settings, self._resources
+        if s.realtime_telemetry_url:
+            session = aiohttp.ClientSession()
+            res.push(session.close, name="telemetry client")
+            return HttpLatestStates(s.realtime_telemetry_url, session)
+        if s.realtime_telemetry_database:
+            pool = await res.pool(self._pool, s.database_url, min_size=1, max_size=4)
+            return ReadModelLatestStates(PostgresTelemetryStore(pool, s.database_url))
+        return NoLatestStates()
 
     async def _close_streams(self) -> None:
         # Before the listener stops: its cleanup would otherwise wait for every stream.

@@ -33,6 +33,9 @@ class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
     # Telemetry's HTTP API, for the latest states of mowers the TELEMETRY stream no longer
     # holds (empty: no such fallback).
     realtime_telemetry_url: str = ""
+    # Or read them from Telemetry's tables in MOWDECK_DATABASE_URL (also for ticket
+    # streams, which have no token to forward); the URL wins when both are set.
+    realtime_telemetry_database: bool = False
     # A snapshot marks a state ``stale`` when it was observed longer ago than this.
     realtime_stale_after_seconds: Positive = 30.0
     # How long a resume may take to replay the streams before the client is resynced.

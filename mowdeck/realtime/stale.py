@@ -1,7 +1,9 @@
 """Latest states of mowers the TELEMETRY stream no longer holds, from Telemetry's read model.
 
-A port with an HTTP adapter (``GET /v1/states`` of Telemetry, forwarding the caller's own
-token, so Telemetry scopes the answer exactly as for the caller) and an in-memory one.
+A port with three adapters: Telemetry's tables read through its own store (the mowers
+are the caller's visible ones already; works for every stream), its HTTP API
+(``GET /v1/states`` with the caller's own token, so Telemetry scopes the answer exactly as
+for the caller; a ticket stream has no token to forward), and an in-memory one.
 """
 
 from __future__ import annotations
@@ -15,14 +17,24 @@ import msgspec
 
 from contracts.v1 import MowerState
 from mowdeck.realtime.errors import StatesUnavailableError
+from mowdeck.telemetry.errors import TelemetryError
+from mowdeck.telemetry.ports import TelemetryStore
 
-__all__ = ["HttpLatestStates", "LatestStates", "MemoryLatestStates", "NoLatestStates"]
+__all__ = [
+    "HttpLatestStates",
+    "LatestStates",
+    "MemoryLatestStates",
+    "NoLatestStates",
+    "ReadModelLatestStates",
+]
 
 
 class LatestStates(Protocol):
     """Telemetry's latest states, asked for the mowers a snapshot found no message for."""
 
-    async def latest(self, mowers: Collection[uuid.UUID], *, token: str | None) -> list[MowerState]:
+    async def latest(
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+    ) -> list[MowerState]:
         """The latest known states of ``mowers`` (those it has)."""
         ...
 
@@ -42,8 +54,11 @@ class HttpLatestStates(LatestStates):
         self._session = session
         self._timeout = aiohttp.ClientTimeout(total=timeout)
 
-    async def latest(self, mowers: Collection[uuid.UUID], *, token: str | None) -> list[MowerState]:
+    async def latest(
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+    ) -> list[MowerState]:
         """The account's states from Telemetry, narrowed to ``mowers``."""
+        del account_id  # the token names it, and Telemetry scopes by the token
         if not mowers or token is None:
             return []
         headers = {"Authorization": f"Bearer {token}"}
@@ -66,22 +81,45 @@ class HttpLatestStates(LatestStates):
         return [s for s in items if s.mower_id in wanted]
 
 
+class ReadModelLatestStates(LatestStates):
+    """Telemetry's latest states read through its store (its PostgreSQL tables)."""
+
+    def __init__(self, store: TelemetryStore) -> None:
+        self._store = store
+
+    async def latest(
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+    ) -> list[MowerState]:
+        """The account's latest rows of ``mowers``."""
+        del token
+        if not mowers:
+            return []
+        try:
+            return await self._store.latest_of_account(account_id, mowers)
+        except TelemetryError as err:
+            raise StatesUnavailableError(f"telemetry's tables cannot be read: {err}") from err
+
+
 class MemoryLatestStates(LatestStates):
     """States kept in a dict (tests, and processes without Telemetry)."""
 
     def __init__(self, states: Iterable[MowerState] = ()) -> None:
         self.states = {s.mower_id: s for s in states}
 
-    async def latest(self, mowers: Collection[uuid.UUID], *, token: str | None) -> list[MowerState]:
+    async def latest(
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+    ) -> list[MowerState]:
         """The states of ``mowers`` that are known."""
-        del token  # nothing to scope: the dict holds only what a test put there
+        del account_id, token  # nothing to scope: the dict holds only what a test put there
         return [self.states[m] for m in mowers if m in self.states]
 
 
 class NoLatestStates(LatestStates):
     """No fallback: a snapshot has only what the stream holds."""
 
-    async def latest(self, mowers: Collection[uuid.UUID], *, token: str | None) -> list[MowerState]:
+    async def latest(
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+    ) -> list[MowerState]:
         """Nothing."""
-        del mowers, token
+        del mowers, account_id, token
         return []

@@ -16,6 +16,7 @@ DEFAULTS = {
     "realtime_ticket_ttl_seconds": 30.0,
     "realtime_ticket_bucket": "realtime-tickets",
     "realtime_telemetry_url": "",
+    "realtime_telemetry_database": False,
     "realtime_stale_after_seconds": 30.0,
     "realtime_replay_timeout_seconds": 10.0,
     "realtime_gc_young_threshold": 50_000,
