@@ -26,6 +26,7 @@ _OPTIONAL: tuple[tuple[str, str, str], ...] = (
     ("fleet", "mowdeck.fleet.cli", "Run the Fleet registry and command API."),
     ("telemetry", "mowdeck.telemetry.cli", "Run the Telemetry service."),
     ("notifications", "mowdeck.notifications.cli", "Run the Notifications service."),
+    ("realtime", "mowdeck.realtime.cli", "Run the Realtime service (SSE and WebSocket streams)."),
     ("sim", "simulator.cli", "Run virtual mowers."),
     ("token", "mowdeck.authn.cli", "Mint a development JWT."),
     ("grant", "mowdeck.authz.cli", "Grant a user a role on an account or group."),

@@ -21,7 +21,7 @@ import asyncpg
 import msgspec
 import structlog
 
-from mowdeck.authn import TokenIssuer
+from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
 from mowdeck.demo_scenario import run_scenario
@@ -49,7 +49,11 @@ from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import load_notifications_settings
 from mowdeck.notifications.targets import LogTarget
 from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes
+from mowdeck.realtime.service import RealtimeService
+from mowdeck.realtime.settings import load_realtime_settings
+from mowdeck.realtime.stale import ReadModelLatestStates
 from mowdeck.telemetry.cli import freezing_service
+from mowdeck.telemetry.service import TelemetryService
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
 from simulator.cli import register
@@ -102,6 +106,7 @@ class Demo:
     example_waits: str = ""
     key_file: str = ""
     services: list[Service] = field(default_factory=list)
+    realtime_url: str = ""
 
 
 def _port(base: int, offset: int) -> int:
@@ -116,8 +121,30 @@ async def _subscribe_demo_user(store: PostgresNotificationStore) -> None:
         await store.add_target(DEMO_USER, LogTarget())
 
 
+def _realtime(
+    environ: dict[str, str],
+    telemetry: TelemetryService,
+    *,
+    auth: AuthSettings,
+    authz: AuthzSettings,
+    bus: Bus,
+    authorizer: LocalAuthorizer,
+) -> RealtimeService:
+    # Realtime reads the states the stream no longer holds through Telemetry's store,
+    # which exists once Telemetry has started.
+    assert telemetry.store is not None
+    return RealtimeService(
+        load_realtime_settings(environ),
+        auth_settings=auth,
+        authz_settings=authz,
+        bus=bus,
+        authorizer=authorizer,
+        states=ReadModelLatestStates(telemetry.store),
+    )
+
+
 @contextlib.asynccontextmanager
-async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
+async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa: PLR0915 - one ordered start of every part, read top to bottom
     """Start everything; stop it all and remove what was started on exit."""
     async with contextlib.AsyncExitStack() as stack:
         # Each server's removal is registered before its start: a start that fails or is
@@ -232,7 +259,19 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         except OSError as err:
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
-        stack.push_async_callback(stop_all, services, timeout=30.0)
+        stack.push_async_callback(stop_all, services, timeout=30.0)  # Realtime joins below
+        realtime = _realtime(
+            {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 5))},
+            telemetry,
+            auth=auth,
+            authz=authz,
+            bus=bus,
+            authorizer=authorizer,
+        )
+        try:
+            services += await start_all([realtime])
+        except OSError as err:
+            raise DemoError(f"cannot start the services: {err.strerror or err}") from err
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
@@ -242,7 +281,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
                 fleet_url=fleet.url,
                 telemetry_url=telemetry.url,
                 notifications_url=notifications.url,
-                realtime_url=None,
+                realtime_url=realtime.url,
             ),
             token,
             host=args.host,
@@ -262,6 +301,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             notifications_url=notifications.url,
             gateway_url=gateway.url,
             sim_url=sim.url,
+            realtime_url=realtime.url,
             mowers=[r.mower_id for r in sim.registrations()],
             console_url=console_url,
             example=example,
@@ -348,6 +388,7 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
   Notifications {demo.notifications_url}
   Gateway    {demo.gateway_url}/metrics
   Simulator  {demo.sim_url}/sim/mowers
+  Realtime   {demo.realtime_url}/v1/stream
 
 Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
   export TOKEN={demo.token}
@@ -364,6 +405,7 @@ set_blade_height, set_speed, manual_drive; see docs/fleet.md):
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
   curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
   curl -s {demo.sim_url}/sim/mowers/{m}
+  curl -sN {demo.realtime_url}/v1/stream -H "$AUTH"
 
 Notifications: user "{DEMO_USER}" is subscribed to all mowers. Within a few minutes a
 short job finishes, a mower runs low on battery and one gets stuck (an injected fault):

@@ -29,6 +29,18 @@ def _post(url: str, token: str, body: dict[str, object]) -> dict[str, object]:
 DEMO = [sys.executable, "-m", "mowdeck.cli", "demo", "--port", "0"]
 
 
+def _first_event(url: str, token: str) -> str:
+    """The first event block of a Server-Sent Events stream."""
+    request = urllib.request.Request(  # noqa: S310 - an http URL from the banner
+        url, headers={"Authorization": f"Bearer {token}"}
+    )
+    block = ""
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        while not block.endswith("\n\n"):
+            block += response.readline().decode()
+    return block
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
@@ -66,6 +78,9 @@ def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
             {"command": {"kind": "start_mow"}},
         )
         assert result["status"] == "executed", result
+        realtime = re.search(r"Realtime\s+(http://\S+)", banner)
+        assert realtime, banner
+        assert "event: snapshot" in _first_event(realtime.group(1), token.group(1))
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()[-3000:]
     finally:

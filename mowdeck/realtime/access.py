@@ -1,0 +1,124 @@
+"""Which mowers a reader may see: ``list_objects(can_view)`` at connect, and again later.
+
+Asked again for the clients an event concerns (``identity.grants.changed``,
+``mower.registered``, ``mower.removed``) as soon as it arrives, and for every client at
+least every ``realtime_authz_refresh_seconds``: a revoked grant stops the mower's events
+within that time even when no event says so. One lookup per user, not per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterable
+
+import structlog
+
+from mowdeck.authz import Authorizer, AuthzUnavailableError, user_ref
+from mowdeck.realtime.client import Client
+from mowdeck.realtime.hub import Hub
+from mowdeck.realtime.metrics import RealtimeMetrics
+
+__all__ = ["Access", "mower_ids"]
+
+log = structlog.get_logger("mowdeck.realtime.access")
+
+
+def mower_ids(objects: Iterable[str]) -> set[uuid.UUID]:
+    """The mower ids of ``mower:<id>`` objects (others, which name no mower, skipped)."""
+    ids: set[uuid.UUID] = set()
+    for ref in objects:
+        with contextlib.suppress(ValueError):
+            ids.add(uuid.UUID(ref.partition(":")[2]))
+    return ids
+
+
+class Access:
+    """Looks up visible mowers and keeps every client's set fresh."""
+
+    def __init__(
+        self, authorizer: Authorizer, hub: Hub, metrics: RealtimeMetrics, *, refresh: float
+    ) -> None:
+        self._authorizer = authorizer
+        self._hub = hub
+        self._metrics = metrics
+        self.refresh_seconds = refresh
+        self._dirty: set[Client] = set()
+        self._everyone = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        hub.on_refresh = self.request
+
+    async def visible(self, user_id: str) -> frozenset[uuid.UUID]:
+        """The mowers ``user_id`` may view; raises ``AuthzUnavailableError``."""
+        objects = await self._authorizer.list_objects(user_ref(user_id), "can_view", "mower")
+        return self._hub.canonical(mower_ids(objects))
+
+    def request(self, clients: Iterable[Client] | None) -> None:
+        """Look again soon for ``clients`` (None: everyone, after forgetting cached decisions)."""
+        if clients is None:
+            self._authorizer.invalidate()
+            self._everyone = True
+        else:
+            self._dirty.update(clients)
+        self._wake.set()
+
+    def start(self) -> None:
+        """Start the refresh loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="realtime-authz")
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The refresh loop's task (for a ``/healthz`` watch)."""
+        return self._task
+
+    async def stop(self) -> None:
+        """Stop the refresh loop."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self.refresh_seconds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, due - loop.time()))
+            self._wake.clear()
+            if loop.time() >= due:
+                self._everyone = True
+                due = loop.time() + self.refresh_seconds
+            if self._everyone:
+                clients, self._everyone = set(self._hub.clients), False
+                self._dirty.clear()
+            else:
+                clients, self._dirty = self._dirty, set()
+            try:
+                await self.refresh(clients)
+            except Exception:
+                log.exception("visibility refresh failed")
+
+    async def refresh(self, clients: Iterable[Client]) -> None:
+        """Look up the visible mowers of ``clients``' users and apply them."""
+        by_user: dict[str, list[Client]] = {}
+        for client in clients:
+            by_user.setdefault(client.user_id, []).append(client)
+        for user_id, theirs in by_user.items():
+            # Between users, let the loop deliver: an in-process evaluator answers
+            # without waiting, and a round over every user would otherwise hold the
+            # fan-out for the whole round.
+            await asyncio.sleep(0)
+            try:
+                visible = await self.visible(user_id)
+            except AuthzUnavailableError as err:
+                # Keep what was visible: closing every stream while authorization is
+                # briefly away would send every console into a reconnect storm.
+                self._metrics.refreshes.labels("unavailable").inc()
+                log.warning("visibility refresh skipped", user_id=user_id, error=str(err))
+                continue
+            self._metrics.refreshes.labels("ok").inc()
+            for client in theirs:
+                self._hub.update_visible(client, visible)

@@ -1,0 +1,338 @@
+"""The fan-out: one live subscription per stream for the whole process, an index by mower.
+
+Each stream is read by one ordered consumer (no acks, no durable state); its metadata
+gives the stream sequence, which becomes the hub's position in that stream. An event's id
+is the position triple when the hub dispatched it, and every client's buffer keeps the
+hub's order: the id a client read last is where it resumes. TELEMETRY is read from the
+last message of every subject on, so the hub knows the latest state of every mower the
+stream still holds: connecting clients get their snapshot from it, not from the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import structlog
+from nats.aio.msg import Msg
+from nats.js import api
+from nats.js.client import JetStreamContext
+
+from contracts.v1 import GrantsChanged, MowerRegistration, UserRef
+from contracts.v1.subjects import COMMANDS, EVENTS, TELEMETRY
+from mowdeck.kit.wire import delivery
+from mowdeck.realtime.client import Client, close_data
+from mowdeck.realtime.frames import Frame, frame
+from mowdeck.realtime.metrics import RealtimeMetrics
+from mowdeck.realtime.positions import Position, format_position
+from mowdeck.realtime.translate import (
+    Item,
+    command_item,
+    event_item,
+    link_item,
+    notification_item,
+    state_item,
+)
+
+__all__ = ["Hub", "Latest"]
+
+log = structlog.get_logger("mowdeck.realtime.hub")
+
+RefreshRequest = Callable[[Iterable[Client] | None], None]
+
+
+class Latest(msgspec.Struct, gc=False):
+    """The newest state of a mower the hub has seen (no containers: untracked)."""
+
+    data: bytes
+    account_id: uuid.UUID
+    observed_at: datetime
+
+
+class _Group:
+    """The clients that show the same mowers."""
+
+    __slots__ = ("clients", "mowers")
+
+    def __init__(self, mowers: frozenset[uuid.UUID]) -> None:
+        self.mowers = mowers
+        self.clients: set[Client] = set()
+
+
+class Hub:
+    """Live subscriptions, the latest states, and the clients indexed by mower and user."""
+
+    def __init__(self, js: JetStreamContext, metrics: RealtimeMetrics) -> None:
+        self._js = js
+        self.metrics = metrics
+        self._t = self._c = self._e = 0
+        self.latest: dict[uuid.UUID, Latest] = {}
+        self.clients: set[Client] = set()
+        self._groups: dict[frozenset[uuid.UUID], _Group] = {}
+        self._by_mower: dict[uuid.UUID, list[_Group]] = {}
+        self._by_user: dict[str, set[Client]] = {}
+        self._by_account: dict[uuid.UUID, set[Client]] = {}
+        self.blocked: dict[str, str] = {}  # disabled or deleted users: the reason
+        self.primed = asyncio.Event()
+        self._empty = asyncio.Event()
+        self._subs: list[Any] = []
+        self.on_refresh: RefreshRequest = lambda _clients: None
+        self._received = {
+            name: metrics.received.labels(name)
+            for name in (TELEMETRY.name, COMMANDS.name, EVENTS.name)
+        }
+
+    # -- positions ----------------------------------------------------------------------
+
+    @property
+    def position(self) -> Position:
+        """Where the hub is in each stream."""
+        return Position(self._t, self._c, self._e)
+
+    def _id(self) -> str:
+        return f"t{self._t}.c{self._c}.e{self._e}"
+
+    # -- subscriptions ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Subscribe to the three streams; ``primed`` is set once the latest states are in."""
+        js = self._js
+        last = {}
+        for spec in (TELEMETRY, COMMANDS, EVENTS):
+            info = await js.stream_info(spec.name)
+            last[spec.name] = int(info.state.last_seq)
+        self._t, self._c, self._e = last[TELEMETRY.name], last[COMMANDS.name], last[EVENTS.name]
+        telemetry = await js.subscribe(
+            TELEMETRY.subjects[0],
+            stream=TELEMETRY.name,
+            cb=self._on_telemetry,
+            ordered_consumer=True,
+            config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT),
+        )
+        self._subs.append(telemetry)
+        for spec, callback in ((COMMANDS, self._on_command), (EVENTS, self._on_event)):
+            sub = await js.subscribe(
+                spec.subjects[0],
+                stream=spec.name,
+                cb=callback,
+                ordered_consumer=True,
+                config=api.ConsumerConfig(
+                    deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+                    opt_start_seq=last[spec.name] + 1,
+                ),
+            )
+            self._subs.append(sub)
+        consumer = await telemetry.consumer_info()
+        if not consumer.num_pending:
+            self.primed.set()
+
+    async def stop(self) -> None:
+        """Unsubscribe and close every client."""
+        for sub in self._subs:
+            try:
+                await sub.unsubscribe()
+            except Exception as err:
+                log.warning("unsubscribe failed", error=str(err))
+        self._subs.clear()
+        for client in list(self.clients):
+            client.close("shutdown")
+
+    @property
+    def alive(self) -> bool:
+        """True while the three subscriptions are in place."""
+        return len(self._subs) == 3
+
+    async def _on_telemetry(self, msg: Msg) -> None:
+        self._received[TELEMETRY.name].inc()
+        seq = delivery(msg.reply)[1]
+        # The latest message of each subject comes first, then the new ones: keep the highest.
+        self._t = max(self._t, seq)
+        found = state_item(msg.subject, msg.data)
+        if not self.primed.is_set() and msg.metadata.num_pending == 0:
+            self.primed.set()
+        if found is None:
+            return
+        item = found.item
+        self.latest[item.mower_id] = Latest(item.data, found.account_id, found.observed_at)
+        self._dispatch(item)
+
+    async def _on_command(self, msg: Msg) -> None:
+        self._received[COMMANDS.name].inc()
+        self._c = delivery(msg.reply)[1]
+        item = command_item(msg.subject, msg.data)
+        if item is not None:
+            self._dispatch(item)
+
+    async def _on_event(self, msg: Msg) -> None:
+        self._received[EVENTS.name].inc()
+        self._e = delivery(msg.reply)[1]
+        event = event_item(msg.subject, msg.data)
+        if event is None:
+            return
+        item = link_item(event) or notification_item(event)
+        if item is not None:
+            self._dispatch(item)
+            return
+        payload = event.payload
+        if isinstance(payload, UserRef):  # identity.user.disabled / deleted
+            reason = "user-disabled" if event.type.endswith("disabled") else "user-deleted"
+            self.block(payload.user_id, reason)
+        elif isinstance(payload, GrantsChanged):
+            self.on_refresh(self._grantees(payload))
+        elif isinstance(payload, MowerRegistration):
+            if event.type == "mower.removed":
+                self.latest.pop(payload.mower_id, None)
+            self.on_refresh(list(self._by_account.get(payload.account_id, ())))
+
+    def _grantees(self, change: GrantsChanged) -> list[Client] | None:
+        if change.user_id is not None:
+            return list(self._by_user.get(change.user_id, ()))
+        if change.account_id is not None:
+            return list(self._by_account.get(change.account_id, ()))
+        return None  # everyone
+
+    def _dispatch(self, item: Item) -> None:
+        groups = self._by_mower.get(item.mower_id)
+        if not groups:
+            return
+        now = time.monotonic()
+        out = Frame(item.type, self._id(), item.data, item.mower_id, now)
+        kind, user = item.type, item.user_id
+        for group in groups:
+            for client in group.clients:
+                if kind in client.types and (user is None or user == client.user_id):
+                    client.offer(out, now)
+
+    # -- clients ------------------------------------------------------------------------
+
+    def connections_of(self, user_id: str) -> int:
+        """How many streams ``user_id`` has open here."""
+        return len(self._by_user.get(user_id, ()))
+
+    def canonical(self, mowers: set[uuid.UUID]) -> frozenset[uuid.UUID]:
+        """``mowers`` as the one frozenset every client with the same mowers shares.
+
+        Readers of one account mostly see the same mowers: one set (and one index entry
+        per mower) for all of them instead of one per connection.
+        """
+        key = frozenset(mowers)
+        group = self._groups.get(key)
+        return key if group is None else group.mowers
+
+    def _join(self, client: Client) -> None:
+        group = self._groups.get(client.mowers)
+        if group is None:
+            group = self._groups[client.mowers] = _Group(client.mowers)
+            for mower in group.mowers:
+                self._by_mower.setdefault(mower, []).append(group)
+        client.mowers = group.mowers
+        group.clients.add(client)
+
+    def _leave(self, client: Client) -> None:
+        group = self._groups.get(client.mowers)
+        if group is None:
+            return
+        group.clients.discard(client)
+        if group.clients:
+            return
+        del self._groups[group.mowers]
+        for mower in group.mowers:
+            groups = self._by_mower.get(mower)
+            if groups is not None:
+                groups.remove(group)
+                if not groups:
+                    del self._by_mower[mower]
+
+    def register(self, client: Client) -> Position:
+        """Index ``client``; frames for it are buffered from now on. Returns the position."""
+        self.clients.add(client)
+        self._by_user.setdefault(client.user_id, set()).add(client)
+        self._by_account.setdefault(client.account_id, set()).add(client)
+        self._join(client)
+        self.metrics.connections.labels(client.transport).inc()
+        return self.position
+
+    def unregister(self, client: Client) -> None:
+        """Forget ``client``."""
+        if client not in self.clients:
+            return
+        self.clients.discard(client)
+        _discard(self._by_user, client.user_id, client)
+        _discard(self._by_account, client.account_id, client)
+        self._leave(client)
+        self.metrics.connections.labels(client.transport).dec()
+        if not self.clients:
+            self._empty.set()
+
+    async def drained(self) -> None:
+        """Return once no client is registered."""
+        if self.clients:
+            self._empty.clear()
+            await self._empty.wait()
+
+    def snapshot(self, client: Client) -> tuple[list[bytes], set[uuid.UUID]]:
+        """The latest states of the client's mowers held here, and the mowers without one."""
+        latest = self.latest
+        found = [latest[m] for m in client.mowers if m in latest]
+        missing = {m for m in client.mowers if m not in latest}
+        return [f.data for f in found], missing
+
+    def observed(self, mower_id: uuid.UUID) -> datetime | None:
+        """When the latest state held of ``mower_id`` was observed."""
+        found = self.latest.get(mower_id)
+        return None if found is None else found.observed_at
+
+    def update_visible(self, client: Client, visible: frozenset[uuid.UUID]) -> None:
+        """Apply a fresh visible set: stop the revoked mowers, start (and show) the new ones."""
+        if client not in self.clients:
+            return
+        mowers = self.canonical(set(client.narrow(visible)))
+        removed, added = client.mowers - mowers, mowers - client.mowers
+        if not removed and not added:
+            return
+        self._leave(client)
+        client.mowers = mowers
+        self._join(client)
+        client.buffer.discard_mowers(set(removed))
+        now = time.monotonic()
+        body = {"added": sorted(str(m) for m in added), "removed": sorted(str(m) for m in removed)}
+        client.offer(frame("access", self._id(), msgspec.json.encode(body)), now)
+        if "state" in client.types:
+            for mower in sorted(added):
+                found = self.latest.get(mower)
+                if found is not None:
+                    client.offer(Frame("state", self._id(), found.data, mower, now), now)
+
+    def block(self, user_id: str, reason: str) -> None:
+        """Close the user's streams and refuse new ones (a disabled or deleted user)."""
+        self.blocked[user_id] = reason
+        for client in list(self._by_user.get(user_id, ())):
+            client.close(reason)
+
+    def heartbeat(self) -> None:
+        """Offer every client a heartbeat carrying the current position."""
+        now = time.monotonic()
+        beat = frame("heartbeat", self._id(), b"{}")
+        for client in list(self.clients):
+            client.offer(beat, now)
+
+    def closing_frame(self, reason: str) -> Frame:
+        """The ``close`` event telling a client why its stream ends."""
+        return frame("close", self._id(), close_data(reason))
+
+    def current_id(self) -> str:
+        """The id of the current position."""
+        return format_position(self.position)
+
+
+def _discard(index: dict[Any, set[Client]], key: Any, client: Client) -> None:
+    found = index.get(key)
+    if found is not None:
+        found.discard(client)
+        if not found:
+            del index[key]

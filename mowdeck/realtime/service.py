@@ -1,0 +1,188 @@
+"""The composition root of Realtime: ``RealtimeService(settings, ...)``, ``start``, ``stop``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import timedelta
+
+import aiohttp
+import asyncpg
+import structlog
+from prometheus_client import CollectorRegistry
+
+from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
+from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.cors import CorsPolicy
+from mowdeck.kit.garbage_collector import GcPauses
+from mowdeck.kit.http import HttpServer, Readiness, task_alive
+from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.periodic import Periodic
+from mowdeck.realtime.access import Access
+from mowdeck.realtime.hub import Hub
+from mowdeck.realtime.metrics import RealtimeMetrics
+from mowdeck.realtime.routes import RealtimeDeps, create_app
+from mowdeck.realtime.session import Streams
+from mowdeck.realtime.settings import RealtimeSettings
+from mowdeck.realtime.stale import (
+    HttpLatestStates,
+    LatestStates,
+    NoLatestStates,
+    ReadModelLatestStates,
+)
+from mowdeck.realtime.tickets import NatsTickets, Tickets, open_bucket
+from mowdeck.telemetry.postgres import PostgresTelemetryStore
+
+__all__ = ["RealtimeService"]
+
+log = structlog.get_logger("mowdeck.realtime")
+
+# How long ``stop`` gives open streams to say goodbye before the listener goes.
+_CLOSE_GRACE_SECONDS = 2.0
+
+
+class RealtimeService:
+    """Realtime: live mower events to browsers and tools over SSE and WebSocket.
+
+    Stateless: nothing durable of its own, any number of replicas. Pass ``bus``, ``pool``,
+    ``authorizer``, ``verifier``, ``states`` or ``tickets`` to share or replace them; what
+    is not passed is created from the settings and closed again by ``stop()``.
+    """
+
+    name = "realtime"
+
+    def __init__(
+        self,
+        settings: RealtimeSettings,
+        *,
+        auth_settings: AuthSettings | None = None,
+        authz_settings: AuthzSettings | None = None,
+        bus: Bus | None = None,
+        pool: asyncpg.Pool | None = None,
+        authorizer: Authorizer | None = None,
+        verifier: TokenVerifier | None = None,
+        states: LatestStates | None = None,
+        tickets: Tickets | None = None,
+        metrics_registry: CollectorRegistry | None = None,
+        on_started: Callable[[], object] | None = None,
+    ) -> None:
+        """``on_started()`` runs once the service listens (the process's command uses it
+        to freeze what lives after start-up)."""
+        self.settings = settings
+        self._on_started = on_started
+        self._auth_settings = auth_settings
+        self._authz_settings = authz_settings
+        self._bus = bus
+        self._pool = pool
+        self._authorizer = authorizer
+        self._verifier = verifier
+        self._states = states
+        self._tickets = tickets
+        self.metrics_registry = (
+            metrics_registry if metrics_registry is not None else CollectorRegistry()
+        )
+        self.metrics = RealtimeMetrics(self.metrics_registry)
+        self.gc_pauses = GcPauses(self.metrics_registry)
+        self.readiness = Readiness()
+        self._resources = Resources()
+        self._http: HttpServer | None = None
+        self.hub: Hub | None = None
+        self.access: Access | None = None
+
+    @property
+    def url(self) -> str:
+        """The HTTP base URL (after ``start``)."""
+        if self._http is None:
+            raise RuntimeError("RealtimeService is not started")
+        return self._http.url
+
+    async def start(self) -> None:
+        """Connect, subscribe to the three streams, read the latest states, then listen."""
+        s, res = self.settings, self._resources
+        self.gc_pauses.install()
+        res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
+        bus = await res.bus(self._bus, s.nats_url, name="realtime")
+        await bus.ensure_streams()
+        authorizer = self._authorizer
+        if authorizer is None:
+            authz = self._authz_settings or load_authz_settings()
+            pool = None
+            if authz.authz == "local":
+                pool = await res.pool(self._pool, s.database_url, min_size=1, max_size=4)
+            authorizer = build_authorizer(authz, pool)
+            res.push(authorizer.close, name="authorizer")
+        verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        tickets = self._tickets
+        if tickets is None:
+            ttl = s.realtime_ticket_ttl_seconds
+            tickets = NatsTickets(await open_bucket(bus.js, s.realtime_ticket_bucket, ttl), ttl)
+        states = self._states or await self._telemetry_states()
+
+        self.hub = hub = Hub(bus.js, self.metrics)
+        await hub.start()
+        res.push(hub.stop, name="hub")
+        self.access = access = Access(
+            authorizer, hub, self.metrics, refresh=s.realtime_authz_refresh_seconds
+        )
+        access.start()
+        res.push(access.stop, name="authz refresh")
+        heartbeats = Periodic("realtime-heartbeats", s.realtime_heartbeat_seconds, hub.heartbeat)
+        heartbeats.start()
+        res.push(heartbeats.stop, name="heartbeats")
+        await hub.primed.wait()
+
+        watch = self.readiness.watch
+        watch("live subscriptions", lambda: hub.alive)
+        watch("authz refresh", task_alive(lambda: access.task))
+        watch("heartbeats", task_alive(lambda: heartbeats.task))
+        streams = Streams(
+            hub=hub,
+            js=bus.js,
+            states=states,
+            metrics=self.metrics,
+            replay_timeout=s.realtime_replay_timeout_seconds,
+            stale_after=timedelta(seconds=s.realtime_stale_after_seconds),
+        )
+        deps = RealtimeDeps(
+            streams=streams,
+            access=access,
+            tickets=tickets,
+            verifier=verifier,
+            settings=s,
+            cors=CorsPolicy(s.http_cors_origins),
+        )
+        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
+        self._http = await res.serve(app, s.http_host, s.http_port)
+        res.push(self._close_streams, name="open streams")
+        self.readiness.set_ready()
+        log.info("realtime listening", url=self._http.url)
+        if self._on_started is not None:
+            self._on_started()
+
+    async def _telemetry_states(self) -> LatestStates:
+        s, res = self.settings, self._resources
+        if s.realtime_telemetry_url:
+            session = aiohttp.ClientSession()
+            res.push(session.close, name="telemetry client")
+            return HttpLatestStates(s.realtime_telemetry_url, session)
+        if s.realtime_telemetry_database:
+            pool = await res.pool(self._pool, s.database_url, min_size=1, max_size=4)
+            return ReadModelLatestStates(PostgresTelemetryStore(pool, s.database_url))
+        return NoLatestStates()
+
+    async def _close_streams(self) -> None:
+        # Before the listener stops: its cleanup would otherwise wait for every stream.
+        hub = self.hub
+        if hub is None:
+            return
+        for client in list(hub.clients):
+            client.close("shutdown")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hub.drained(), _CLOSE_GRACE_SECONDS)
+
+    async def stop(self) -> None:
+        """Close every stream, stop listening and subscribing, close what Realtime owns."""
+        self.readiness.set_not_ready("stopping")
+        await self._resources.close()

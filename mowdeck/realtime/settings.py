@@ -1,0 +1,52 @@
+"""Realtime settings: every ``MOWDECK_REALTIME_*`` variable and the CORS origins."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+import msgspec
+
+from mowdeck.kit.settings import BaseSettings, load_settings
+
+__all__ = ["RealtimeSettings", "load_realtime_settings"]
+
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+Count = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
+    """What the Realtime service reads from the environment."""
+
+    # The visible mowers of every connection are asked again at least this often.
+    realtime_authz_refresh_seconds: Positive = 30.0
+    realtime_heartbeat_seconds: Positive = 15.0
+    # Events a connection may have waiting (states conflated to one per mower count once);
+    # beyond it the client is closed as too far behind.
+    realtime_buffer_events: Count = 1000
+    # A command, link or notification event waiting longer than this closes the client.
+    realtime_max_lag_seconds: Positive = 30.0
+    # Open streams per user on one replica.
+    realtime_max_connections_per_user: Count = 10
+    realtime_ticket_ttl_seconds: Positive = 30.0
+    realtime_ticket_bucket: str = "realtime-tickets"
+    # Telemetry's HTTP API, for the latest states of mowers the TELEMETRY stream no longer
+    # holds (empty: no such fallback).
+    realtime_telemetry_url: str = ""
+    # Or read them from Telemetry's tables in MOWDECK_DATABASE_URL (also for ticket
+    # streams, which have no token to forward); the URL wins when both are set.
+    realtime_telemetry_database: bool = False
+    # A snapshot marks a state ``stale`` when it was observed longer ago than this.
+    realtime_stale_after_seconds: Positive = 30.0
+    # How long a resume may take to replay the streams before the client is resynced.
+    realtime_replay_timeout_seconds: Positive = 10.0
+    # The collector's young-generation threshold, set by ``mowdeck realtime`` for its
+    # process (0 keeps Python's 700): at 700, with 20,000 deliveries a second, young
+    # collections ran every few milliseconds and each promoted in-flight objects, so
+    # full collections (hundreds of milliseconds with the loop stopped) came often.
+    realtime_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 50_000
+
+
+def load_realtime_settings(environ: Mapping[str, str] | None = None) -> RealtimeSettings:
+    """``RealtimeSettings`` from ``MOWDECK_*`` variables."""
+    return load_settings(RealtimeSettings, environ)

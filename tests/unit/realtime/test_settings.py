@@ -1,0 +1,54 @@
+"""Realtime settings: the defaults the docs name, and the environment overriding them."""
+
+from __future__ import annotations
+
+import pytest
+
+from mowdeck.kit.settings import SettingsError
+from mowdeck.realtime.settings import load_realtime_settings
+
+DEFAULTS = {
+    "realtime_authz_refresh_seconds": 30.0,
+    "realtime_heartbeat_seconds": 15.0,
+    "realtime_buffer_events": 1000,
+    "realtime_max_lag_seconds": 30.0,
+    "realtime_max_connections_per_user": 10,
+    "realtime_ticket_ttl_seconds": 30.0,
+    "realtime_ticket_bucket": "realtime-tickets",
+    "realtime_telemetry_url": "",
+    "realtime_telemetry_database": False,
+    "realtime_stale_after_seconds": 30.0,
+    "realtime_replay_timeout_seconds": 10.0,
+    "realtime_gc_young_threshold": 50_000,
+}
+
+
+@pytest.mark.parametrize(("field", "default"), DEFAULTS.items(), ids=list(DEFAULTS))
+def test_default(field: str, default: object) -> None:
+    assert getattr(load_realtime_settings({}), field) == default
+
+
+def test_every_setting_has_a_pinned_default() -> None:
+    settings = load_realtime_settings({})
+    fields = {f for f in settings.__struct_fields__ if f.startswith("realtime_")}
+    assert fields == set(DEFAULTS)
+
+
+def test_the_cors_origins_are_a_json_list() -> None:
+    settings = load_realtime_settings({"MOWDECK_HTTP_CORS_ORIGINS": '["http://a", "http://b"]'})
+    assert settings.http_cors_origins == ("http://a", "http://b")
+    assert load_realtime_settings({}).http_cors_origins == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MOWDECK_REALTIME_AUTHZ_REFRESH_SECONDS", "0"),
+        ("MOWDECK_REALTIME_BUFFER_EVENTS", "0"),
+        ("MOWDECK_HTTP_CORS_ORIGINS", "http://a"),
+    ],
+    ids=["refresh-zero", "buffer-zero", "origins-not-json"],
+)
+def test_a_bad_value_names_its_variable(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_realtime_settings({name: value})
