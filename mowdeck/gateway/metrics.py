@@ -111,5 +111,33 @@ class GatewayMetrics:
             ["what"],
             registry=registry,
         )
+        self.in_flight = Gauge(
+            "mowdeck_gateway_commands_in_flight",
+            "Command deliveries held: admitted, final result not stored yet (bounded by"
+            " MOWDECK_GATEWAY_MAX_IN_FLIGHT).",
+            registry=registry,
+        )
+        self.waiting_in_stream = Gauge(
+            "mowdeck_gateway_commands_waiting",
+            "Commands waiting in the stream for this shard's consumer (its pending count).",
+            registry=registry,
+        )
+        self.progress_acks = Counter(
+            "mowdeck_gateway_progress_acks_total",
+            "In-progress reports (+WPI) for held command deliveries.",
+            registry=registry,
+        )
+        self.answered_before = Counter(
+            "mowdeck_gateway_commands_answered_before_total",
+            "Redeliveries whose final result an earlier process had stored (acknowledged,"
+            " no new result).",
+            registry=registry,
+        )
+        self.admission_wait = Histogram(
+            "mowdeck_gateway_admission_wait_seconds",
+            "Delivery of a command to its admission.",
+            buckets=_LATENCY,
+            registry=registry,
+        )
         self.admitted_kind = _Children(self.admitted)
         self.result_status = _Children(self.results)

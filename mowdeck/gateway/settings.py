@@ -32,6 +32,9 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     fleet_retry_initial_seconds: Positive = 1.0
     fleet_retry_max_seconds: Positive = 30.0
     command_ack_wait_seconds: Positive = 30.0
+    # Ordinary commands a shard holds admitted and unanswered; beyond, they wait in the
+    # stream (the durable's max_ack_pending). See docs/gateway.md, amendment 1.
+    gateway_max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 2000
     # Allocations between young collections (0 keeps Python's 700); see docs/gateway.md.
     gateway_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 20_000
 

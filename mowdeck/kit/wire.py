@@ -14,7 +14,8 @@ only those steps:
   direct equivalent of nats-py's line parser; status messages (flow control, heartbeats,
   pull errors) take nats-py's path.
 - ``ack_all`` acknowledges many deliveries with one write: one ``PUB <reply> 0`` each,
-  exactly what ``msg.ack()`` sends.
+  exactly what ``msg.ack()`` sends; ``progress_all`` reports many as still being worked
+  on (``+WPI``, what ``msg.in_progress()`` sends), also in one write.
 - Publishes with headers build their ``HPUB`` from header names checked once (nats-py
   checks every name with a regular expression on every publish); the bytes are the same.
 - ``subscribe_direct`` hands each message of a subscription to a plain function, as the
@@ -51,6 +52,7 @@ __all__ = [
     "has_status",
     "parse_header_lines",
     "plain_headers",
+    "progress_all",
 ]
 
 log = structlog.get_logger("mowdeck.kit")
@@ -368,5 +370,34 @@ async def ack_all(msgs: Sequence[Msg]) -> None:
     nc.stats["out_msgs"] += len(commands)
     for msg in msgs:
         msg._ackd = True
+    if nc._flush_queue is not None and nc._flush_queue.empty():
+        await nc._flush_pending()
+
+
+async def progress_all(msgs: Sequence[Msg]) -> None:
+    """Tell JetStream that deliveries are still being worked on: ``msg.in_progress()``
+    for each (``+WPI``, which restarts its ack wait), in one write.
+
+    Deliveries already settled are skipped (``in_progress`` after an ack would be a
+    no-op on the server anyway). While the client is not connected or is draining, and
+    for stand-ins of messages in unit tests, each is sent by ``msg.in_progress()``.
+    """
+    live = [msg for msg in msgs if not msg._ackd]
+    if not live:
+        return
+    nc = getattr(live[0], "_client", None)
+    if not isinstance(nc, Client) or not nc.is_connected or nc.is_draining_pubs:
+        for msg in live:
+            await msg.in_progress()
+        return
+    commands = []
+    for msg in live:
+        if msg._client is not nc:
+            raise ValueError("progress_all: messages of different connections")
+        if not msg.reply:
+            raise NotJSMessageError
+        commands.append(b"PUB " + msg.reply.encode() + b" 4\r\n+WPI\r\n")
+    await nc._send_command(b"".join(commands))
+    nc.stats["out_msgs"] += len(commands)
     if nc._flush_queue is not None and nc._flush_queue.empty():
         await nc._flush_pending()
