@@ -34,6 +34,12 @@ log = structlog.get_logger("mowdeck.gateway.deliveries")
 
 KEEP_FINALS_S = 600.0
 FINALS_LIMIT = 200_000
+# A command is answered by its expiry plus the device timeout at the latest (its expiry is
+# checked right before the send). One still held this long after it expired lost its
+# answer (its controller closed while its mower worked on it): it is given back, and
+# admission decides again. Held for ever, it would hold the consumer's ack floor, and
+# every start would read the stream from there.
+GIVE_BACK_AFTER_EXPIRY_S = 120.0
 
 
 class FinalOutcomes:
@@ -84,12 +90,15 @@ class HeldDeliveries:
         progress_every: float,
         finals: FinalOutcomes | None = None,
         stream_pending: Callable[[], Awaitable[int]] | None = None,
+        give_back_after_expiry_s: float = GIVE_BACK_AFTER_EXPIRY_S,
     ) -> None:
         self._metrics = metrics
         self._progress_every = progress_every
         self.finals = FinalOutcomes() if finals is None else finals
         self._stream_pending = stream_pending
-        self._held: dict[int, Msg] = {}
+        self._give_back_after_s = give_back_after_expiry_s
+        # By command id: the newest delivery, and when the command expires (epoch s).
+        self._held: dict[int, tuple[Msg, float]] = {}
         self._acks: list[Msg] = []
         self._wake = asyncio.Event()
         self._empty = asyncio.Event()
@@ -114,17 +123,21 @@ class HeldDeliveries:
         """The ack writer and the progress sweeper (for ``/healthz``)."""
         return self._writer, self._sweeper
 
-    def hold(self, command_id: uuid.UUID, msg: Msg) -> None:
+    def hold(self, command_id: uuid.UUID, msg: Msg, expires_at: float | None = None) -> None:
         """Hold ``msg`` until ``command_id``'s final result is stored.
 
         A later delivery of a command held already (a redelivery) takes the earlier one's
         place: the newest delivery is the one acknowledged. One whose final result is
-        stored already is acknowledged at once.
+        stored already is acknowledged at once. ``expires_at`` (epoch seconds): when the
+        command expires, for giving back one that lost its answer (``sweep``).
         """
         if command_id in self.finals:
             self.ack(msg)
             return
-        self._held[command_id.int] = msg
+        key = command_id.int
+        if expires_at is None:  # a redelivery keeps what the first delivery said
+            expires_at = self._held.get(key, (msg, float("inf")))[1]
+        self._held[key] = (msg, expires_at)
         self._empty.clear()
         self._metrics.in_flight.set(len(self._held))
 
@@ -136,20 +149,21 @@ class HeldDeliveries:
     def finished(self, command_id: uuid.UUID) -> None:
         """``command_id``'s final result is stored: acknowledge its delivery."""
         self.finals.add(command_id)
-        msg = self._held.pop(command_id.int, None)
-        if msg is None:
+        held = self._held.pop(command_id.int, None)
+        if held is None:
             return
         self._metrics.in_flight.set(len(self._held))
-        self.ack(msg)
+        self.ack(held[0])
 
     def release(self, command_id: uuid.UUID) -> Msg | None:
         """Stop holding ``command_id``'s delivery (it is settled otherwise); returns it."""
-        msg = self._held.pop(command_id.int, None)
-        if msg is not None:
-            self._metrics.in_flight.set(len(self._held))
-            if not self._held and not self._acks:
-                self._empty.set()
-        return msg
+        held = self._held.pop(command_id.int, None)
+        if held is None:
+            return None
+        self._metrics.in_flight.set(len(self._held))
+        if not self._held and not self._acks:
+            self._empty.set()
+        return held[0]
 
     async def wait_empty(self, timeout: float) -> bool:
         """Until nothing is held and every ack is written; False on timeout."""
@@ -185,9 +199,27 @@ class HeldDeliveries:
             self._wake.clear()
             await self.flush()
 
-    async def sweep(self) -> None:
-        """Report every held delivery as in progress; read the consumer's backlog."""
-        held = list(self._held.values())
+    async def sweep(self, now: float | None = None) -> None:
+        """Report every held delivery as in progress; read the consumer's backlog.
+
+        A delivery held ``give_back_after_expiry_s`` past its command's expiry is given
+        back (``nak``) instead.
+        """
+        now = time.time() if now is None else now
+        limit = now - self._give_back_after_s
+        stale = [cid for cid, (_, expires) in self._held.items() if expires < limit]
+        for key in stale:
+            msg = self.release(uuid.UUID(int=key))
+            log.warning(
+                "a command lost its answer; its delivery is given back",
+                command_id=str(uuid.UUID(int=key)),
+            )
+            if msg is not None:
+                try:
+                    await msg.nak()
+                except Exception as err:
+                    log.warning("could not give a delivery back", error=str(err))
+        held = [msg for msg, _ in self._held.values()]
         if held:
             try:
                 await progress_all(held)

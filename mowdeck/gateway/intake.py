@@ -342,7 +342,7 @@ class CommandIntake:
                 label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
                 self._metrics.refused.labels(label).inc()
                 self._effects(envelope.mower_id, [result_effect(envelope, "rejected", now, reason)])
-                held.hold(envelope.command_id, msg)
+                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
                 log.info(
                     "command rejected",
                     mower_id=str(envelope.mower_id),
@@ -352,7 +352,7 @@ class CommandIntake:
             case Expired(envelope):
                 self._metrics.refused.labels("expired").inc()
                 self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
-                held.hold(envelope.command_id, msg)
+                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
             case Admitted(envelope, _):
                 if envelope.is_emergency:
                     # A stop whose header was missing still wins once decoded.
@@ -370,7 +370,7 @@ class CommandIntake:
                 self._metrics.admitted_kind(envelope.kind).inc()
                 # Acknowledged once its final result is stored (a stop's stream copy at
                 # once, when the stop the lane sent is answered already).
-                held.hold(envelope.command_id, msg)
+                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
                 if _debug.isEnabledFor(logging.DEBUG):
                     log.debug(
                         "command admitted",

@@ -83,3 +83,22 @@ def test_finals_are_forgotten_after_their_time_and_beyond_the_limit() -> None:
         finals.add(uuid.uuid4(), now=61.0)
     assert len(finals) == 3
     assert fresh not in finals  # the oldest went first
+
+
+async def test_a_delivery_held_long_past_its_expiry_is_given_back() -> None:
+    # Its answer was lost (its controller closed while the mower worked on it): held for
+    # ever, it would hold the consumer's ack floor.
+    deliveries, _ = held()
+    lost, running = uuid.uuid4(), uuid.uuid4()
+    lost_msg, running_msg = msg(), msg()
+    deliveries.hold(lost, lost_msg, expires_at=1000.0)
+    again = msg(2)
+    deliveries.hold(lost, again)  # a redelivery keeps the first delivery's expiry
+    deliveries.hold(running, running_msg, expires_at=1100.0)
+    await deliveries.sweep(now=1000.0 + 119)
+    assert lost in deliveries
+    await deliveries.sweep(now=1000.0 + 121)
+    assert lost not in deliveries
+    assert (lost_msg.settled, again.settled) == ([], ["nak"])  # admission decides again
+    assert running in deliveries
+    assert running_msg.progress == 2
