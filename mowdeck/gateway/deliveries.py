@@ -16,6 +16,7 @@ acknowledging) is acknowledged with no new result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import OrderedDict
@@ -40,6 +41,12 @@ FINALS_LIMIT = 200_000
 # admission decides again. Held for ever, it would hold the consumer's ack floor, and
 # every start would read the stream from there.
 GIVE_BACK_AFTER_EXPIRY_S = 120.0
+# Acks are written once this many are due, or this long after the first of them: the
+# consumer delivers as many new commands as it was acknowledged, so acks written one
+# or two at a time would bring the next commands one or two at a time, each batch a
+# loop turn, an admission round and a write of its own.
+ACK_BATCH = 64
+ACK_COALESCE_S = 0.002
 
 
 class FinalOutcomes:
@@ -105,6 +112,7 @@ class HeldDeliveries:
         self._empty.set()
         self._writer: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        metrics.in_flight.set_function(self.__len__)  # read when scraped, not per command
 
     def __len__(self) -> int:
         return len(self._held)
@@ -139,12 +147,12 @@ class HeldDeliveries:
             expires_at = self._held.get(key, (msg, float("inf")))[1]
         self._held[key] = (msg, expires_at)
         self._empty.clear()
-        self._metrics.in_flight.set(len(self._held))
 
     def ack(self, msg: Msg) -> None:
         """Acknowledge ``msg`` with the acks of this loop turn."""
         self._acks.append(msg)
-        self._wake.set()
+        if len(self._acks) == 1 or len(self._acks) >= ACK_BATCH:
+            self._wake.set()
 
     def finished(self, command_id: uuid.UUID) -> None:
         """``command_id``'s final result is stored: acknowledge its delivery."""
@@ -152,7 +160,6 @@ class HeldDeliveries:
         held = self._held.pop(command_id.int, None)
         if held is None:
             return
-        self._metrics.in_flight.set(len(self._held))
         self.ack(held[0])
 
     def release(self, command_id: uuid.UUID) -> Msg | None:
@@ -160,7 +167,6 @@ class HeldDeliveries:
         held = self._held.pop(command_id.int, None)
         if held is None:
             return None
-        self._metrics.in_flight.set(len(self._held))
         if not self._held and not self._acks:
             self._empty.set()
         return held[0]
@@ -196,8 +202,16 @@ class HeldDeliveries:
     async def _write_acks(self) -> None:
         while True:
             await self._wake.wait()
+            if len(self._acks) < ACK_BATCH:
+                # Woken by the first ack due: more follow within the same few results.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._more_acks(), ACK_COALESCE_S)
             self._wake.clear()
             await self.flush()
+
+    async def _more_acks(self) -> None:
+        self._wake.clear()
+        await self._wake.wait()  # set again once ACK_BATCH are due
 
     async def sweep(self, now: float | None = None) -> None:
         """Report every held delivery as in progress; read the consumer's backlog.
