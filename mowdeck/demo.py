@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -23,6 +24,7 @@ import structlog
 from mowdeck.authn import TokenIssuer, load_auth_settings
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
+from mowdeck.demo_scenario import run_scenario
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -33,6 +35,12 @@ from mowdeck.kit.embedded import EmbeddedNats, EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.kit.settings import BaseSettings, load_settings
+from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.service import NotificationsService
+from mowdeck.notifications.settings import load_notifications_settings
+from mowdeck.notifications.targets import LogTarget
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
@@ -44,7 +52,7 @@ log = structlog.get_logger("mowdeck.demo")
 
 DEMO_ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000de30")
 DEMO_USER = "demo"
-SERVICES = ["authz", "fleet", "telemetry"]
+SERVICES = ["authz", "fleet", "telemetry", "notifications"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +79,7 @@ class Demo:
     token: str
     fleet_url: str
     telemetry_url: str
+    notifications_url: str
     gateway_url: str
     sim_url: str
     mowers: list[uuid.UUID]
@@ -99,10 +108,24 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             stack.callback(pg.close)
             await _in_thread(pg.start)
             database_url = pg.url
+        # Development: the demo's own simulator, on whichever port it gets.
+        device_hosts = os.environ.get("MOWDECK_GATEWAY_DEVICE_HOSTS") or json.dumps([args.host])
         env = {
             "MOWDECK_NATS_URL": nats_url,
             "MOWDECK_DATABASE_URL": database_url,
             "MOWDECK_HTTP_HOST": args.host,
+            "MOWDECK_GATEWAY_DEVICE_HOSTS": device_hosts,
+            # Development: a VAPID key made on first start (kept under .mowdeck/), and the
+            # log channel for the demo user's target.
+            "MOWDECK_NOTIFICATIONS_CHANNELS": os.environ.get(
+                "MOWDECK_NOTIFICATIONS_CHANNELS", '["webpush", "ntfy", "log"]'
+            ),
+            "MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE": os.environ.get(
+                "MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE", ".mowdeck/vapid-demo.pem"
+            ),
+            "MOWDECK_NOTIFICATIONS_VAPID_SUBJECT": os.environ.get(
+                "MOWDECK_NOTIFICATIONS_VAPID_SUBJECT", "mailto:demo@mowdeck.invalid"
+            ),
         }
         await migrate(database_url, discover(sql_root(), SERVICES))
 
@@ -117,7 +140,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         stack.push_async_callback(pool.close)
         authorizer = LocalAuthorizer(PostgresTupleStore(pool))
         await authorizer.write(grant_tuples(DEMO_ACCOUNT, DEMO_USER, "admin"))
-        bus = await Bus.connect(nats_url, name="demo")
+        # The services share this bus; the gateway's emergency lane connects on its own.
+        fast_path = load_settings(BaseSettings, {**os.environ, **env}).nats_fast_path
+        bus = await Bus.connect(nats_url, name="demo", fast_path=fast_path)
         stack.push_async_callback(bus.drain)
 
         fleet = FleetService(
@@ -140,8 +165,30 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             pool=pool,
             authorizer=authorizer,
         )
+        notifications = NotificationsService(
+            load_notifications_settings(
+                {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 3))}
+            ),
+            auth_settings=auth,
+            authz_settings=authz,
+            bus=bus,
+            pool=pool,
+            authorizer=authorizer,
+        )
+        # The demo user hears about every mower of the account.
+        demo_store = PostgresNotificationStore(pool)
+        await demo_store.put_preferences(DEMO_USER, DEMO_ACCOUNT, Preferences(scope="all"))
+        # ... and gets each one delivered as a log line of this process (the log channel).
+        if not await demo_store.list_targets(DEMO_USER):
+            await demo_store.add_target(DEMO_USER, LogTarget())
         gateway = GatewayService(
-            GatewaySettings(nats_url=nats_url, http_host=args.host, http_port=_port(args.port, 2)),
+            GatewaySettings(
+                nats_url=nats_url,
+                nats_fast_path=fast_path,
+                http_host=args.host,
+                http_port=_port(args.port, 2),
+                gateway_device_hosts=json.loads(device_hosts),
+            ),
             bus=bus,
         )
         sim = SimulatorServer(
@@ -156,7 +203,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
             port=_port(args.port, 10),
         )
         try:
-            services: list[Service] = await start_all([fleet, telemetry, gateway, _Sim(sim)])
+            services: list[Service] = await start_all(
+                [fleet, telemetry, notifications, gateway, _Sim(sim)]
+            )
         except OSError as err:
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
@@ -164,15 +213,26 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
+        scenario = asyncio.get_running_loop().create_task(
+            run_scenario(bus, sim, DEMO_ACCOUNT), name="demo-scenario"
+        )
+        stack.push_async_callback(_cancel, scenario)
         yield Demo(
             token=token,
             fleet_url=fleet.url,
             telemetry_url=telemetry.url,
+            notifications_url=notifications.url,
             gateway_url=gateway.url,
             sim_url=sim.url,
             mowers=[r.mower_id for r in sim.registrations()],
             services=services,
         )
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 class DemoError(MowdeckError):
@@ -218,6 +278,7 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
 
   Fleet      {demo.fleet_url}
   Telemetry  {demo.telemetry_url}
+  Notifications {demo.notifications_url}
   Gateway    {demo.gateway_url}/metrics
   Simulator  {demo.sim_url}/sim/mowers
 
@@ -233,6 +294,11 @@ Try:
   curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
   curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
   curl -s {demo.sim_url}/sim/mowers/{m}
+
+Notifications: user "{DEMO_USER}" is subscribed to all mowers. Within a few minutes a
+short job finishes, a mower runs low on battery and one gets stuck (an injected fault):
+  curl -s {demo.notifications_url}/v1/notifications/inbox -H "$AUTH"
+  curl -s {demo.notifications_url}/metrics | grep mowdeck_notifications_events_total
 
 Ctrl-C stops everything and removes what the demo started.
 """

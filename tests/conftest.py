@@ -12,6 +12,7 @@ import structlog
 from mowdeck.kit.bus import Bus
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
+from tests.support.settings import fast_path_from_environment
 
 
 @pytest.fixture(autouse=True)
@@ -61,9 +62,15 @@ async def _wipe_streams(bus: Bus) -> None:
 
 
 @pytest.fixture
-async def bus(nats_server: NatsServer) -> AsyncIterator[Bus]:
+def nats_fast_path() -> bool:
+    """``MOWDECK_NATS_FAST_PATH`` as a service reads it; a module may pin it instead."""
+    return fast_path_from_environment()
+
+
+@pytest.fixture
+async def bus(nats_server: NatsServer, nats_fast_path: bool) -> AsyncIterator[Bus]:
     """A connected bus on fresh streams (every stream of earlier tests is deleted)."""
-    b = await Bus.connect(nats_server.url, name="test")
+    b = await Bus.connect(nats_server.url, name="test", fast_path=nats_fast_path)
     await _wipe_streams(b)
     await b.ensure_streams()
     yield b

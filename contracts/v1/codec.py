@@ -9,7 +9,7 @@ import msgspec
 from contracts.v1._base import ContractError, Struct
 from contracts.v1.commands import Command, CommandEnvelope, CommandResult
 from contracts.v1.events import EVENT_PAYLOADS, EventEnvelope
-from contracts.v1.fleet import MowerListReply, MowerListRequest, MowerRegistration
+from contracts.v1.fleet import MowerLink, MowerListReply, MowerListRequest, MowerRegistration
 from contracts.v1.telemetry import MowerState
 
 __all__ = [
@@ -34,6 +34,7 @@ _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
     CommandResult: _result,
     MowerState: _state,
     MowerRegistration: msgspec.json.Decoder(MowerRegistration),
+    MowerLink: msgspec.json.Decoder(MowerLink),
     MowerListRequest: msgspec.json.Decoder(MowerListRequest),
     MowerListReply: msgspec.json.Decoder(MowerListReply),
 }
@@ -65,11 +66,10 @@ def _run(decoder: msgspec.json.Decoder[T], data: bytes | str) -> T:
 
 
 def decode(data: bytes | str, model: type[T]) -> T:
-    """Decode ``data`` as ``model`` (one of the fixed-type v1 models)."""
+    """Decode ``data`` as ``model``, one of the fixed-type v1 models (``TypeError`` else)."""
     decoder: msgspec.json.Decoder[T] | None = _decoders.get(model)
     if decoder is None:
-        decoder = msgspec.json.Decoder(model)
-        _decoders[model] = decoder
+        raise TypeError(f"{model.__name__} is not a fixed-type v1 model")
     return _run(decoder, data)
 
 

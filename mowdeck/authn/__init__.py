@@ -1,5 +1,12 @@
 """Authentication: JWT bearer tokens verified against configured keys."""
 
+from mowdeck.authn._denylist import (
+    Denial,
+    DenyList,
+    JetStreamDenyList,
+    MemoryDenyList,
+    running_denylist,
+)
 from mowdeck.authn._keys import ALGORITHMS
 from mowdeck.authn._middleware import PRINCIPAL, auth_middleware, principal
 from mowdeck.authn._settings import AuthSettings, load_auth_settings
@@ -10,10 +17,15 @@ __all__ = [
     "PRINCIPAL",
     "AuthSettings",
     "AuthenticationError",
+    "Denial",
+    "DenyList",
+    "JetStreamDenyList",
+    "MemoryDenyList",
     "Principal",
     "TokenIssuer",
     "TokenVerifier",
     "auth_middleware",
     "load_auth_settings",
     "principal",
+    "running_denylist",
 ]

@@ -103,7 +103,7 @@ def _jwks(path: str) -> list[VerificationKey]:
     try:
         document = json.loads(_read(path, "MOWDECK_JWT_JWKS_FILE"))
         jwks = jwt.PyJWKSet.from_dict(document)
-    except (ValueError, jwt.PyJWKError) as err:
+    except (ValueError, jwt.PyJWKError, jwt.PyJWKSetError) as err:
         raise SettingsError(f"MOWDECK_JWT_JWKS_FILE: not a usable JWKS ({err})") from err
     keys = []
     for jwk in jwks.keys:

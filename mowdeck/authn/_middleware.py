@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from mowdeck.authn._denylist import DenyList
 from mowdeck.authn._tokens import AuthenticationError, Principal, TokenVerifier
 from mowdeck.kit.http import Problem
 
@@ -44,10 +45,14 @@ def _bearer(request: web.Request) -> str:
 
 
 def auth_middleware(
-    verifier: TokenVerifier, *, public_paths: Iterable[str] = PUBLIC_PATHS
+    verifier: TokenVerifier,
+    *,
+    denylist: DenyList | None = None,
+    public_paths: Iterable[str] = PUBLIC_PATHS,
 ) -> Middleware:
     """A middleware that requires a valid bearer token except on ``public_paths``.
 
+    A user on ``denylist`` is refused with reason ``disabled``, whatever the token says.
     Place it after ``problem_middleware`` so its 401 answers are problem documents.
     """
     public = frozenset(public_paths)
@@ -57,9 +62,12 @@ def auth_middleware(
         if request.path in public:
             return await handler(request)
         try:
-            request[PRINCIPAL] = verifier.verify(_bearer(request))
+            caller = verifier.verify(_bearer(request))
+            if denylist is not None and denylist.is_denied(caller.user_id):
+                raise AuthenticationError("disabled", "the user is disabled or deleted")
         except AuthenticationError as err:
             raise _unauthenticated(err) from err
+        request[PRINCIPAL] = caller
         return await handler(request)
 
     return middleware

@@ -30,6 +30,13 @@ class AuthSettings(msgspec.Struct, frozen=True, kw_only=True):
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_leeway_seconds: Annotated[float, msgspec.Meta(ge=0, le=300)] = 30.0
+    # How often (at most) a verifier looks whether its key files changed.
+    jwt_key_check_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    # How long a key that vanished from the files still verifies (rotation overlap).
+    jwt_key_overlap_seconds: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    # How long a disabled or deleted user stays on the deny-list: longer than any token.
+    denylist_ttl_seconds: Annotated[float, msgspec.Meta(ge=60)] = 7 * 24 * 3600.0
+    denylist_bucket: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]+$")] = "MOWDECK_DENYLIST"
 
 
 def load_auth_settings(environ: Mapping[str, str] | None = None) -> AuthSettings:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import jwt
 import msgspec
 
-from mowdeck.authn._keys import signing_key, verification_keys
+from mowdeck.authn._keyring import KeyRing
+from mowdeck.authn._keys import signing_key
 from mowdeck.authn._settings import AuthSettings
 from mowdeck.errors import MowdeckError
 
@@ -54,10 +56,15 @@ def _translate(err: jwt.PyJWTError) -> AuthenticationError:
 
 
 class TokenVerifier:
-    """Checks bearer tokens against the keys and algorithms of ``AuthSettings``."""
+    """Checks bearer tokens against the keys and algorithms of ``AuthSettings``.
 
-    def __init__(self, settings: AuthSettings) -> None:
-        self._keys = verification_keys(settings)
+    Key files are re-read when they change (``KeyRing``); ``clock`` is monotonic seconds.
+    """
+
+    def __init__(
+        self, settings: AuthSettings, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._ring = KeyRing(settings, clock)
         self._issuer = settings.jwt_issuer
         self._audience = settings.jwt_audience
         self._leeway = settings.jwt_leeway_seconds
@@ -69,7 +76,7 @@ class TokenVerifier:
     @property
     def algorithms(self) -> tuple[str, ...]:
         """The algorithms a token may be signed with."""
-        return tuple(self._keys)
+        return tuple(self._ring.keys())
 
     def verify(self, token: str) -> Principal:
         """The principal of a valid token; raises ``AuthenticationError`` otherwise."""
@@ -80,9 +87,10 @@ class TokenVerifier:
         except jwt.PyJWTError as err:
             raise AuthenticationError("malformed", "the token is not a well-formed JWT") from err
         alg, kid = header.get("alg"), header.get("kid")
-        if not isinstance(alg, str) or alg not in self._keys:
+        accepted = self._ring.keys()
+        if not isinstance(alg, str) or alg not in accepted:
             raise AuthenticationError("algorithm", f"the algorithm {alg!r} is not accepted")
-        keys = [k for k in self._keys[alg] if kid is None or k.kid is None or k.kid == kid]
+        keys = [k for k in accepted[alg] if kid is None or k.kid is None or k.kid == kid]
         if not keys:
             raise AuthenticationError("unknown-key", f"no key {kid!r} is configured")
         claims: dict[str, Any] | None = None

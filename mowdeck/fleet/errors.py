@@ -5,6 +5,7 @@ from __future__ import annotations
 from mowdeck.errors import MowdeckError
 
 __all__ = [
+    "BadQueryError",
     "CommandNotFoundError",
     "FleetError",
     "ForbiddenError",
@@ -22,6 +23,15 @@ class FleetError(MowdeckError):
 
 class InvalidRequestError(FleetError):
     """A request breaks a rule; ``field`` names the offending field (dotted path)."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(detail)
+        self.field = field
+        self.detail = detail
+
+
+class BadQueryError(FleetError):
+    """A query parameter is malformed (a 400); ``field`` names the parameter."""
 
     def __init__(self, field: str, detail: str) -> None:
         super().__init__(detail)

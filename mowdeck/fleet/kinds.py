@@ -8,7 +8,7 @@ import structlog
 
 from mowdeck.gateway.connections.adapters import ENTRY_POINT_GROUP, ConnectionAdapters
 
-__all__ = ["installed_connection_kinds"]
+__all__ = ["installed_connection_kinds", "installed_url_options"]
 
 log = structlog.get_logger("mowdeck.fleet")
 
@@ -21,3 +21,14 @@ def installed_connection_kinds() -> frozenset[str]:
         # An adapter that fails to import is still declared; Fleet only stores the kind.
         log.warning("a connection adapter failed to load; using declared kinds", exc_info=True)
         return frozenset(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+
+
+def installed_url_options() -> dict[str, str]:
+    """The option holding the device URL, by kind, of the installed adapters."""
+    try:
+        return ConnectionAdapters.from_entry_points().url_options
+    except Exception:
+        # Without the adapter Fleet cannot know which option dials: the gateway's own
+        # check at apply still refuses a URL it does not allow.
+        log.warning("a connection adapter failed to load; its URLs go unchecked", exc_info=True)
+        return {}

@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
-from contracts.v1 import CommandResult, MowerRegistration
+import msgspec
+
+from contracts.v1 import FINAL_STATUSES, CommandResult, MowerRegistration
 from mowdeck.fleet.errors import (
     MowerExistsError,
     MowerNotFoundError,
@@ -16,6 +18,10 @@ from mowdeck.fleet.errors import (
     VersionConflictError,
 )
 from mowdeck.fleet.ports import (
+    UNANSWERED_REASON,
+    AuditEntry,
+    AuditQuery,
+    AuditStatus,
     CommandRecord,
     MowerRecord,
     OutboxClaim,
@@ -25,7 +31,12 @@ from mowdeck.fleet.ports import (
     StatusRecord,
 )
 
-__all__ = ["InMemoryCommandLog", "InMemoryMowerRepository", "InMemoryPruning"]
+__all__ = [
+    "InMemoryAuditTrail",
+    "InMemoryCommandLog",
+    "InMemoryMowerRepository",
+    "InMemoryPruning",
+]
 
 
 class InMemoryMowerRepository:
@@ -104,11 +115,14 @@ class InMemoryMowerRepository:
 
 
 class InMemoryCommandLog:
-    """A ``CommandLog`` in dicts."""
+    """A ``CommandLog`` in dicts: the working set, the audit trail and the open commands."""
 
     def __init__(self) -> None:
         self.commands: dict[uuid.UUID, CommandRecord] = {}
         self.statuses: dict[uuid.UUID, dict[str, StatusRecord]] = {}
+        self.audit_commands: dict[uuid.UUID, CommandRecord] = {}
+        self.audit_statuses: dict[uuid.UUID, dict[tuple[str, str], AuditStatus]] = {}
+        self.open: dict[uuid.UUID, CommandRecord] = {}
 
     async def record(
         self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
@@ -120,11 +134,23 @@ class InMemoryCommandLog:
         if any(r.reason is not None and "\x00" in r.reason for r in results):
             raise UnstorableError("command log refuses the data: a NUL character")
         for command in commands:
-            self.commands.setdefault(command.command_id, command)
+            if command.command_id not in self.commands:
+                self.commands[command.command_id] = command
+                self.open[command.command_id] = command
+            self.audit_commands.setdefault(command.command_id, command)
         for result in results:
-            self.statuses.setdefault(result.command_id, {}).setdefault(
-                result.status, StatusRecord.of(result)
-            )
+            self._status(result, "gateway")
+            if result.is_final:
+                self.open.pop(result.command_id, None)
+
+    def _status(self, result: CommandResult, source: str) -> None:
+        self.statuses.setdefault(result.command_id, {}).setdefault(
+            result.status, StatusRecord.of(result)
+        )
+        entry = AuditStatus(status=result.status, at=result.at, reason=result.reason, source=source)
+        self.audit_statuses.setdefault(result.command_id, {}).setdefault(
+            (result.status, source), entry
+        )
 
     async def lookup(
         self, command_id: uuid.UUID
@@ -132,6 +158,78 @@ class InMemoryCommandLog:
         """A command and its statuses in time order."""
         statuses = sorted(self.statuses.get(command_id, {}).values(), key=lambda s: s.at)
         return self.commands.get(command_id), statuses
+
+    async def finalize_overdue(
+        self, expired_before: datetime, *, at: datetime, limit: int
+    ) -> list[CommandResult]:
+        """Record overdue open commands as failed (outcome unknown)."""
+        due = sorted(
+            (c for c in self.open.values() if c.expires_at < expired_before),
+            key=lambda c: c.expires_at,
+        )[:limit]
+        return [r for c in due if (r := self._finalize(c, at)) is not None]
+
+    def _finalize(self, command: CommandRecord, at: datetime) -> CommandResult | None:
+        del self.open[command.command_id]
+        known = self.statuses.get(command.command_id, {})
+        if any(status in FINAL_STATUSES for status in known):
+            return None
+        result = CommandResult(
+            command_id=command.command_id,
+            mower_id=command.mower_id,
+            status="failed",
+            at=at,
+            reason=UNANSWERED_REASON,
+        )
+        self._status(result, "fleet")
+        return result
+
+    async def settle(
+        self, command_id: uuid.UUID, expired_before: datetime, *, at: datetime
+    ) -> StatusRecord | None:
+        """Finalize one command if it is overdue; its first final status, or None."""
+        command = self.open.get(command_id)
+        if command is not None and command.expires_at < expired_before:
+            self._finalize(command, at)
+        _, statuses = await self.lookup(command_id)
+        return next((s for s in statuses if s.status in FINAL_STATUSES), None)
+
+
+class InMemoryAuditTrail:
+    """An ``AuditTrail`` over an ``InMemoryCommandLog``."""
+
+    def __init__(self, log: InMemoryCommandLog) -> None:
+        self.log = log
+
+    async def page(self, query: AuditQuery) -> list[AuditEntry]:
+        """Up to ``query.limit`` commands matching ``query``, newest first."""
+        q = query
+        found = [
+            c
+            for c in self.log.audit_commands.values()
+            if c.account_id == q.account_id
+            and (q.mower_id is None or c.mower_id == q.mower_id)
+            and (q.since is None or c.issued_at >= q.since)
+            and (q.until is None or c.issued_at < q.until)
+            and (q.kind is None or c.kind == q.kind)
+            and (q.before is None or (c.issued_at, c.command_id) < q.before)
+        ]
+        found.sort(key=lambda c: (c.issued_at, c.command_id), reverse=True)
+        return [self._entry(c) for c in found[: q.limit]]
+
+    def _entry(self, c: CommandRecord) -> AuditEntry:
+        statuses = self.log.audit_statuses.get(c.command_id, {}).values()
+        return AuditEntry(
+            command_id=c.command_id,
+            account_id=c.account_id,
+            mower_id=c.mower_id,
+            kind=c.kind,
+            command=msgspec.Raw(c.command.encode()) if c.command is not None else None,
+            issued_by=c.issued_by,
+            issued_at=c.issued_at,
+            expires_at=c.expires_at,
+            statuses=sorted(statuses, key=lambda s: (s.at, s.status, s.source)),
+        )
 
 
 class InMemoryPruning:
@@ -166,8 +264,30 @@ class InMemoryPruning:
         old = [c for c, r in self.log.commands.items() if r.issued_at < cutoffs.commands]
         for command_id in old:
             del self.log.commands[command_id]
-        return {
+        stale = [c for c, r in self.log.open.items() if r.expires_at < cutoffs.commands]
+        for command_id in stale:
+            del self.log.open[command_id]
+        deleted = {
             "fleet_outbox": len(outbox) - len(kept),
             "fleet_command_statuses": statuses,
             "fleet_commands": len(old),
+            "fleet_open_commands": len(stale),
         }
+        if cutoffs.audit is not None:
+            deleted.update(self._prune_audit(cutoffs.audit))
+        return deleted
+
+    def _prune_audit(self, cutoff: datetime) -> dict[str, int]:
+        statuses = 0
+        for command_id in list(self.log.audit_statuses):
+            by_key = self.log.audit_statuses[command_id]
+            for key, status in list(by_key.items()):
+                if status.at < cutoff:
+                    del by_key[key]
+                    statuses += 1
+            if not by_key:
+                del self.log.audit_statuses[command_id]
+        old = [c for c, r in self.log.audit_commands.items() if r.issued_at < cutoff]
+        for command_id in old:
+            del self.log.audit_commands[command_id]
+        return {"fleet_audit_statuses": statuses, "fleet_audit_commands": len(old)}

@@ -9,9 +9,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+import msgspec
+
 from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
 
+# The status Fleet records for a command no final result came for (never published).
+UNANSWERED_REASON = "no result from the device gateway (outcome unknown)"
+
 __all__ = [
+    "UNANSWERED_REASON",
+    "AuditEntry",
+    "AuditQuery",
+    "AuditStatus",
+    "AuditTrail",
     "CommandLog",
     "CommandRecord",
     "MowerRecord",
@@ -65,6 +75,7 @@ class CommandRecord:
     issued_by: str
     issued_at: datetime
     expires_at: datetime
+    command: str | None = None  # the command as JSON (kind and parameters), for the audit
 
     @classmethod
     def of(cls, envelope: CommandEnvelope) -> CommandRecord:
@@ -77,6 +88,7 @@ class CommandRecord:
             issued_by=envelope.issued_by,
             issued_at=envelope.issued_at,
             expires_at=envelope.expires_at,
+            command=msgspec.json.encode(envelope.command).decode(),
         )
 
 
@@ -164,6 +176,22 @@ class CommandLog(Protocol):
         """A command (None if not recorded yet) and its statuses in time order."""
         ...
 
+    async def finalize_overdue(
+        self, expired_before: datetime, *, at: datetime, limit: int
+    ) -> list[CommandResult]:
+        """Record up to ``limit`` open commands that expired before ``expired_before`` as
+        failed (``UNANSWERED_REASON``, at ``at``), in the working set and the audit trail;
+        the statuses recorded. Replicas may run it at once: each command is claimed by one.
+        """
+        ...
+
+    async def settle(
+        self, command_id: uuid.UUID, expired_before: datetime, *, at: datetime
+    ) -> StatusRecord | None:
+        """Finalize ``command_id`` as ``finalize_overdue`` would (if it is open and
+        expired before ``expired_before``); its first final status, or None."""
+        ...
+
 
 @dataclass(frozen=True)
 class PruneCutoffs:
@@ -171,11 +199,18 @@ class PruneCutoffs:
 
     outbox: datetime  # outbox rows published before this
     commands: datetime  # commands issued, and statuses reported, before this
+    audit: datetime | None = None  # the audit trail's rows before this (None: keep all)
 
     @classmethod
-    def at(cls, now: datetime, outbox_days: float, command_days: float) -> PruneCutoffs:
+    def at(
+        cls, now: datetime, outbox_days: float, command_days: float, audit_days: float = 400
+    ) -> PruneCutoffs:
         """The cutoffs of a round at ``now``."""
-        return cls(now - timedelta(days=outbox_days), now - timedelta(days=command_days))
+        return cls(
+            now - timedelta(days=outbox_days),
+            now - timedelta(days=command_days),
+            now - timedelta(days=audit_days),
+        )
 
 
 class Pruning(Protocol):
@@ -184,4 +219,48 @@ class Pruning(Protocol):
     async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
         """Delete in batches of ``batch_rows``; rows deleted per table, or None if another
         replica is pruning (only one at a time does)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """One page of an account's audit trail, newest first; ``before`` continues a page."""
+
+    account_id: uuid.UUID
+    mower_id: uuid.UUID | None = None
+    since: datetime | None = None  # issued at or after
+    until: datetime | None = None  # issued before
+    kind: str | None = None
+    limit: int = 100
+    before: tuple[datetime, uuid.UUID] | None = None  # (issued_at, command_id) of the last
+
+
+class AuditStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """One status of a command in the audit trail, and who recorded it."""
+
+    status: str
+    at: datetime
+    reason: str | None
+    source: str  # "gateway" or "fleet"
+
+
+class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A command in the audit trail with every status it reached, in time order."""
+
+    command_id: uuid.UUID
+    account_id: uuid.UUID
+    mower_id: uuid.UUID
+    kind: str
+    command: msgspec.Raw | None  # the command as issued; None for one recorded before it was kept
+    issued_by: str
+    issued_at: datetime
+    expires_at: datetime
+    statuses: list[AuditStatus]
+
+
+class AuditTrail(Protocol):
+    """Reads the audit trail (``CommandLog.record`` writes it)."""
+
+    async def page(self, query: AuditQuery) -> list[AuditEntry]:
+        """Up to ``query.limit`` commands matching ``query``, newest first."""
         ...

@@ -10,27 +10,24 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from contracts.v1 import CommandResult, Connection, MowerRegistration
+from contracts.v1 import Connection, MowerRegistration
 from mowdeck.fleet.errors import (
     FleetError,
     MowerExistsError,
     MowerNotFoundError,
-    UnstorableError,
     VersionConflictError,
 )
 from mowdeck.fleet.ports import (
-    CommandRecord,
     MowerRecord,
     OutboxClaim,
     OutboxEvent,
     OutboxStats,
     PruneCutoffs,
-    StatusRecord,
 )
 from mowdeck.kit.locked_round import BatchedDelete, LockedRound, connection_like
+from mowdeck.kit.pg import delete_in_batches
 
 __all__ = [
-    "PostgresCommandLog",
     "PostgresMowerRepository",
     "PostgresPruning",
     "RepositoryUnavailableError",
@@ -47,18 +44,6 @@ _COLUMNS = (
 )
 _OUTBOX_INSERT = (
     "INSERT INTO fleet_outbox (event_id, subject, body, created_at) VALUES ($1, $2, $3, $4)"
-)
-
-
-_INSERT_COMMANDS = (
-    "INSERT INTO fleet_commands (command_id, mower_id, account_id, kind, issued_by, issued_at,"
-    " expires_at) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[],"
-    " $5::text[], $6::timestamptz[], $7::timestamptz[]) ON CONFLICT DO NOTHING"
-)
-_INSERT_STATUSES = (
-    "INSERT INTO fleet_command_statuses (command_id, status, mower_id, at, reason)"
-    " SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::timestamptz[], $5::text[])"
-    " ON CONFLICT DO NOTHING"
 )
 
 
@@ -103,7 +88,7 @@ def _record(row: asyncpg.Record) -> MowerRecord:
     )
 
 
-def _refuses_data(err: asyncpg.PostgresError) -> bool:
+def refuses_data(err: asyncpg.PostgresError) -> bool:
     # Class 22 (data exception): a value no retry makes storable, such as a NUL character
     # in text (22021) or a number out of range.
     sqlstate = str(getattr(err, "sqlstate", None) or "")
@@ -266,88 +251,16 @@ class PostgresMowerRepository:
         return rows
 
 
-class PostgresCommandLog:
-    """``CommandLog`` on ``fleet_commands`` and ``fleet_command_statuses``."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
-    async def record(
-        self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
-    ) -> None:
-        """Store a batch atomically; repeats change nothing."""
-        statements: list[tuple[str, list[Any]]] = []
-        if commands:
-            statements.append(
-                (
-                    _INSERT_COMMANDS,
-                    [
-                        [c.command_id for c in commands],
-                        [c.mower_id for c in commands],
-                        [c.account_id for c in commands],
-                        [c.kind for c in commands],
-                        [c.issued_by for c in commands],
-                        [c.issued_at for c in commands],
-                        [c.expires_at for c in commands],
-                    ],
-                )
-            )
-        if results:
-            statements.append(
-                (
-                    _INSERT_STATUSES,
-                    [
-                        [r.command_id for r in results],
-                        [r.status for r in results],
-                        [r.mower_id for r in results],
-                        [r.at for r in results],
-                        [r.reason for r in results],
-                    ],
-                )
-            )
-        try:
-            if len(statements) == 1:
-                # One statement is atomic on its own: no BEGIN/COMMIT round trips.
-                await self._pool.execute(statements[0][0], *statements[0][1])
-            elif statements:
-                async with self._pool.acquire() as conn, conn.transaction():
-                    for query, args in statements:
-                        await conn.execute(query, *args)
-        except asyncpg.PostgresError as err:
-            if _refuses_data(err):
-                raise UnstorableError(f"command log refuses the data: {err}") from err
-            raise RepositoryUnavailableError(f"command log: {err}") from err
-        except OSError as err:
-            raise RepositoryUnavailableError(f"command log: {err}") from err
-
-    async def lookup(
-        self, command_id: uuid.UUID
-    ) -> tuple[CommandRecord | None, list[StatusRecord]]:
-        """A command and its statuses in time order."""
-        try:
-            async with self._pool.acquire() as conn:
-                row = await conn.fetchrow(
-                    "SELECT command_id, mower_id, account_id, kind, issued_by, issued_at,"
-                    " expires_at FROM fleet_commands WHERE command_id = $1",
-                    command_id,
-                )
-                rows = await conn.fetch(
-                    "SELECT status, at, reason FROM fleet_command_statuses"
-                    " WHERE command_id = $1 ORDER BY at, status",
-                    command_id,
-                )
-        except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"command log: {err}") from err
-        command = CommandRecord(**dict(row)) if row is not None else None
-        return command, [StatusRecord(r["status"], r["at"], r["reason"]) for r in rows]
-
-
 class PostgresPruning:
     """``Pruning`` on Fleet's tables: batched deletes as a ``LockedRound``."""
 
     _OUTBOX = BatchedDelete("fleet_outbox", "published_at", key="seq")
     _STATUSES = BatchedDelete("fleet_command_statuses", "at")
     _COMMANDS = BatchedDelete("fleet_commands", "issued_at", key="command_id")
+    # Settled by the finalizer long before; only a finalizer that never ran leaves any.
+    _OPEN = BatchedDelete("fleet_open_commands", "expires_at", key="command_id")
+    _AUDIT_STATUSES = BatchedDelete("fleet_audit_statuses", "at")
+    _AUDIT_COMMANDS = BatchedDelete("fleet_audit_commands", "issued_at", key="command_id")
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         # The round's connection is a new one made like the pool's, never a pooled one.
@@ -355,12 +268,29 @@ class PostgresPruning:
 
     async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
         """Delete in committed batches; None when another replica holds the lock."""
-        deletes = (
+        deletes = [
             (self._OUTBOX, cutoffs.outbox),
             (self._STATUSES, cutoffs.commands),
             (self._COMMANDS, cutoffs.commands),
-        )
+            (self._OPEN, cutoffs.commands),
+        ]
+        if cutoffs.audit is not None:
+            deletes += [
+                (self._AUDIT_STATUSES, cutoffs.audit),
+                (self._AUDIT_COMMANDS, cutoffs.audit),
+            ]
+
+        async def round_(conn: asyncpg.Connection) -> dict[str, int]:
+            # The audit tables refuse deletes but the retention round's (0004_audit.sql);
+            # the setting lives and dies with this connection of the round's own.
+            await conn.execute("SET mowdeck.audit_retention = 'on'")
+            deleted: dict[str, int] = {}
+            for delete, cutoff in deletes:
+                count = await delete_in_batches(conn, delete.statement(), cutoff, batch_rows)
+                deleted[delete.table] = deleted.get(delete.table, 0) + count
+            return deleted
+
         try:
-            return await self._round.delete(deletes, batch_rows)
+            return await self._round.run(round_)
         except (asyncpg.PostgresError, OSError) as err:
             raise RepositoryUnavailableError(f"pruning: {err}") from err

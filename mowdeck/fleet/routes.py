@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import msgspec
+import structlog
 from aiohttp import web
 
 from mowdeck.authn import principal
 from mowdeck.authz import AuthzUnavailableError
 from mowdeck.fleet import rules
+from mowdeck.fleet.audit import audit_query, cursor_of
 from mowdeck.fleet.errors import (
+    BadQueryError,
     CommandNotFoundError,
     FleetError,
     ForbiddenError,
@@ -21,7 +25,7 @@ from mowdeck.fleet.errors import (
     MowerNotFoundError,
     VersionConflictError,
 )
-from mowdeck.fleet.ports import MowerRecord
+from mowdeck.fleet.ports import AuditEntry, MowerRecord
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
 from mowdeck.kit.bus import BusError, ExpiredCommandError
@@ -36,6 +40,9 @@ __all__ = [
 ]
 
 FLEET = web.AppKey("fleet", Fleet)
+log = structlog.get_logger("mowdeck.fleet")
+_encoder = msgspec.json.Encoder()
+_EXPORT_PAGE = 500
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -67,6 +74,10 @@ def problem_of(  # noqa: PLR0911 - one per error kind
 ) -> Problem:
     """The problem document of a Fleet error (or of a collaborator Fleet relies on)."""
     match err:
+        case BadQueryError(field=field):
+            return Problem(
+                400, "Bad Request", err.detail, type_="bad-request", extra={"field": field}
+            )
         case InvalidRequestError(field="") | InvalidRequestError(field="body"):
             return Problem(400, "Bad Request", err.detail, type_="bad-request")
         case InvalidRequestError(field=field):
@@ -193,6 +204,52 @@ async def get_command(request: web.Request) -> web.Response:
     )
 
 
+async def get_audit(request: web.Request) -> web.Response:
+    """``GET /v1/audit?mower=&from=&to=&kind=&limit=&cursor=``: one page, newest first."""
+    who = principal(request)
+    query = audit_query(request.query, who.account_id)
+    page = await request.app[FLEET].audit(who, query)
+    cursor = cursor_of(page[-1]) if len(page) == query.limit else None
+    return json_response({"commands": page, "next_cursor": cursor})
+
+
+async def export_audit(request: web.Request) -> web.StreamResponse:
+    """``GET /v1/audit/export?mower=&from=&to=&kind=``: every match as JSON lines."""
+    fleet, who = request.app[FLEET], principal(request)
+    query = replace(audit_query(request.query, who.account_id), limit=_EXPORT_PAGE)
+    await fleet.authorize_audit(who)
+    pages = fleet.audit_pages(query)
+    try:
+        return await _export(request, pages)
+    finally:
+        await pages.aclose()
+
+
+async def _export(
+    request: web.Request, pages: AsyncGenerator[list[AuditEntry], None]
+) -> web.StreamResponse:
+    # The first page is read before the headers go out: a database that is down is still
+    # a 503 problem rather than an empty 200.
+    first = await anext(pages, None)
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    try:
+        page = first
+        while page is not None:
+            await response.write(b"".join(_encoder.encode(e) + b"\n" for e in page))
+            page = await anext(pages, None)
+    except FleetError:
+        # The status line is sent: all a failure can do now is cut the stream short, which
+        # the client sees as a body without its last chunk.
+        log.exception("audit export failed mid-stream")
+        if request.transport is not None:
+            request.transport.close()
+        return response
+    await response.write_eof()
+    return response
+
+
 def routes() -> list[web.RouteDef]:
     """Fleet's API routes."""
     return [
@@ -203,6 +260,8 @@ def routes() -> list[web.RouteDef]:
         web.delete("/v1/mowers/{mower_id}", delete_mower),
         web.post("/v1/mowers/{mower_id}/commands", post_command),
         web.get("/v1/mowers/{mower_id}/commands/{command_id}", get_command),
+        web.get("/v1/audit", get_audit),
+        web.get("/v1/audit/export", export_audit),
     ]
 
 

@@ -23,6 +23,7 @@ from contracts.v1 import (
 from contracts.v1.subjects import event_subject
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.ports import OutboxEvent
+from mowdeck.gateway.connections.endpoints import EndpointPolicy
 from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = [
@@ -128,8 +129,11 @@ def _decode(data: bytes, decoder: msgspec.json.Decoder[T]) -> T:
     return decoded
 
 
-def check_connection(connection: Connection, installed: Collection[str]) -> None:
-    """Refuse a connection kind no installed adapter serves, and oversized options."""
+def check_connection(
+    connection: Connection, installed: Collection[str], endpoints: EndpointPolicy | None = None
+) -> None:
+    """Refuse a connection kind no installed adapter serves, oversized options, and a
+    device URL the gateways would not dial (``MOWDECK_GATEWAY_DEVICE_HOSTS``)."""
     if connection.kind not in installed:
         kinds = ", ".join(sorted(installed)) or "none"
         raise InvalidRequestError(
@@ -153,6 +157,9 @@ def check_connection(connection: Connection, installed: Collection[str]) -> None
         )
     if _depth(connection.options) > MAX_OPTIONS_DEPTH:
         raise too_deep
+    refusal = endpoints.refusal(connection) if endpoints is not None else None
+    if refusal is not None:
+        raise InvalidRequestError(refusal.field, refusal.detail)
 
 
 def _depth(value: Any) -> int:
@@ -173,10 +180,13 @@ def _depth(value: Any) -> int:
 
 
 def new_registration(
-    request: RegisterRequest, account_id: uuid.UUID, installed: Collection[str]
+    request: RegisterRequest,
+    account_id: uuid.UUID,
+    installed: Collection[str],
+    endpoints: EndpointPolicy | None = None,
 ) -> MowerRegistration:
     """The registration a register request makes in ``account_id``."""
-    check_connection(request.connection, installed)
+    check_connection(request.connection, installed, endpoints)
     return MowerRegistration(
         mower_id=request.mower_id or uuid.uuid4(),
         account_id=account_id,
@@ -186,13 +196,16 @@ def new_registration(
 
 
 def apply_patch(
-    current: MowerRegistration, patch: PatchRequest, installed: Collection[str]
+    current: MowerRegistration,
+    patch: PatchRequest,
+    installed: Collection[str],
+    endpoints: EndpointPolicy | None = None,
 ) -> MowerRegistration:
     """``current`` with the patch's fields; refuses an empty patch."""
     if patch.name is None and patch.connection is None:
         raise InvalidRequestError("body", "send `name`, `connection` or both")
     if patch.connection is not None:
-        check_connection(patch.connection, installed)
+        check_connection(patch.connection, installed, endpoints)
     return msgspec.structs.replace(
         current,
         name=patch.name if patch.name is not None else current.name,

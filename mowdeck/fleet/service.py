@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import UTC, datetime
 
 import asyncpg
@@ -13,24 +13,29 @@ from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from contracts.v1.subjects import MOWER_EVENT_FILTER
-from mowdeck.authn import AuthSettings, TokenVerifier, auth_middleware, load_auth_settings
+from mowdeck.authn import (
+    AuthSettings,
+    DenyList,
+    TokenVerifier,
+    auth_middleware,
+    load_auth_settings,
+    running_denylist,
+)
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
+from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
-from mowdeck.fleet.kinds import installed_connection_kinds
+from mowdeck.fleet.kinds import installed_connection_kinds, installed_url_options
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
-from mowdeck.fleet.postgres import (
-    PostgresCommandLog,
-    PostgresMowerRepository,
-    PostgresPruning,
-    pool_options,
-)
+from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning, pool_options
+from mowdeck.fleet.postgres_commands import PostgresAuditTrail, PostgresCommandLog
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
+from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
@@ -73,6 +78,7 @@ class FleetService:
         authorizer: Authorizer | None = None,
         verifier: TokenVerifier | None = None,
         connection_kinds: Collection[str] | None = None,
+        connection_url_options: Mapping[str, str] | None = None,
         metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
@@ -84,6 +90,7 @@ class FleetService:
         self._authorizer = authorizer
         self._verifier = verifier
         self._kinds = connection_kinds
+        self._url_options = connection_url_options
         self.metrics_registry = (
             metrics_registry if metrics_registry is not None else CollectorRegistry()
         )
@@ -94,6 +101,7 @@ class FleetService:
         self._http: HttpServer | None = None
         self.fleet: Fleet | None = None
         self.pruner: Pruner | None = None
+        self.finalizer: Finalizer | None = None
 
     @property
     def url(self) -> str:
@@ -104,19 +112,26 @@ class FleetService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start the background parts, then listen."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # releases exactly what was started
+            raise
+
+    async def _start(self) -> None:
         s, res = self.settings, self._resources
         self._gc_pauses.install()
         res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(self._bus, s.nats_url, name="fleet")
+        bus = await res.bus(self._bus, s.nats_url, name="fleet", fast_path=s.nats_fast_path)
         await bus.ensure_streams()
         pool = await res.pool(self._pool, s.database_url, **pool_options(s.fleet_db_pool_size))
         authorizer = self._authorizer
         if authorizer is None:
             authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
             res.push(authorizer.close, name="authorizer")
-        verifier = self._verifier or CachedTokenVerifier(
-            self._auth_settings or load_auth_settings()
-        )
+        auth = self._auth_settings or load_auth_settings()
+        verifier = self._verifier or CachedTokenVerifier(auth)
+        denylist = await res.enter(running_denylist(bus, auth))
 
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
@@ -140,10 +155,14 @@ class FleetService:
         self.pruner = pruner = Pruner(
             PostgresPruning(pool), s, self.metrics_registry, clock=self._clock
         )
+        self.finalizer = finalizer = Finalizer(
+            command_log, s, self.metrics_registry, clock=self._clock
+        )
         self.fleet = fleet = Fleet(
             settings=s,
             repository=repository,
             command_log=command_log,
+            audit_trail=PostgresAuditTrail(pool),
             authorizer=CachedAuthorizer(authorizer, s.fleet_cache_seconds),
             records=RecordCache(repository, s.fleet_cache_seconds),
             relay=relay,
@@ -152,6 +171,10 @@ class FleetService:
             waiters=waiters,
             connection_kinds=frozenset(
                 self._kinds if self._kinds is not None else installed_connection_kinds()
+            ),
+            endpoints=EndpointPolicy(
+                DeviceHosts(s.gateway_device_hosts),
+                self._url_options if self._url_options is not None else installed_url_options(),
             ),
             metrics=FleetMetrics(self.metrics_registry),
             clock=self._clock,
@@ -169,21 +192,23 @@ class FleetService:
         res.push(responder.stop, name="mower list responder")
         pruner.start()
         res.push(pruner.stop, name="pruner")
+        finalizer.start()
+        res.push(finalizer.stop, name="finalizer")
         for subject in (MOWER_EVENT_FILTER, GRANTS_CHANGED):
             sub = await bus.nc.subscribe(subject, cb=self._on_change)
             res.push(_quietly(sub.unsubscribe), name=f"subscription {subject}")
 
         self._watch(relay, recorder)
-        self._http = await res.serve(self._app(fleet, verifier), s.http_host, s.http_port)
+        self._http = await res.serve(self._app(fleet, verifier, denylist), s.http_host, s.http_port)
         self.readiness.set_ready()
         log.info("fleet listening", url=self._http.url)
 
-    def _app(self, fleet: Fleet, verifier: TokenVerifier) -> web.Application:
+    def _app(self, fleet: Fleet, verifier: TokenVerifier, denylist: DenyList) -> web.Application:
         app = web.Application(
             middlewares=[
                 request_metrics(self.metrics_registry, service="fleet"),
                 problem_middleware,
-                auth_middleware(verifier),
+                auth_middleware(verifier, denylist=denylist),
                 fleet_errors,
             ]
         )

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import msgspec
 
+from mowdeck.gateway.connections.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
 from mowdeck.kit.settings import BaseSettings, SettingsError, load_settings
 
 __all__ = ["FleetSettings", "load_fleet_settings"]
@@ -33,8 +34,23 @@ class FleetSettings(BaseSettings, frozen=True, kw_only=True):
     fleet_command_retention_days: Days = 7.0
     fleet_prune_interval_seconds: Seconds = 3600.0
     fleet_prune_batch_rows: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 5000
+    # The audit trail (every command and status) is kept this long.
+    fleet_audit_retention_days: Days = 400.0
+    # A command without a final result by expires_at plus this is recorded failed
+    # (outcome unknown); every replica looks for such commands every interval.
+    fleet_command_result_grace_seconds: Seconds = 30.0
+    fleet_finalize_interval_seconds: Seconds = 5.0
+    # The gateways' device hosts (MOWDECK_GATEWAY_DEVICE_HOSTS, read by both): Fleet
+    # refuses a connection URL the gateways would not dial.
+    gateway_device_hosts: list[str] = msgspec.field(
+        default_factory=lambda: list(DEVELOPMENT_DEVICE_HOSTS)
+    )
 
     def __post_init__(self) -> None:
+        try:
+            DeviceHosts(self.gateway_device_hosts)
+        except ValueError as err:
+            raise SettingsError(f"MOWDECK_GATEWAY_DEVICE_HOSTS: {err}") from None
         if self.command_default_ttl_seconds > self.command_max_ttl_seconds:
             raise SettingsError(
                 "MOWDECK_COMMAND_DEFAULT_TTL_SECONDS must not exceed "

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Collection
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
 from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
+from contracts.v1 import CommandStatus as ResultStatus
 from mowdeck.authn import Principal
 from mowdeck.authz import Tuple, account_object, mower_object, user_ref
 from mowdeck.fleet import rules
@@ -26,15 +27,26 @@ from mowdeck.fleet.errors import (
 )
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.outbox import OutboxRelay
-from mowdeck.fleet.ports import CommandLog, CommandRecord, MowerRecord, MowerRepository
+from mowdeck.fleet.ports import (
+    AuditEntry,
+    AuditQuery,
+    AuditTrail,
+    CommandLog,
+    CommandRecord,
+    MowerRecord,
+    MowerRepository,
+)
 from mowdeck.fleet.results import ResultWaiters
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
+from mowdeck.gateway.connections.endpoints import EndpointPolicy
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
 
 log = structlog.get_logger("mowdeck.fleet")
 _RETRIES = 3
+# A waiter settles its command once its expiry plus the grace has passed.
+_JUST_AFTER = timedelta(microseconds=1)
 
 
 class FleetMetrics:
@@ -72,6 +84,7 @@ class Fleet:
     settings: FleetSettings
     repository: MowerRepository
     command_log: CommandLog
+    audit_trail: AuditTrail
     authorizer: CachedAuthorizer
     records: RecordCache
     relay: OutboxRelay
@@ -79,6 +92,7 @@ class Fleet:
     publisher: CommandPublisher
     waiters: ResultWaiters
     connection_kinds: Collection[str]
+    endpoints: EndpointPolicy
     metrics: FleetMetrics
     clock: Callable[[], datetime]
 
@@ -91,7 +105,9 @@ class Fleet:
         account = account_object(who.account_id)
         if not await self.authorizer.check(user_ref(who.user_id), "can_admin_mowers", account):
             raise ForbiddenError("registering mowers needs the account's admin role")
-        registration = rules.new_registration(request, who.account_id, self.connection_kinds)
+        registration = rules.new_registration(
+            request, who.account_id, self.connection_kinds, self.endpoints
+        )
         now = self.clock()
         record = MowerRecord(registration, created_at=now, updated_at=now)
         event = rules.outbox_event("mower.registered", registration, now=now)
@@ -157,7 +173,9 @@ class Fleet:
         for attempt in range(_RETRIES):
             self.records.forget(mower_id)
             current = await self._allowed(who, mower_id, "can_admin")
-            changed = rules.apply_patch(current.registration, patch, self.connection_kinds)
+            changed = rules.apply_patch(
+                current.registration, patch, self.connection_kinds, self.endpoints
+            )
             now = self.clock()
             record = MowerRecord(changed, current.created_at, now, current.version + 1)
             event = rules.outbox_event("mower.updated", changed, now=now)
@@ -220,11 +238,58 @@ class Fleet:
         with self.waiters.expect(envelope.command_id) as future:
             await self.publisher.publish(envelope, body)
             self.metrics.issued(envelope.kind)
-            try:
-                result = await asyncio.wait_for(asyncio.shield(future), timeout=wait)
-            except TimeoutError:
-                result = None
+            result = await self._wait(envelope, future, wait)
         return envelope, result
+
+    async def _wait(
+        self, envelope: CommandEnvelope, future: asyncio.Future[CommandResult], wait: float
+    ) -> CommandResult | None:
+        """The final result within ``wait`` seconds; past expiry and grace, Fleet's own."""
+        grace = timedelta(seconds=self.settings.fleet_command_result_grace_seconds)
+        left = (envelope.expires_at + grace - self.clock()).total_seconds()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=max(min(wait, left), 0))
+        except TimeoutError:
+            if wait < left:
+                return None
+        # No result can come any more: settle the command as a finalizing round would (or
+        # read what one recorded meanwhile) and answer that.
+        settled = await self.command_log.settle(
+            envelope.command_id, envelope.expires_at + _JUST_AFTER, at=self.clock()
+        )
+        if settled is None:
+            return None
+        return CommandResult(
+            command_id=envelope.command_id,
+            mower_id=envelope.mower_id,
+            status=cast("ResultStatus", settled.status),
+            at=settled.at,
+            reason=settled.reason,
+        )
+
+    # Audit trail
+
+    async def authorize_audit(self, who: Principal) -> None:
+        """Refuse anyone but an admin of the caller's account."""
+        account = account_object(who.account_id)
+        if not await self.authorizer.check(user_ref(who.user_id), "can_admin_mowers", account):
+            raise ForbiddenError("the audit trail needs the account's admin role")
+
+    async def audit(self, who: Principal, query: AuditQuery) -> list[AuditEntry]:
+        """One page of the caller's account's audit trail, newest first."""
+        await self.authorize_audit(who)
+        return await self.audit_trail.page(query)
+
+    async def audit_pages(self, query: AuditQuery) -> AsyncGenerator[list[AuditEntry], None]:
+        """Every page of ``query`` in turn (``authorize_audit`` first)."""
+        while True:
+            page = await self.audit_trail.page(query)
+            if page:
+                yield page
+            if len(page) < query.limit:
+                return
+            last = page[-1]
+            query = replace(query, before=(last.issued_at, last.command_id))
 
     async def command_status(
         self, who: Principal, mower_id: uuid.UUID, command_id: uuid.UUID

@@ -5,9 +5,9 @@ frame; at full load one turn of it lasts tens to hundreds of milliseconds. A sto
 waits for the loop to read it, then for a task to send it, waits for those turns. So the
 lane reads commands on a NATS connection and an event loop of its own, in a thread that
 the interpreter switches to within its switch interval, admits a stop there (admission
-is pure and only reads the registry), and puts the device send at the front of the main
-loop's queue (``call_first_threadsafe``), where it runs as soon as the callback running
-now returns. Ordinary commands are ignored here (the stream delivers them); only the
+is pure and only reads the shard's mowers), and puts the device send at the front of the
+main loop's queue (``call_first_threadsafe``), where it runs as soon as the callback
+running now returns. Ordinary commands are ignored here (the stream delivers them); only the
 header is looked at before deciding.
 """
 
@@ -20,10 +20,11 @@ import threading
 from collections.abc import Callable
 
 import structlog
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.wire import Client, has_inline_status, plain_headers
+from mowdeck.kit.wire import has_inline_status, plain_headers, subscribe_direct
 
 __all__ = ["EmergencyLane"]
 
@@ -37,6 +38,8 @@ class EmergencyLane:
     contains ``marker`` (every message when it is None); it must be quick and must not
     touch the main loop's objects except through thread-safe calls. The marker is a
     pre-filter on the raw bytes: ``handle`` still reads the header and decides.
+    ``fast_path`` is ``Bus.connect``'s: with it off the lane's connection is nats-py's
+    stock client, whose messages come as ``Msg`` and are filtered on their parsed headers.
     """
 
     def __init__(
@@ -47,12 +50,17 @@ class EmergencyLane:
         subject: str,
         handle: Callable[[Msg], None],
         marker: bytes | None = None,
+        fast_path: bool = True,
     ) -> None:
         self._url = nats_url
+        self._fast_path = fast_path
         self._name = name
         self._subject = subject
         self._handle = handle
         self._marker = marker
+        self._marker_text = None if marker is None else marker.decode()
+        # The lane's own connection, once started (set on its thread before start returns).
+        self.nc: NATS | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -89,13 +97,10 @@ class EmergencyLane:
         self._stop = asyncio.Event()
         bus: Bus | None = None
         try:
-            bus = await Bus.connect(self._url, name=self._name)
-            nc = bus.nc
-            if isinstance(nc, Client):
-                await nc.subscribe_direct(self._subject, self._on_raw)
-            else:
-                await nc.subscribe(self._subject, cb=self._on_message)
-            await nc.flush()  # ready once the server has the subscription, not before
+            bus = await Bus.connect(self._url, name=self._name, fast_path=self._fast_path)
+            self.nc = bus.nc
+            await subscribe_direct(bus.nc, self._subject, self._on_raw, fallback=self._on_message)
+            await bus.nc.flush()  # ready once the server has the subscription, not before
         except BaseException as err:
             if bus is not None:  # connected, then failed: the connection is not left open
                 with contextlib.suppress(Exception):
@@ -126,6 +131,11 @@ class EmergencyLane:
             log.exception("emergency lane failed on a message", subject=msg.subject)
 
     async def _on_message(self, msg: Msg) -> None:
+        text = self._marker_text
+        if text is not None and not any(
+            text in name or text in str(value) for name, value in (msg.headers or {}).items()
+        ):
+            return
         try:
             self._handle(msg)
         except Exception:

@@ -89,7 +89,7 @@ class GatewayMetrics:
         )
         self.mowers_known = Gauge(
             "mowdeck_gateway_registry_mowers",
-            "Mowers of this shard in the registry.",
+            "Mowers of this shard known from Fleet.",
             registry=registry,
         )
         self.registrations_refused = Counter(

@@ -15,6 +15,7 @@ from mowdeck.gateway.connections import (
     MowerConnection,
     UnknownConnectionKindError,
 )
+from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import Change, ShardMowers
 from mowdeck.gateway.routing import ControllerRouter
@@ -53,7 +54,10 @@ class ShardRegistrations:
     """Adds, updates and removes this shard's mowers, their controllers and device links.
 
     A registration whose connection no adapter takes (an unknown kind, options the adapter
-    refuses: Fleet does not know the adapters' options) is logged, counted in
+    refuses: Fleet does not know the adapters' options) or whose device URL
+    ``MOWDECK_GATEWAY_DEVICE_HOSTS`` does not allow (reason ``endpoint_not_allowed``: Fleet
+    refuses those too, but a registration stored before that rule, or under a wider list
+    in Fleet, reaches the gateway still) is logged, counted in
     ``mowdeck_gateway_registrations_refused_total{reason}`` and skipped: a new mower is not
     added, and a known mower whose connection changed to it is removed, since the link it
     had is no longer its registration's. The shard's other mowers are not affected.
@@ -68,12 +72,14 @@ class ShardRegistrations:
         adapters: ConnectionAdapters,
         metrics: GatewayMetrics,
         connections: dict[uuid.UUID, MowerConnection],
+        device_hosts: DeviceHosts,
     ) -> None:
         self.mowers = mowers
         self._router = router
         self._closing = closing
         self._adapters = adapters
         self._metrics = metrics
+        self._endpoints = EndpointPolicy(device_hosts, adapters.url_options)
         self.connections = connections  # the device links by mower, read by the effects
 
     async def apply(self, registration: MowerRegistration) -> None:
@@ -117,18 +123,28 @@ class ShardRegistrations:
         kind = registration.connection.kind
         try:
             factory = self._adapters.factory(kind)
+        except UnknownConnectionKindError as err:
+            self._refused(registration, "unknown_kind", str(err))
+            return None
+        refusal = self._endpoints.refusal(registration.connection)
+        if refusal is not None:
+            self._refused(registration, "endpoint_not_allowed", refusal.detail)
+            return None
+        try:
             return factory(registration, _Link(self._router.tell, registration.mower_id))
         except Exception as err:  # an adapter refusing its options raises what it likes
-            reason = "unknown_kind" if isinstance(err, UnknownConnectionKindError) else "invalid"
-            self._metrics.registrations_refused.labels(reason=reason).inc()
-            log.error(
-                "registration refused",
-                mower_id=str(registration.mower_id),
-                kind=kind,
-                reason=reason,
-                error=str(err),
-            )
+            self._refused(registration, "invalid", str(err))
             return None
+
+    def _refused(self, registration: MowerRegistration, reason: str, error: str) -> None:
+        self._metrics.registrations_refused.labels(reason=reason).inc()
+        log.error(
+            "registration refused",
+            mower_id=str(registration.mower_id),
+            kind=registration.connection.kind,
+            reason=reason,
+            error=error,
+        )
 
     async def remove(self, mower_id: uuid.UUID) -> None:
         """Forget a mower: close its link and controller, report it disconnected."""

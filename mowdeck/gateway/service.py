@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 
 import structlog
 from aiohttp import web
@@ -29,7 +30,14 @@ from mowdeck.gateway.subscriptions import command_consumer, emergency_lane
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer
 from mowdeck.kit.garbage_collector import GcPauses
-from mowdeck.kit.http import HttpServer, Readiness, problem_middleware, task_alive, with_ops_routes
+from mowdeck.kit.http import (
+    HttpServer,
+    Readiness,
+    problem_middleware,
+    request_metrics,
+    task_alive,
+    with_ops_routes,
+)
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.seed import FleetSeed
 
@@ -50,11 +58,11 @@ class GatewayService:
         bus: Bus | None = None,
         metrics_registry: CollectorRegistry | None = None,
         connections: ConnectionAdapters | None = None,
-        freeze_after_seed: bool = False,
+        on_seeded: Callable[[], object] | None = None,
     ) -> None:
-        """``freeze_after_seed``: once the registry is seeded from Fleet, move what is
-        alive out of the garbage collector's sight (``mowdeck gateway`` sets it; a test
-        process that builds and drops gateways must not)."""
+        """``on_seeded()`` is called once the shard's mowers are seeded from Fleet (the
+        process's command freezes what lives from then on; a test process that builds and
+        drops gateways passes nothing)."""
         self.settings = settings
         self._given_bus = bus
         self.bus: Bus | None = bus
@@ -65,8 +73,8 @@ class GatewayService:
         self.readiness = Readiness()
         self.connections: dict[uuid.UUID, MowerConnection] = {}
         self._actor_metrics = ActorMetrics(self.metrics_registry)
-        self._gc_pauses = GcPauses(self.metrics_registry)
-        self._freeze_after_seed = freeze_after_seed
+        self.gc_pauses = GcPauses(self.metrics_registry)
+        self._on_seeded = on_seeded
         self.dispatcher = Dispatcher(
             workers=settings.dispatcher_workers, metrics=self._actor_metrics
         )
@@ -107,7 +115,9 @@ class GatewayService:
 
     async def _start(self) -> None:
         s, own = self.settings, self._resources
-        self.bus = bus = await own.bus(self._given_bus, s.nats_url, name=self._producer)
+        self.bus = bus = await own.bus(
+            self._given_bus, s.nats_url, name=self._producer, fast_path=s.nats_fast_path
+        )
         await bus.ensure_streams()
         loop = asyncio.get_running_loop()
         self.dispatcher.start()
@@ -148,6 +158,7 @@ class GatewayService:
             adapters=self.adapters,
             metrics=self.metrics,
             connections=self.connections,
+            device_hosts=s.device_hosts(),
         )
         own.push(registrations.close_links, name="device links")
         for registration in s.bootstrap_mowers:
@@ -167,11 +178,11 @@ class GatewayService:
         )
         await seed.start()
         own.push(seed.stop, name="fleet seed")
-        self._gc_pauses.install()
-        own.push(self._uninstall_gc_pauses, name="gc pause metric")
-        if self._freeze_after_seed:
-            freeze = loop.create_task(self._freeze_when_seeded(seed), name="gc-freeze")
-            own.push(lambda: _cancel(freeze), name="gc freeze")
+        self.gc_pauses.install()
+        own.push_sync(self.gc_pauses.uninstall, name="gc pause metric")
+        if self._on_seeded is not None:
+            seeded = loop.create_task(self._when_seeded(seed, self._on_seeded), name="seeded")
+            own.push_task(seeded, name="seeded hook")
         self.intake = intake = CommandIntake(
             shard_index=s.shard_index,
             shard_count=s.shard_count,
@@ -199,7 +210,12 @@ class GatewayService:
         watch("heartbeats", task_alive(lambda: beats.task))
         watch("controller workers", lambda: self.dispatcher.workers_alive)
         watch("fleet seed", lambda: seed.healthy)
-        app = web.Application(middlewares=[problem_middleware])
+        app = web.Application(
+            middlewares=[
+                request_metrics(self.metrics_registry, service="gateway"),
+                problem_middleware,
+            ]
+        )
         with_ops_routes(app, self.readiness, self.metrics_registry)
         self._http = await own.serve(app, s.http_host, s.http_port)
         self.readiness.set_ready()
@@ -230,14 +246,10 @@ class GatewayService:
         info = await self.bus.js.consumer_info(COMMANDS.name, self.durable)
         return int(info.num_pending or 0)
 
-    async def _freeze_when_seeded(self, seed: FleetSeed) -> None:
-        # The controllers, links and registrations live as long as the process; a full
-        # collection walking them all is a pause in every mower's command path.
+    @staticmethod
+    async def _when_seeded(seed: FleetSeed, hook: Callable[[], object]) -> None:
         await seed.seeded.wait()
-        self._gc_pauses.freeze_long_lived("registry seeded")
-
-    async def _uninstall_gc_pauses(self) -> None:
-        self._gc_pauses.uninstall()
+        hook()
 
     async def stop(self) -> None:
         """Graceful shutdown in ADR 0013's order, then release what was started."""
@@ -274,8 +286,3 @@ class GatewayService:
         # Then, in reverse: heartbeats, seed, links, controllers, publisher, workers, bus.
         await self._resources.close()
         log.info("gateway stopped", shard=self.settings.shard_index)
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)

@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 
 from contracts.v1 import MowerRegistration
+from mowdeck.gateway.connections.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
 from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["GatewaySettings"]
@@ -19,7 +20,7 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
 
     shard_index: Annotated[int, msgspec.Meta(ge=0)] = 0
     shard_count: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 1
-    # Development only: seeds the registry until Fleet answers (ADR 0013).
+    # Development only: seeds the shard's mowers until Fleet answers (ADR 0013).
     bootstrap_mowers: list[MowerRegistration] = msgspec.field(default_factory=list)
     # How often each mower's last state is published again (a heartbeat). The variable is
     # MOWDECK_TELEMETRY_HEARTBEAT_SECONDS, as ADR 0013 names it.
@@ -35,12 +36,22 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     # Ordinary commands a shard holds admitted and unanswered; beyond, they wait in the
     # stream (the durable's max_ack_pending). See docs/gateway.md, amendment 1.
     gateway_max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 2000
+    # Hosts device connections may dial (host, host:port, *.domain, CIDR); see
+    # docs/gateway.md. The default is the simulator's own address, for development.
+    gateway_device_hosts: list[str] = msgspec.field(
+        default_factory=lambda: list(DEVELOPMENT_DEVICE_HOSTS)
+    )
     # Allocations between young collections (0 keeps Python's 700); see docs/gateway.md.
     gateway_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 20_000
 
     def __post_init__(self) -> None:
+        DeviceHosts(self.gateway_device_hosts)  # a pattern that is not one fails at start
         if self.shard_index >= self.shard_count:
             raise ValueError(
                 "MOWDECK_SHARD_INDEX must be less than MOWDECK_SHARD_COUNT "
                 f"(got {self.shard_index} of {self.shard_count})"
             )
+
+    def device_hosts(self) -> DeviceHosts:
+        """The parsed ``MOWDECK_GATEWAY_DEVICE_HOSTS``."""
+        return DeviceHosts(self.gateway_device_hosts)

@@ -49,4 +49,5 @@ def emergency_lane(settings: GatewaySettings, intake: CommandIntake, *, name: st
         subject=COMMAND_FILTER,
         handle=intake.on_lane_message,
         marker=EMERGENCY_MARKER,
+        fast_path=settings.nats_fast_path,
     )

@@ -71,12 +71,15 @@ class Bus:
         name: str,
         on_reconnect: Callable[[], Awaitable[None]] | None = None,
         connect_timeout: float = 5.0,
+        fast_path: bool = True,
     ) -> Bus:
         """Connect, retrying until NATS answers, then reconnecting for ever.
 
         Every failed attempt is logged (``nats error``) and a signal stops a service that
         is still waiting here (``run_services``); ``BusError`` only for what no retry
-        mends, such as a malformed URL.
+        mends, such as a malformed URL. ``fast_path`` (``MOWDECK_NATS_FAST_PATH``) picks
+        the lean client of ``kit/wire.py``, which refuses an untested nats-py
+        (``UntestedNatsPyError``) before connecting; off, nats-py's stock client.
         """
 
         async def _error(err: Exception) -> None:
@@ -102,7 +105,7 @@ class Bus:
             "reconnected_cb": _reconnected,
             "pending_size": 64 * 1024 * 1024,
         }
-        nc = wire.Client()  # nats-py's client with the lean delivery path (kit/wire.py)
+        nc = wire.new_client(fast_path=fast_path)
         try:
             await nc.connect(url, **options)
         except Exception as err:

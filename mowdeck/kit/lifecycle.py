@@ -53,11 +53,14 @@ class Resources:
     def __init__(self) -> None:
         self._stack = AsyncExitStack()
 
-    async def bus(self, given: Bus | None, url: str, *, name: str) -> Bus:
-        """``given``, or a bus connected to ``url`` and drained at close."""
+    async def bus(self, given: Bus | None, url: str, *, name: str, fast_path: bool = True) -> Bus:
+        """``given``, or a bus connected to ``url`` and drained at close.
+
+        ``fast_path`` is the service's ``nats_fast_path`` (``MOWDECK_NATS_FAST_PATH``).
+        """
         if given is not None:
             return given
-        bus = await Bus.connect(url, name=name)
+        bus = await Bus.connect(url, name=name, fast_path=fast_path)
         self.push(bus.drain, name=f"bus {name}")
         return bus
 
@@ -94,6 +97,15 @@ class Resources:
             close()
 
         self.push(closing, name=name)
+
+    def push_task(self, task: asyncio.Future[Any], *, name: str) -> None:
+        """Cancel ``task`` at close and wait for it; what it raises then is its own end."""
+
+        async def cancel() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        self.push(cancel, name=name)
 
     async def enter(self, cm: AbstractAsyncContextManager[T]) -> T:
         """Enter ``cm`` now and exit it at close."""

@@ -3,8 +3,9 @@
 nats-py's ``publish_async`` draws random bytes, waits on a semaphore through
 ``wait_for`` and parses every ack into a dataclass; on a hot path that is most of a
 publish. This publisher numbers its requests, keeps one future each, and reads an ack
-only far enough to tell success from an error. On the project's client the acks are read
-by a direct subscription (``mowdeck.kit.wire``): no ``Msg``, queue or task step per ack.
+only far enough to tell success from an error. On the fast client the acks are read by a
+direct subscription (``mowdeck.kit.wire``): no ``Msg``, queue or task step per ack; on
+nats-py's stock client by a callback subscription.
 
 An ack that never comes (lost with a reconnect: nats-py fails nothing then) fails its
 future after the publisher's ``deadline``. The deadlines are kept in publish order in
@@ -26,7 +27,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from mowdeck.kit.errors import AckTimeoutError, PublishRefusedError
-from mowdeck.kit.wire import Client, has_status
+from mowdeck.kit.wire import has_status, subscribe_direct
 
 __all__ = ["PipelinedPublisher", "PublishRefusedError", "refusal"]
 
@@ -62,10 +63,9 @@ class PipelinedPublisher:
             if self._sub is not None:
                 return  # subscribed meanwhile, by the publish this one waited for
             prefix = self._nc.new_inbox() + "."
-            if isinstance(self._nc, Client):
-                self._sub = await self._nc.subscribe_direct(prefix + "*", self._on_raw_ack)
-            else:
-                self._sub = await self._nc.subscribe(prefix + "*", cb=self._on_ack)
+            self._sub = await subscribe_direct(
+                self._nc, prefix + "*", self._on_raw_ack, fallback=self._on_ack
+            )
             self._prefix = prefix
 
     async def publish(

@@ -28,6 +28,8 @@ class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     """What every service reads: the bus, the database, the HTTP listener and logging."""
 
     nats_url: str = "nats://127.0.0.1:4222"
+    # The lean NATS client (mowdeck/kit/wire.py); off: nats-py's stock client (docs/operations.md).
+    nats_fast_path: bool = True
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     http_host: str = "127.0.0.1"
     http_port: Port = 8080

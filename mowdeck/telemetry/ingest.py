@@ -28,7 +28,7 @@ from pykka import ActorDeadError
 from actors import LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
-from mowdeck.kit.batching import BatchLoop
+from mowdeck.kit.batching import BatchLoop, nak_all
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import (
@@ -153,14 +153,14 @@ class StateBatcher:
         if foreign:
             # The consumer reads the whole stream (see service.py); these are not states.
             self._metrics.foreign_subjects.inc(len(foreign))
-            await _settle_all(foreign, ack=True)
+            await _ack_quietly(foreign)
         if not mowers:
             return None
         outcomes = await self._decide(mowers)
         decided: dict[uuid.UUID, FingerprintAnswer] = {}
         for mower_id, outcome in outcomes.items():
             if outcome is None:
-                await _settle_all(mowers.pop(mower_id).msgs, ack=False)
+                await nak_all(mowers.pop(mower_id).msgs, _NAK_DELAY)
             else:
                 decided[mower_id] = outcome
         return _Prepared(mowers, decided) if mowers else None
@@ -219,7 +219,7 @@ class StateBatcher:
             return await self._commit(prepared)
         except Exception:
             log.exception("batch failed", mowers=len(prepared.mowers))
-            await _settle_all([m for e in prepared.mowers.values() for m in e.msgs], ack=False)
+            await nak_all([m for e in prepared.mowers.values() for m in e.msgs], _NAK_DELAY)
             return WriteCounts()
 
     async def _commit(self, prepared: _Prepared) -> WriteCounts:
@@ -252,7 +252,7 @@ class StateBatcher:
             # The actors decided against memories that were never committed: restart them
             # from the stored rows, and let JetStream redeliver the whole batch.
             await asyncio.gather(*(self._supervisor.stop(self._key(m)) for m in mowers))
-            await _settle_all([msg for e in mowers.values() for msg in e.msgs], ack=False)
+            await nak_all([msg for e in mowers.values() for msg in e.msgs], _NAK_DELAY)
             return WriteCounts()
         self._metrics.commit_seconds.observe(time.perf_counter() - started)
         self._count(plan, counts)
@@ -401,9 +401,10 @@ def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:
     return WriteCounts(a.latest + b.latest, a.history + b.history, a.positions + b.positions)
 
 
-async def _settle_all(msgs: Sequence[Msg], *, ack: bool) -> None:
+async def _ack_quietly(msgs: Sequence[Msg]) -> None:
+    # Best effort, as ``nak_all``: a lost ack is a redelivery, acknowledged again then.
     for msg in msgs:
         try:
-            await (msg.ack() if ack else msg.nak(delay=_NAK_DELAY))
+            await msg.ack()
         except Exception as err:
-            log.debug("settle failed", error=str(err))
+            log.debug("ack failed", error=str(err))

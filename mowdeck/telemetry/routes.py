@@ -18,7 +18,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from mowdeck.authn import Principal, TokenVerifier, auth_middleware, principal
+from mowdeck.authn import DenyList, Principal, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, mower_object, user_ref
 from mowdeck.kit.http import (
     Problem,
@@ -220,13 +220,14 @@ def create_app(
     verifier: TokenVerifier,
     readiness: Readiness,
     registry: CollectorRegistry,
+    denylist: DenyList | None = None,
 ) -> web.Application:
     """The Telemetry HTTP application with ops routes."""
     app = web.Application(
         middlewares=[
             request_metrics(registry, service="telemetry"),
             problem_middleware,
-            auth_middleware(verifier),
+            auth_middleware(verifier, denylist=denylist),
         ]
     )
     app[DEPS] = deps

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +20,7 @@ from contracts.v1.subjects import (
     RESULT_FILTER,
     TELEMETRY,
 )
-from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
+from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
@@ -88,6 +87,7 @@ class TelemetryService:
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
         self._bus = bus
+        self.bus: Bus | None = None  # the bus in use, given or owned (after ``start``)
         self._pool = pool
         self.store = store
         self._authorizer = authorizer
@@ -123,10 +123,19 @@ class TelemetryService:
 
     async def start(self) -> None:
         """Connect what was not passed in, start consumers and timers, then listen."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # releases exactly what was started
+            raise
+
+    async def _start(self) -> None:
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(self._bus, s.nats_url, name="telemetry")
+        self.bus = bus = await res.bus(
+            self._bus, s.nats_url, name="telemetry", fast_path=s.nats_fast_path
+        )
         await bus.ensure_streams()
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
@@ -139,7 +148,9 @@ class TelemetryService:
         if authorizer is None:
             authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
             res.push(authorizer.close, name="authorizer")
-        verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        auth = self._auth_settings or load_auth_settings()
+        verifier = self._verifier or TokenVerifier(auth)
+        denylist = await res.enter(running_denylist(bus, auth))
 
         rules = Rules(heartbeat=s.heartbeat, max_clock_skew=s.max_clock_skew)
         dispatcher = Dispatcher(workers=s.telemetry_actor_workers, name="telemetry")
@@ -174,7 +185,7 @@ class TelemetryService:
                 ),
                 name="telemetry-directory-seed",
             )
-            res.push(_cancelled(self._seed_task), name="directory seed")
+            res.push_task(self._seed_task, name="directory seed")
         self.retention = retention = Retention(store, s, self.metrics, clock=self._clock)
         if self._retention_enabled:
             retention.start()
@@ -185,7 +196,7 @@ class TelemetryService:
         watch("fingerprint workers", lambda: dispatcher.workers_alive)
         watch("directory seed", seed_healthy(lambda: self._seed_task))
         deps = QueryDeps(store, authorizer, s, self.metrics, self._clock)
-        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
+        app = create_app(deps, verifier, self.readiness, self.metrics_registry, denylist)
         self._http = await res.serve(app, s.http_host, s.http_port)
         self.readiness.set_ready()
         log.info("telemetry listening", url=self._http.url)
@@ -237,12 +248,3 @@ def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
 
 def _alive(consumer: Consumer) -> Callable[[], bool]:
     return lambda: consumer.alive
-
-
-def _cancelled(task: asyncio.Task[Any]) -> Callable[[], Awaitable[None]]:
-    async def cancel() -> None:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-
-    return cancel

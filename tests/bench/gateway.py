@@ -182,6 +182,7 @@ class Fleet:
                 "MOWDECK_LOG_FORMAT": "json",
                 "MOWDECK_TELEMETRY_HEARTBEAT_SECONDS": str(self.heartbeat),
                 "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
+                "MOWDECK_GATEWAY_DEVICE_HOSTS": f'["127.0.0.1:{self.sim_port}"]',
             }
             with process(
                 [sys.executable, "-m", "mowdeck.cli", "gateway"], env, self.workdir / "gateway.log"

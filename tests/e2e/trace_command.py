@@ -35,7 +35,12 @@ async def trace() -> list[dict[str, object]]:
     sim = SimulatorServer(FleetConfig(mowers=2, seed=3, speed=10.0))
     await sim.start()
     gateway = GatewayService(
-        GatewaySettings(nats_url=nats.url, http_port=0, bootstrap_mowers=sim.registrations())
+        GatewaySettings(
+            nats_url=nats.url,
+            http_port=0,
+            bootstrap_mowers=sim.registrations(),
+            gateway_device_hosts=["127.0.0.1"],
+        )
     )
     bus = await Bus.connect(nats.url, name="trace")
     try:

@@ -1,9 +1,10 @@
-"""In-memory stand-ins for a JetStream delivery and for the bus, for tests without a server."""
+"""In-memory stand-ins for a JetStream delivery, a NATS connection and the bus (no server)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NamedTuple
 
 import nats.errors
@@ -11,7 +12,20 @@ from msgspec import Struct
 from nats.aio.msg import Msg
 from nats.js import api
 
-__all__ = ["FakeBus", "FakeMsg", "FakeNc", "PubAnswer", "Published"]
+from contracts.v1.subjects import MSG_ID_HEADER
+from mowdeck.kit.publisher import Ack, Publisher, pub_ack
+
+__all__ = [
+    "DUPLICATE",
+    "NO_STREAM",
+    "STORED",
+    "FakeBus",
+    "FakeMsg",
+    "FakeNats",
+    "PubAnswer",
+    "Published",
+    "refusal_of",
+]
 
 
 class FakeMsg(Msg):
@@ -89,87 +103,155 @@ class FakeMsg(Msg):
 
 
 class Published(NamedTuple):
-    """One publish a fake recorded."""
+    """One publish a ``FakeNats`` recorded; ``reply`` is set when an ack was asked for."""
 
     subject: str
     data: bytes
     headers: dict[str, str] | None
-    msg_id: str | None = None
+    reply: str = ""
+
+    @property
+    def msg_id(self) -> str | None:
+        """The ``Nats-Msg-Id`` header, if there is one."""
+        return (self.headers or {}).get(MSG_ID_HEADER)
 
 
-class FakeNc:
-    """The core connection of a ``FakeBus``: records publishes.
+# How a stream acknowledges a publish, as the ack's payload.
+STORED = b'{"stream":"S","seq":1}'
+DUPLICATE = b'{"stream":"S","seq":1,"duplicate":true}'
+NO_STREAM = b"<503>"  # answered as the server does: an empty message with status 503
 
-    The first ``fail`` publishes raise ``MaxPayloadError`` instead (the next are kept).
+
+def refusal_of(err_code: int, description: str = "refused", code: int = 400) -> bytes:
+    """An ack payload refusing the publish."""
+    error = {"code": code, "err_code": err_code, "description": description}
+    return json.dumps({"error": error}).encode()
+
+
+# The ack payload of a JetStream publish (None: no ack ever comes), or a function of the
+# publish that gives it.
+PubAnswer = bytes | None | Callable[[Published], bytes | None]
+
+
+class _AckMsg:
+    def __init__(self, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
+        self.subject = subject
+        self.data = data
+        self.headers = headers
+
+
+class _Sub:
+    async def unsubscribe(self) -> None:
+        return None
+
+
+class FakeNats:
+    """Enough of a NATS connection for the kit's ``Publisher`` and for core publishes.
+
+    Every publish is recorded in ``published``. One with a reply subject (a JetStream
+    publish) is acknowledged as a stream would, with ``answer`` (see ``PubAnswer``), on
+    the subscription the publisher made for its acks. The first ``fail`` publishes raise
+    ``MaxPayloadError`` instead (the next are kept).
     """
 
-    def __init__(self, *, max_payload: int = 1024 * 1024, fail: int = 0) -> None:
+    def __init__(
+        self, answer: PubAnswer = STORED, *, max_payload: int = 1024 * 1024, fail: int = 0
+    ) -> None:
+        self.answer = answer
         self.max_payload = max_payload
         self.fail = fail
         self.published: list[Published] = []
+        self._cb: Callable[[Any], Awaitable[None]] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def new_inbox(self) -> str:
+        """The prefix of the publisher's ack subjects."""
+        return "_INBOX.fake"
+
+    async def subscribe(
+        self, subject: str, queue: str = "", cb: Callable[[Any], Awaitable[None]] | None = None
+    ) -> _Sub:
+        """Take ``cb`` as the receiver of every ack (nats-py's signature)."""
+        self._cb = cb
+        return _Sub()
 
     async def publish(
-        self, subject: str, data: bytes = b"", headers: dict[str, str] | None = None
+        self,
+        subject: str,
+        payload: bytes = b"",
+        reply: str = "",
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """Record a core publish (or fail it, while ``fail`` lasts)."""
+        """Record a publish (or fail it, while ``fail`` lasts); acknowledge it if asked."""
         if self.fail:
             self.fail -= 1
             raise nats.errors.MaxPayloadError
-        self.published.append(Published(subject, data, headers))
+        sent = Published(subject, payload, None if headers is None else dict(headers), reply)
+        self.published.append(sent)
+        answer = self.answer(sent) if callable(self.answer) else self.answer
+        if reply and answer is not None and self._cb is not None:
+            msg = (
+                _AckMsg(reply, b"", {"Status": "503"})
+                if answer == NO_STREAM
+                else _AckMsg(reply, answer, None)
+            )
+            task = asyncio.get_running_loop().create_task(self._cb(msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def flush(self, timeout: float = 10.0) -> None:
         """Nothing is buffered."""
 
 
-# How JetStream answers a publish: True acks, None never answers, an exception is raised
-# from the ack; a callable decides per msg id.
-PubAnswer = bool | BaseException | None | Callable[[str], "bool | BaseException | None"]
-
-
 class FakeBus:
-    """A ``Bus`` stand-in: records JetStream publishes and answers requests from a script.
+    """A ``Bus`` stand-in: publishes recorded on its connection, requests answered by script.
 
-    ``answer`` settles each publish's ack (see ``PubAnswer``). ``replies`` are the answers
-    to ``request`` in turn (an exception is raised); once used up, ``reply`` answers. The
-    core connection is ``nc`` (a ``FakeNc`` with ``max_payload`` and ``fail_core``).
+    The connection ``nc`` is a ``FakeNats`` (``answer``, ``max_payload``, and ``fail_core``
+    as its ``fail``): what code publishes through the kit's ``Publisher`` on ``bus.nc``,
+    and what the bus's own ``publish`` methods send, lands in ``nc.published``.
+    ``replies`` are the answers to ``request`` in turn (an exception is raised); once used
+    up, ``reply`` answers.
     """
 
     def __init__(
         self,
         *,
-        answer: PubAnswer = True,
+        answer: PubAnswer = STORED,
         max_payload: int = 1024 * 1024,
         fail_core: int = 0,
         replies: Iterable[bytes | BaseException] = (),
         reply: bytes | None = None,
     ) -> None:
-        self.nc = FakeNc(max_payload=max_payload, fail=fail_core)
-        self.answer = answer
-        self.published: list[Published] = []
-        self.acks: list[asyncio.Future[api.PubAck]] = []
+        self.nc = FakeNats(answer, max_payload=max_payload, fail=fail_core)
         self.replies = list(replies)
         self.reply = reply
         self.requests: list[tuple[str, Any]] = []
+        self._publisher: Publisher | None = None
+
+    @property
+    def publisher(self) -> Publisher:
+        """The bus's own publisher, on ``nc``, as ``Bus.publisher``."""
+        if self._publisher is None:
+            self._publisher = Publisher(self.nc)  # type: ignore[arg-type]
+        return self._publisher
+
+    @property
+    def published(self) -> list[Published]:
+        """Everything published on the connection, in order."""
+        return self.nc.published
 
     async def publish_nowait(
         self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str] | None = None
-    ) -> asyncio.Future[api.PubAck]:
-        """Record a publish; its ack future is settled as ``answer`` says."""
-        self.published.append(Published(subject, data, headers, msg_id))
-        ack: asyncio.Future[api.PubAck] = asyncio.get_running_loop().create_future()
-        outcome = self.answer(msg_id) if callable(self.answer) else self.answer
-        if isinstance(outcome, BaseException):
-            ack.set_exception(outcome)
-        elif outcome:
-            ack.set_result(api.PubAck(stream="FAKE", seq=len(self.published)))
-        self.acks.append(ack)
-        return ack
+    ) -> Ack:
+        """Publish through the bus's publisher; await the future for the ack."""
+        return await self.publisher.publish(subject, data, msg_id=msg_id, headers=headers)
 
     async def publish(
         self, subject: str, data: bytes, *, msg_id: str, headers: dict[str, str] | None = None
     ) -> api.PubAck:
-        """Record a publish and wait for its ack."""
-        return await (await self.publish_nowait(subject, data, msg_id=msg_id, headers=headers))
+        """Publish and wait for the ack."""
+        ack = await self.publish_nowait(subject, data, msg_id=msg_id, headers=headers)
+        return pub_ack(await ack)
 
     async def request(self, subject: str, message: Struct, *, timeout: float) -> bytes:
         """The next scripted reply (raised if it is an exception), then ``reply``."""

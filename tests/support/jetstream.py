@@ -1,4 +1,4 @@
-"""Reading a durable consumer's counts in tests."""
+"""JetStream in tests: fresh streams, a durable consumer's counts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 from mowdeck.kit.bus import Bus
 
-__all__ = ["unsettled"]
+__all__ = ["fresh_streams", "unsettled"]
 
 
 async def unsettled(
@@ -24,3 +24,14 @@ async def unsettled(
             break
         await asyncio.sleep(0.02)
     return counts
+
+
+async def fresh_streams(url: str) -> None:
+    """Delete every stream on the server at ``url`` and create the contract's streams."""
+    bus = await Bus.connect(url, name="test-streams")
+    try:
+        for info in await bus.js.streams_info():
+            await bus.js.delete_stream(info.config.name)
+        await bus.ensure_streams()
+    finally:
+        await bus.drain()

@@ -36,6 +36,16 @@ class ConnectionAdapters:
         """The connection kinds that can be used."""
         return frozenset(self._factories)
 
+    @property
+    def url_options(self) -> dict[str, str]:
+        """The option holding the device URL, by kind, of adapters that declare one.
+
+        An adapter declares it as the class attribute ``url_option``; its value is checked
+        against ``MOWDECK_GATEWAY_DEVICE_HOSTS`` (``endpoints.py``) by Fleet and the gateway.
+        """
+        found = {kind: getattr(f, "url_option", None) for kind, f in self._factories.items()}
+        return {kind: option for kind, option in found.items() if isinstance(option, str)}
+
     def factory(self, kind: str) -> ConnectionFactory:
         """The factory of ``kind``."""
         try:

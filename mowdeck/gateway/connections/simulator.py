@@ -12,7 +12,7 @@ import contextlib
 import random
 import uuid
 import weakref
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import aiohttp
 import msgspec
@@ -45,13 +45,21 @@ log = structlog.get_logger("mowdeck.gateway.simulator")
 
 
 class SimulatorOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """``connection.options`` of kind ``simulator``; nothing secret belongs here."""
+    """``connection.options`` of kind ``simulator``; nothing secret belongs here.
+
+    The periods have lower bounds: a registration is anyone's with the account's admin
+    role, and a heartbeat or reconnect every nanosecond would spin the shard's loop.
+    """
 
     url: Annotated[str, msgspec.Meta(pattern=r"^wss?://")]
-    heartbeat_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
-    connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 5.0
-    backoff_initial_seconds: Annotated[float, msgspec.Meta(gt=0)] = 0.1
-    backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    heartbeat_seconds: Annotated[float, msgspec.Meta(ge=1, le=3600)] = 10.0
+    connect_timeout_seconds: Annotated[float, msgspec.Meta(ge=0.5, le=300)] = 5.0
+    backoff_initial_seconds: Annotated[float, msgspec.Meta(ge=0.05, le=300)] = 0.1
+    backoff_max_seconds: Annotated[float, msgspec.Meta(ge=0.5, le=3600)] = 5.0
+
+    def __post_init__(self) -> None:
+        if self.backoff_max_seconds < self.backoff_initial_seconds:
+            raise ValueError("backoff_max_seconds must not be below backoff_initial_seconds")
 
 
 class _SharedSession:
@@ -87,6 +95,9 @@ class _SharedSession:
 
 class SimulatorConnection:
     """One mower over the device protocol; reconnects with jittered backoff until closed."""
+
+    # The option holding the device URL, checked against MOWDECK_GATEWAY_DEVICE_HOSTS.
+    url_option: ClassVar[str] = "url"
 
     __slots__ = (
         "_closed",

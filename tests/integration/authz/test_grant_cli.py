@@ -10,8 +10,8 @@ import pytest
 
 from mowdeck.authz import LocalAuthorizer, PostgresTupleStore, mower_object, user_ref
 from mowdeck.cli import main
-from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from tests.support.jetstream import fresh_streams
 from tests.support.natsserver import NatsServer
 
 ACCOUNT = uuid.UUID("0000000a-0000-4000-8000-00000000000a")
@@ -50,20 +50,10 @@ async def _can(url: str, user: str, relation: str) -> bool:
         await pool.close()
 
 
-async def _fresh_streams(url: str) -> None:
-    bus = await Bus.connect(url, name="test-grant")
-    try:
-        for info in await bus.js.streams_info():
-            await bus.js.delete_stream(info.config.name)
-        await bus.ensure_streams()
-    finally:
-        await bus.drain()
-
-
 @pytest.fixture(autouse=True)
 def _bus_for_grants(nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
     # A grant is announced on the bus (identity.grants.changed) after it is written.
-    asyncio.run(_fresh_streams(nats_server.url))
+    asyncio.run(fresh_streams(nats_server.url))
     monkeypatch.setenv("MOWDECK_NATS_URL", nats_server.url)
 
 

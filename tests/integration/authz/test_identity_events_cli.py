@@ -13,6 +13,7 @@ from contracts.v1.subjects import EVENTS
 from mowdeck.cli import main
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from tests.support.jetstream import fresh_streams
 from tests.support.natsserver import NatsServer, free_port
 
 ACCOUNT = uuid.UUID("0000000c-0000-4000-8000-00000000000c")
@@ -22,16 +23,6 @@ ACCOUNT = uuid.UUID("0000000c-0000-4000-8000-00000000000c")
 def migrated(database_url: str) -> str:
     asyncio.run(migrate(database_url, discover(sql_root(), ["authz"])))
     return database_url
-
-
-async def _fresh_streams(url: str) -> None:
-    bus = await Bus.connect(url, name="test-identity")
-    try:
-        for info in await bus.js.streams_info():
-            await bus.js.delete_stream(info.config.name)
-        await bus.ensure_streams()
-    finally:
-        await bus.drain()
 
 
 async def _stored_events(url: str) -> list[tuple[str, object]]:
@@ -51,7 +42,7 @@ async def _stored_events(url: str) -> list[tuple[str, object]]:
 
 @pytest.fixture
 def env(migrated: str, nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    asyncio.run(_fresh_streams(nats_server.url))
+    asyncio.run(fresh_streams(nats_server.url))
     monkeypatch.setenv("MOWDECK_DATABASE_URL", migrated)
     monkeypatch.setenv("MOWDECK_NATS_URL", nats_server.url)
     monkeypatch.delenv("MOWDECK_AUTHZ", raising=False)

@@ -51,6 +51,7 @@ def settings(**changes: Any) -> FleetSettings:
         "fleet_outbox_poll_seconds": 0.2,
         "fleet_recorder_flush_seconds": 0.01,
         "command_max_wait_seconds": 10.0,
+        "gateway_device_hosts": ["127.0.0.1"],
     }
     values.update(changes)
     return FleetSettings(**values)

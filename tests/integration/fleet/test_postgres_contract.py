@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from mowdeck.fleet.postgres import PostgresCommandLog, PostgresMowerRepository, PostgresPruning
+from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning
+from mowdeck.fleet.postgres_commands import PostgresAuditTrail, PostgresCommandLog
 from tests.unit.fleet.repository_contract import *  # noqa: F403 - the shared contract tests
 
 
@@ -18,6 +19,11 @@ async def repo(pool: asyncpg.Pool) -> PostgresMowerRepository:
 @pytest.fixture
 def command_log(pool: asyncpg.Pool) -> PostgresCommandLog:
     return PostgresCommandLog(pool)
+
+
+@pytest.fixture
+def audit_trail(pool: asyncpg.Pool) -> PostgresAuditTrail:
+    return PostgresAuditTrail(pool)
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import asyncpg
 
 from mowdeck.authz import Authorizer
 from mowdeck.fleet.ports import CommandRecord, PruneCutoffs
-from mowdeck.fleet.postgres import _PRUNE_LOCK, PostgresCommandLog, PostgresPruning
+from mowdeck.fleet.postgres import _PRUNE_LOCK, PostgresPruning
+from mowdeck.fleet.postgres_commands import PostgresCommandLog
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import start_fleet
 from tests.support.eventually import eventually

@@ -218,3 +218,28 @@ async def test_a_deeply_nested_body_is_400_not_500(
         "POST", "/v1/mowers", {"name": "M", "connection": {"kind": "simulator", "options": deep}}
     )
     assert (status, problem["field"]) == (422, "connection.options")
+
+
+async def test_a_device_url_the_gateways_would_not_dial_is_422_at_register_and_patch(
+    fleet: FleetService, bus: Bus, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    # The tests' MOWDECK_GATEWAY_DEVICE_HOSTS is ["127.0.0.1"] (any port).
+    api = await owner(http, fleet, authorizer)
+    for url in ("ws://10.0.0.1:5432/", "ws://169.254.169.254/latest", "ws://localhost:4222/"):
+        connection = {"kind": "simulator", "options": {"url": url}}
+        status, problem = await api.call(
+            "POST", "/v1/mowers", {"name": "M", "connection": connection}
+        )
+        assert (status, problem["field"]) == (422, "connection.options.url"), url
+        assert problem["detail"].startswith("`connection.options.url`")
+        assert "MOWDECK_GATEWAY_DEVICE_HOSTS" in problem["detail"]
+    good = {"kind": "simulator", "options": {"url": "ws://127.0.0.1:8090/mowers/x/ws"}}
+    status, mower = await api.call("POST", "/v1/mowers", {"name": "M", "connection": good})
+    assert status == 201
+    path = f"/v1/mowers/{mower['mower_id']}"
+    evil = {"kind": "simulator", "options": {"url": "ws://10.0.0.1:22/"}}
+    status, problem = await api.call("PATCH", path, {"connection": evil})
+    assert (status, problem["field"]) == (422, "connection.options.url")
+    assert (await api.call("GET", path))[1]["connection"] == good
+    await events(bus, 1)
+    assert (await bus.js.stream_info("EVENTS")).state.messages == 1  # only the good one

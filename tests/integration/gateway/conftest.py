@@ -26,14 +26,19 @@ from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from simulator import FleetConfig, SimulatorServer
 from tests.support.eventually import eventually, sentinel_through
+from tests.support.settings import fast_path_from_environment
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000acc1")
 
 
 def settings_for(url: str, mowers: list[MowerRegistration], **overrides: Any) -> GatewaySettings:
-    """Gateway settings for a test: free HTTP port, fast Fleet retries."""
+    """Gateway settings for a test: free HTTP port, fast Fleet retries.
+
+    ``MOWDECK_NATS_FAST_PATH`` comes from the environment, as a service's would.
+    """
     values: dict[str, Any] = {
         "nats_url": url,
+        "nats_fast_path": fast_path_from_environment(),
         "http_port": 0,
         "bootstrap_mowers": mowers,
         "fleet_list_timeout_seconds": 0.2,
@@ -41,6 +46,7 @@ def settings_for(url: str, mowers: list[MowerRegistration], **overrides: Any) ->
         "fleet_retry_max_seconds": 0.2,
         "device_command_timeout_seconds": 5.0,
         "shutdown_timeout_seconds": 15.0,
+        "gateway_device_hosts": ["127.0.0.1"],  # the test simulators, on any port
     }
     values.update(overrides)
     return GatewaySettings(**values)

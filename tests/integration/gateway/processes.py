@@ -31,6 +31,7 @@ def spawn_gateway(
         "MOWDECK_SHUTDOWN_TIMEOUT_SECONDS": "30",
         "MOWDECK_SHARD_INDEX": str(shard[0]),
         "MOWDECK_SHARD_COUNT": str(shard[1]),
+        "MOWDECK_GATEWAY_DEVICE_HOSTS": '["127.0.0.1"]',
         **env,
     }
     with log.open("ab") as sink:  # a file, not a pipe: a full pipe would block the gateway

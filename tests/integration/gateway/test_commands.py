@@ -37,6 +37,7 @@ from tests.integration.gateway.conftest import (
 )
 from tests.support.eventually import eventually
 from tests.support.jetstream import unsettled
+from tests.support.settings import fast_path_from_environment
 
 
 def received(sim: SimulatorServer, mower_id: uuid.UUID) -> list[tuple[uuid.UUID, str, str]]:
@@ -184,7 +185,9 @@ async def test_a_stop_is_sent_ahead_of_a_busy_loop(
 
         def publisher() -> None:
             async def run() -> None:
-                other = await Bus.connect(nats_server.url, name="lane-test")
+                other = await Bus.connect(
+                    nats_server.url, name="lane-test", fast_path=fast_path_from_environment()
+                )
                 await asyncio.to_thread(go.wait, 10)
                 await other.publish_command(stop, now=datetime.now(UTC))
                 published.set()

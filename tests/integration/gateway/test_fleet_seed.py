@@ -74,3 +74,32 @@ async def test_a_registration_the_adapter_refuses_is_skipped_and_every_other_mow
         assert refused == 1
         async with aiohttp.ClientSession(gw.url) as client, client.get("/healthz") as r:
             assert r.status == 200
+
+
+async def test_a_device_url_the_gateway_does_not_allow_is_refused_at_apply_and_the_rest_loads(
+    nats_server: NatsServer, bus: Bus, fleet_pool: asyncpg.Pool
+) -> None:
+    # Fleet under a wider list than the gateway's (or a row stored before the rule).
+    authorizer = LocalAuthorizer(PostgresTupleStore(fleet_pool))
+    wide = await start_fleet(
+        bus, fleet_pool, authorizer, gateway_device_hosts=["127.0.0.1", "10.0.0.0/8"]
+    )
+    try:
+        async with aiohttp.ClientSession() as http:
+            api = Api(http, wide.url, "owner", uuid.uuid4())
+            await authorizer.write(grant_tuples(api.account, api.user, "admin"))
+            inside = await register(
+                api, {"kind": "simulator", "options": {"url": "ws://10.0.0.1:5432/"}}
+            )
+            good = {await register(api, GOOD) for _ in range(3)}
+        async with running_gateway(settings_for(nats_server.url, [])) as gw:  # ["127.0.0.1"]
+            assert gw.seed is not None
+            await eventually(gw.seed.seeded.is_set)
+            assert set(gw.mowers) == good
+            assert inside not in gw.mowers and inside not in gw.connections
+            refused = gw.metrics_registry.get_sample_value(
+                "mowdeck_gateway_registrations_refused_total", {"reason": "endpoint_not_allowed"}
+            )
+            assert refused == 1
+    finally:
+        await wide.stop()

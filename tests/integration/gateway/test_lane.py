@@ -10,6 +10,7 @@ from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.gateway.intake import EMERGENCY_MARKER
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.kit.bus import Bus, header
+from mowdeck.kit.wire import is_fast
 from tests.support.eventually import sentinel_through
 
 SUBJECT = "command.mower.00000000-0000-4000-8000-000000000007"
@@ -29,6 +30,7 @@ class _Handled:
 
 
 async def _lane(bus: Bus, marker: bytes | None) -> tuple[EmergencyLane, _Handled]:
+    # On the bus's kind of client: the fast one's direct path, or the stock callback one.
     handled = _Handled()
     url = bus.nc.connected_url
     assert url is not None
@@ -38,6 +40,7 @@ async def _lane(bus: Bus, marker: bytes | None) -> tuple[EmergencyLane, _Handled
         subject="command.mower.*",
         handle=handled,
         marker=marker,
+        fast_path=is_fast(bus.nc),
     )
     await lane.start()
     return lane, handled

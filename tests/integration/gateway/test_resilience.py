@@ -26,6 +26,7 @@ from tests.integration.gateway.conftest import (
 from tests.integration.gateway.processes import metric, ready, spawn_gateway
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer, free_port
+from tests.support.settings import fast_path_from_environment
 
 
 async def publish_reliably(bus: Bus, env: CommandEnvelope) -> None:
@@ -59,7 +60,9 @@ def sent_frames(sim: SimulatorServer, mowers: list[uuid.UUID]) -> Counter[uuid.U
 @pytest.mark.slow
 async def test_nats_restart_under_load(own_nats_server: NatsServer, sim: SimulatorServer) -> None:
     mowers = sim.registrations()
-    bus = await Bus.connect(own_nats_server.url, name="test")
+    bus = await Bus.connect(
+        own_nats_server.url, name="test", fast_path=fast_path_from_environment()
+    )
     await bus.ensure_streams()
     log = ResultLog(bus)
     await log.start()

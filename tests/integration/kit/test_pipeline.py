@@ -1,4 +1,4 @@
-"""The pipelined publisher against a real JetStream."""
+"""The pipelined publisher against a real JetStream, on the fast client and on nats-py's own."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ import pytest
 
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.pipeline import PipelinedPublisher, PublishRefusedError
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "stock"])
+def nats_fast_path(request: pytest.FixtureRequest) -> bool:
+    """The ``bus`` fixture on each client: acks read directly, or by a callback."""
+    return bool(request.param)
 
 
 async def test_acks_settle_their_own_futures_and_duplicates_are_stored_once(bus: Bus) -> None:

@@ -1,4 +1,7 @@
-"""The lean client against a real JetStream: deliveries with headers, acks written in bulk."""
+"""The lean client against a real JetStream: deliveries with headers, acks written in bulk.
+
+Every test here runs on the fast client, whatever ``MOWDECK_NATS_FAST_PATH`` says.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +11,19 @@ import pytest
 from nats.aio.msg import Msg
 from nats.errors import ConnectionDrainingError, MsgAlreadyAckdError, NotJSMessageError
 
-from mowdeck.kit import wire
+from mowdeck.kit import _fastclient, wire
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from tests.support.jetstream import unsettled
 from tests.support.natsserver import NatsServer
 
 SUBJECT = "telemetry.mower.00000000-0000-4000-8000-000000000042"
+
+
+@pytest.fixture
+def nats_fast_path() -> bool:
+    """The ``bus`` fixture on the fast client."""
+    return True
 
 
 async def _receive(bus: Bus, durable: str, count: int) -> tuple[Consumer, list[Msg]]:
@@ -40,8 +49,9 @@ async def _unacked(bus: Bus, durable: str, expect: int | None = None) -> int:
 
 
 async def test_the_bus_uses_the_lean_client(bus: Bus) -> None:
-    assert isinstance(bus.nc, wire.Client)
-    assert isinstance(bus.nc._ps, wire.FastParser)
+    assert isinstance(bus.nc, _fastclient.Client)
+    assert isinstance(bus.nc._ps, _fastclient.FastParser)
+    assert wire.is_fast(bus.nc)
 
 
 async def test_deliveries_keep_payload_headers_and_metadata(bus: Bus) -> None:
@@ -154,7 +164,7 @@ class _Seen:
 
 async def test_a_direct_subscription_gets_the_bytes_as_they_came(bus: Bus) -> None:
     nc = bus.nc
-    assert isinstance(nc, wire.Client)
+    assert isinstance(nc, _fastclient.Client)
     seen = _Seen()
     sub = await nc.subscribe_direct("direct.>", seen)
     received = nc.stats["in_msgs"]
@@ -183,7 +193,7 @@ async def test_a_direct_subscription_gets_the_bytes_as_they_came(bus: Bus) -> No
 
 async def test_a_failing_handler_costs_only_its_own_message(bus: Bus) -> None:
     nc = bus.nc
-    assert isinstance(nc, wire.Client)
+    assert isinstance(nc, _fastclient.Client)
     seen = _Seen(fail_on=b"bad")
     sub = await nc.subscribe_direct("direct.x", seen)
     for data in (b"first", b"bad", b"last"):
@@ -196,7 +206,7 @@ async def test_a_failing_handler_costs_only_its_own_message(bus: Bus) -> None:
 
 async def test_draining_a_direct_subscription_hands_on_what_was_sent_before(bus: Bus) -> None:
     nc = bus.nc
-    assert isinstance(nc, wire.Client)
+    assert isinstance(nc, _fastclient.Client)
     seen = _Seen()
     sub = await nc.subscribe_direct("direct.d", seen)
     # From another connection, flushed: the server has routed all of them before the
@@ -217,7 +227,7 @@ async def _other(bus: Bus) -> Bus:
     """A second connection to the same server."""
     url = bus.nc.connected_url
     assert url is not None
-    return await Bus.connect(f"nats://{url.netloc}", name="publisher")
+    return await Bus.connect(f"nats://{url.netloc}", name="publisher", fast_path=True)
 
 
 async def test_a_direct_subscription_keeps_its_handler_while_nats_py_keeps_it(
@@ -226,9 +236,9 @@ async def test_a_direct_subscription_keeps_its_handler_while_nats_py_keeps_it(
     # An unsubscribe refused while the connection drains leaves the subscription in
     # place; its messages must still go to the handler, not to a queue the drain waits
     # for. The connection's drain then ends it, handler and all.
-    bus = await Bus.connect(nats_server.url, name="test")
+    bus = await Bus.connect(nats_server.url, name="test", fast_path=True)
     nc = bus.nc
-    assert isinstance(nc, wire.Client)
+    assert isinstance(nc, _fastclient.Client)
     seen = _Seen()
     sub = await nc.subscribe_direct("direct.k", seen)
     sid = sub._sub._id
@@ -246,7 +256,7 @@ async def test_a_failed_direct_subscribe_leaves_nothing_behind(
     bus: Bus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     nc = bus.nc
-    assert isinstance(nc, wire.Client)
+    assert isinstance(nc, _fastclient.Client)
 
     async def refused(*args: object, **kwargs: object) -> None:
         raise OSError("connection lost while subscribing")
@@ -262,10 +272,10 @@ async def test_a_failed_direct_subscribe_leaves_nothing_behind(
 async def test_a_direct_subscription_survives_a_server_restart(
     own_nats_server: NatsServer,
 ) -> None:
-    bus = await Bus.connect(own_nats_server.url, name="test")
+    bus = await Bus.connect(own_nats_server.url, name="test", fast_path=True)
     try:
         nc = bus.nc
-        assert isinstance(nc, wire.Client)
+        assert isinstance(nc, _fastclient.Client)
         seen = _Seen()
         await nc.subscribe_direct("direct.r", seen)
         await nc.publish("direct.r", b"before")

@@ -189,8 +189,26 @@ async def test_not_connected_raises_link_down() -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"url": "http://x"}, {"url": "ws://x", "heartbeat_seconds": -1}],
-    ids=["missing-url", "not-websocket", "negative-heartbeat"],
+    [
+        {},
+        {"url": "http://x"},
+        {"url": "ws://x", "heartbeat_seconds": -1},
+        {"url": "ws://x", "heartbeat_seconds": 1e-9},
+        {"url": "ws://x", "backoff_initial_seconds": 1e-9},
+        {"url": "ws://x", "backoff_max_seconds": 1e-9},
+        {"url": "ws://x", "connect_timeout_seconds": 1e-9},
+        {"url": "ws://x", "backoff_initial_seconds": 10, "backoff_max_seconds": 1},
+    ],
+    ids=[
+        "missing-url",
+        "not-websocket",
+        "negative-heartbeat",
+        "nanosecond-heartbeat",
+        "nanosecond-reconnect",
+        "nanosecond-backoff-cap",
+        "nanosecond-connect-timeout",
+        "cap-below-first-backoff",
+    ],
 )
 def test_invalid_options_are_refused(options: dict[str, object]) -> None:
     reg = MowerRegistration(

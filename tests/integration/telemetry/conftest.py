@@ -21,6 +21,7 @@ from mowdeck.telemetry.postgres import PostgresTelemetryStore
 from mowdeck.telemetry.service import TelemetryService
 from mowdeck.telemetry.settings import TelemetrySettings
 from tests.support.natsserver import NatsServer
+from tests.support.settings import fast_path_from_environment
 from tests.unit.telemetry.samples import T0
 
 TABLES = "mower_latest, mower_history, mower_positions, command_timeline, mower_directory"
@@ -85,6 +86,7 @@ async def make_service(
         clock = overrides.pop("clock", None)
         values: dict[str, Any] = {
             "nats_url": nats_server.url,
+            "nats_fast_path": fast_path_from_environment(),  # as a service would read it
             "database_url": migrated,
             "http_port": 0,
             "telemetry_batch_linger_ms": 5.0,

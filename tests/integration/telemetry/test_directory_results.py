@@ -16,7 +16,7 @@ from contracts.v1 import (
     encode,
 )
 from contracts.v1.fleet import Connection
-from contracts.v1.subjects import FLEET_MOWERS_LIST, result_subject
+from contracts.v1.subjects import COMMANDS, FLEET_MOWERS_LIST, result_subject
 from mowdeck.kit.bus import Bus
 from mowdeck.telemetry.service import RESULTS_DURABLE, STATES_DURABLE
 from tests.integration.telemetry.conftest import (
@@ -150,7 +150,7 @@ async def test_a_result_postgresql_refuses_is_terminated(
     assert [r[0] for r in rows] == ["accepted"]
     sample = service.metrics_registry.get_sample_value
     assert sample("mowdeck_telemetry_dropped_total", {"reason": "rejected-by-store"}) == 1
-    info = await bus.js.consumer_info("COMMANDS", RESULTS_DURABLE)
+    info = await bus.js.consumer_info(COMMANDS.name, RESULTS_DURABLE)
     assert info.num_redelivered == 0
 
 
@@ -164,7 +164,7 @@ async def test_result_for_unknown_mower_is_redelivered_then_dropped(
     )
     await bus.publish(result_subject(MOWER), b"[]", msg_id="junk")
     await eventually(lambda: _nothing_pending(bus, RESULTS_DURABLE, "COMMANDS"))
-    info = await bus.js.consumer_info("COMMANDS", RESULTS_DURABLE)
+    info = await bus.js.consumer_info(COMMANDS.name, RESULTS_DURABLE)
     # Two messages; the unknown mower's result was delivered three times, the junk once.
     assert (info.delivered.stream_seq, info.delivered.consumer_seq) == (2, 4)
     sample = service.metrics_registry.get_sample_value
@@ -180,6 +180,11 @@ async def test_result_waits_for_a_late_registration(
     await bus.publish_result(
         CommandResult(command_id=uuid.uuid4(), mower_id=MOWER, status="accepted", at=at(0))
     )
-    await asyncio.sleep(0.3)
+
+    async def redelivered() -> bool:  # refused for the unknown mower, and tried again
+        info = await bus.js.consumer_info(COMMANDS.name, RESULTS_DURABLE)
+        return bool(info.num_redelivered)
+
+    await eventually(redelivered, what="a redelivery of the result")
     await bus.publish_event(registration_event("mower.registered", MOWER, ACCOUNT))
     await eventually(lambda: pool.fetchval("SELECT count(*) FROM command_timeline"))

@@ -5,13 +5,22 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import jwt
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier, auth_middleware, principal
+from mowdeck.authn import (
+    AuthSettings,
+    Denial,
+    MemoryDenyList,
+    TokenIssuer,
+    TokenVerifier,
+    auth_middleware,
+    principal,
+)
 from mowdeck.kit.http import PROBLEM_CONTENT_TYPE, problem_middleware
 from tests.unit.authn.conftest import SECRET
 
@@ -100,3 +109,27 @@ def test_principal_without_the_middleware_is_a_programming_error() -> None:
 
     with pytest.raises(RuntimeError, match="auth_middleware"):
         principal(make_mocked_request("GET", "/"))
+
+
+async def test_a_user_on_the_deny_list_is_refused_with_reason_disabled() -> None:
+    denylist = MemoryDenyList()
+    app = web.Application(
+        middlewares=[
+            problem_middleware,
+            auth_middleware(TokenVerifier(SETTINGS), denylist=denylist),
+        ]
+    )
+    app.router.add_get("/v1/whoami", whoami)
+    async with TestClient(TestServer(app)) as c:
+        headers = {"Authorization": f"Bearer {token()}"}
+        assert (await c.get("/v1/whoami", headers=headers)).status == 200
+        await denylist.deny(Denial(user_id="olga", reason="deleted", at=datetime.now(UTC)))
+        refused = await c.get("/v1/whoami", headers=headers)
+        assert refused.status == 401
+        assert refused.content_type == PROBLEM_CONTENT_TYPE
+        assert (await refused.json())["reason"] == "disabled"
+        assert 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
+        other = {"Authorization": f"Bearer {token(sub='pia')}"}
+        assert (await c.get("/v1/whoami", headers=other)).status == 200
+        denylist.allow("olga")
+        assert (await c.get("/v1/whoami", headers=headers)).status == 200

@@ -1,8 +1,8 @@
 """One contract for every ``MowerRepository``/``CommandLog``/``Pruning``; adapters' test
 modules import it.
 
-A test module provides ``repo``, ``command_log`` and ``pruning`` (over those two) fixtures
-and star-imports the tests.
+A test module provides ``repo``, ``command_log``, ``audit_trail`` (over the command log)
+and ``pruning`` (over those) fixtures and star-imports the tests.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from contracts.v1 import CommandResult, Connection, MowerRegistration
@@ -20,7 +21,13 @@ from mowdeck.fleet.errors import (
     UnstorableError,
     VersionConflictError,
 )
-from mowdeck.fleet.ports import CommandRecord, MowerRecord, PruneCutoffs
+from mowdeck.fleet.ports import (
+    UNANSWERED_REASON,
+    AuditQuery,
+    CommandRecord,
+    MowerRecord,
+    PruneCutoffs,
+)
 from mowdeck.fleet.rules import outbox_event
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -216,3 +223,138 @@ async def test_contract_pruning_deletes_old_published_events_and_old_commands_on
     assert (await repo.outbox_stats()).pending == 1
     async with repo.claim_outbox(10) as claim:
         assert [e.body.split(b'"name":"')[1][:2] for e in claim.events] == [b"p2"]
+
+
+def _command(
+    account: uuid.UUID, *, issued: datetime = NOW, kind: str = "pause_mow", ttl_s: float = 30
+) -> CommandRecord:
+    return CommandRecord(
+        uuid.uuid4(),
+        uuid.uuid4(),
+        account,
+        kind,
+        "user:a",
+        issued,
+        issued + timedelta(seconds=ttl_s),
+        command=f'{{"kind":"{kind}"}}',
+    )
+
+
+def _result(command: CommandRecord, status: str, at: datetime) -> CommandResult:
+    return CommandResult(
+        command_id=command.command_id, mower_id=command.mower_id, status=status, at=at
+    )  # type: ignore[arg-type]
+
+
+async def test_contract_overdue_commands_are_finalized_once_and_only_without_a_final_status(
+    command_log: Any, audit_trail: Any
+) -> None:
+    account = uuid.uuid4()
+    lost, answered, recent = (
+        _command(account, issued=NOW - timedelta(minutes=m)) for m in (9, 8, 0)
+    )
+    await command_log.record([lost, answered, recent], [])
+    await command_log.record([], [_result(answered, "executed", NOW - timedelta(minutes=7))])
+    cutoff = NOW - timedelta(seconds=30)  # expiry plus a 30 s grace
+    failed = await command_log.finalize_overdue(cutoff, at=NOW, limit=100)
+    assert [(r.command_id, r.status, r.reason) for r in failed] == [
+        (lost.command_id, "failed", UNANSWERED_REASON)
+    ]
+    assert await command_log.finalize_overdue(cutoff, at=NOW, limit=100) == []
+    _, statuses = await command_log.lookup(lost.command_id)
+    assert [(s.status, s.reason) for s in statuses] == [("failed", UNANSWERED_REASON)]
+    assert [s.status for s in (await command_log.lookup(answered.command_id))[1]] == ["executed"]
+    assert (await command_log.lookup(recent.command_id))[1] == []
+    # A late true result is appended: the record keeps both, the trail says who said what.
+    await command_log.record([], [_result(lost, "executed", NOW + timedelta(seconds=5))])
+    _, statuses = await command_log.lookup(lost.command_id)
+    assert [s.status for s in statuses] == ["failed", "executed"]
+    (entry,) = [
+        e for e in await audit_trail.page(AuditQuery(account)) if e.command_id == lost.command_id
+    ]
+    assert [(s.status, s.source) for s in entry.statuses] == [
+        ("failed", "fleet"),
+        ("executed", "gateway"),
+    ]
+
+
+async def test_contract_settle_finalizes_one_overdue_command_or_reads_its_final_status(
+    command_log: Any,
+) -> None:
+    account = uuid.uuid4()
+    lost, answered, recent = (
+        _command(account, issued=NOW - timedelta(minutes=m)) for m in (9, 8, 0)
+    )
+    await command_log.record([lost, answered, recent], [])
+    await command_log.record([], [_result(answered, "rejected", NOW - timedelta(minutes=7))])
+    cutoff = NOW - timedelta(seconds=30)
+    settled = await command_log.settle(lost.command_id, cutoff, at=NOW)
+    assert settled is not None
+    assert (settled.status, settled.reason, settled.at) == ("failed", UNANSWERED_REASON, NOW)
+    settled = await command_log.settle(answered.command_id, cutoff, at=NOW)
+    assert settled is not None
+    assert settled.status == "rejected"
+    assert await command_log.settle(recent.command_id, cutoff, at=NOW) is None
+    assert (await command_log.lookup(recent.command_id))[1] == []
+    # The rounds find nothing left of what was settled.
+    failed = await command_log.finalize_overdue(cutoff, at=NOW, limit=100)
+    assert lost.command_id not in {r.command_id for r in failed}
+
+
+async def test_contract_the_audit_trail_pages_an_accounts_commands_newest_first(
+    command_log: Any, audit_trail: Any
+) -> None:
+    account = uuid.uuid4()
+    commands = [
+        _command(account, issued=NOW - timedelta(hours=h), kind=kind)
+        for h, kind in enumerate(["pause_mow", "emergency_stop", "start_mow", "emergency_stop"])
+    ]
+    other_account = _command(uuid.uuid4())
+    await command_log.record([*commands, other_account], [])
+    await command_log.record(
+        [],
+        [
+            _result(commands[1], "accepted", NOW),
+            _result(commands[1], "executed", NOW + timedelta(seconds=1)),
+        ],
+    )
+    entries = await audit_trail.page(AuditQuery(account))
+    assert [e.command_id for e in entries] == [c.command_id for c in commands]
+    assert msgspec.json.decode(entries[1].command) == {"kind": "emergency_stop"}
+    assert [(s.status, s.source) for s in entries[1].statuses] == [
+        ("accepted", "gateway"),
+        ("executed", "gateway"),
+    ]
+    stops = await audit_trail.page(AuditQuery(account, kind="emergency_stop"))
+    assert [e.command_id for e in stops] == [commands[1].command_id, commands[3].command_id]
+    first = await audit_trail.page(AuditQuery(account, limit=2))
+    last = first[-1]
+    rest = await audit_trail.page(
+        AuditQuery(account, limit=2, before=(last.issued_at, last.command_id))
+    )
+    assert [e.command_id for e in first + rest] == [c.command_id for c in commands]
+    window = await audit_trail.page(
+        AuditQuery(account, since=NOW - timedelta(hours=2), until=NOW - timedelta(hours=1))
+    )
+    assert [e.command_id for e in window] == [commands[2].command_id]
+    one = await audit_trail.page(AuditQuery(account, mower_id=commands[3].mower_id))
+    assert [e.command_id for e in one] == [commands[3].command_id]
+
+
+async def test_contract_the_audit_trail_outlives_the_working_set_until_its_own_retention(
+    command_log: Any, audit_trail: Any, pruning: Any
+) -> None:
+    account = uuid.uuid4()
+    month_old = _command(account, issued=NOW - timedelta(days=30))
+    await command_log.record([month_old], [_result(month_old, "executed", month_old.issued_at)])
+    week = NOW - timedelta(days=7)
+    await pruning.prune(PruneCutoffs(NOW, week, NOW - timedelta(days=400)), 100)
+    assert await command_log.lookup(month_old.command_id) == (None, [])
+    (kept,) = await audit_trail.page(AuditQuery(account))
+    assert [s.status for s in kept.statuses] == ["executed"]
+    await pruning.prune(PruneCutoffs(NOW, week), 100)  # no audit cutoff: the trail stays
+    assert len(await audit_trail.page(AuditQuery(account))) == 1
+    deleted = await pruning.prune(PruneCutoffs(NOW, week, NOW - timedelta(days=29)), 100)
+    assert deleted["fleet_audit_commands"] >= 1
+    assert deleted["fleet_audit_statuses"] >= 1
+    assert await audit_trail.page(AuditQuery(account)) == []

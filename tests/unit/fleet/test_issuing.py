@@ -17,7 +17,7 @@ from mowdeck.fleet.memory import InMemoryCommandLog
 from mowdeck.fleet.ports import CommandRecord
 from mowdeck.fleet.rules import encode_command
 from mowdeck.kit.bus import BusError, ExpiredCommandError
-from tests.unit.kit.fake_nats import STORED, FakeNats
+from tests.support.fakes import FakeBus
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -72,13 +72,6 @@ async def test_a_failed_write_fails_its_batch_only() -> None:
     await journal.stop()
 
 
-class FakeBus:
-    """A bus whose connection acknowledges every publish unless ``silent``."""
-
-    def __init__(self, *, silent: bool = False) -> None:
-        self.nc = FakeNats(lambda _: None if silent else STORED)
-
-
 def envelope(now: datetime, *, stop: bool = False, ttl: float = 30) -> CommandEnvelope:
     return CommandEnvelope.issue(
         mower_id=uuid.uuid4(),
@@ -96,7 +89,7 @@ async def test_a_command_goes_out_with_its_id_and_priority(stop: bool, priority:
     publisher = CommandPublisher(bus, clock=lambda: NOW)  # type: ignore[arg-type]
     sent = envelope(NOW, stop=stop)
     await publisher.publish(sent, encode_command(sent))
-    (out,) = bus.nc.sent
+    (out,) = bus.published
     assert out.subject == f"command.mower.{sent.mower_id}"
     assert out.headers == {MSG_ID_HEADER: str(sent.command_id), PRIORITY_HEADER: priority}
     assert decode_command(out.data) == sent
@@ -110,11 +103,11 @@ async def test_an_expired_command_is_refused_before_publishing() -> None:
     sent = envelope(NOW, ttl=1)
     with pytest.raises(ExpiredCommandError):
         await publisher.publish(sent, encode_command(sent))
-    assert bus.nc.sent == []
+    assert bus.published == []
 
 
 async def test_a_missing_acknowledgement_fails_after_the_timeout_and_frees_the_ack() -> None:
-    bus = FakeBus(silent=True)
+    bus = FakeBus(answer=None)  # no ack ever comes
     publisher = CommandPublisher(bus, clock=lambda: NOW, ack_timeout=0.2)  # type: ignore[arg-type]
     sent = envelope(NOW)
     started = asyncio.get_running_loop().time()

@@ -20,7 +20,7 @@ from mowdeck.fleet.listing import MowerListResponder, within
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.rules import outbox_event
-from tests.support.fakes import FakeBus, FakeMsg, FakeNc
+from tests.support.fakes import FakeBus, FakeMsg, FakeNats
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -72,7 +72,7 @@ def request() -> FakeMsg:
     return FakeMsg(b"{}", "fleet.mowers.list", reply="_INBOX.1")
 
 
-async def responder(fail: int) -> tuple[MowerListResponder, FakeNc, CollectorRegistry]:
+async def responder(fail: int) -> tuple[MowerListResponder, FakeNats, CollectorRegistry]:
     repo = InMemoryMowerRepository()
     registration = reg(1)
     await repo.add(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mowdeck.fleet.memory import InMemoryCommandLog, InMemoryMowerRepository, InMemoryPruning
+from mowdeck.fleet.memory import (
+    InMemoryAuditTrail,
+    InMemoryCommandLog,
+    InMemoryMowerRepository,
+    InMemoryPruning,
+)
 from tests.unit.fleet.repository_contract import *  # noqa: F403 - the shared contract tests
 
 
@@ -16,6 +21,11 @@ def repo() -> InMemoryMowerRepository:
 @pytest.fixture
 def command_log() -> InMemoryCommandLog:
     return InMemoryCommandLog()
+
+
+@pytest.fixture
+def audit_trail(command_log: InMemoryCommandLog) -> InMemoryAuditTrail:
+    return InMemoryAuditTrail(command_log)
 
 
 @pytest.fixture

@@ -5,36 +5,30 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from contracts.v1 import Connection, MowerRegistration
-from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.rules import outbox_event
 from mowdeck.kit.bus import BusError
-from tests.unit.kit.fake_nats import NO_STREAM, STORED, FakeNats, Sent, refusal_of
+from tests.support.fakes import NO_STREAM, STORED, FakeBus, PubAnswer, refusal_of
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 MAX_PAYLOAD = 4096
 
 
-class FakeBus:
-    """A bus whose connection answers each publish with ``answer(msg_id)`` (None: never)."""
+def bus_answering(answer: PubAnswer = STORED) -> FakeBus:
+    """A bus with the relay's connection limit whose stream answers with ``answer``."""
+    return FakeBus(answer=answer, max_payload=MAX_PAYLOAD)
 
-    def __init__(self, answer: Any = STORED) -> None:
-        def reply(sent: Sent) -> bytes | None:
-            return answer(sent.headers[MSG_ID_HEADER]) if callable(answer) else answer
 
-        self.nc = FakeNats(reply)
-
-    @property
-    def sent(self) -> list[str]:
-        return [sent.headers[MSG_ID_HEADER] for sent in self.nc.sent]
+def sent(bus: FakeBus) -> list[str | None]:
+    """The msg ids published, in order."""
+    return [p.msg_id for p in bus.published]
 
 
 def event(size: int = 100) -> OutboxEvent:
@@ -42,34 +36,34 @@ def event(size: int = 100) -> OutboxEvent:
 
 
 async def test_an_event_larger_than_the_max_payload_is_refused_without_being_sent() -> None:
-    bus = FakeBus()
+    bus = bus_answering()
     small, big, header_eaten = event(), event(MAX_PAYLOAD + 1), event(MAX_PAYLOAD - 10)
     refused = await bus_publisher(bus)([small, big, header_eaten])  # type: ignore[arg-type]
     assert set(refused) == {big.event_id, header_eaten.event_id}
     assert "max_payload" in refused[big.event_id]
-    assert bus.sent == [str(small.event_id)]
+    assert sent(bus) == [str(small.event_id)]
 
 
 async def test_jetstream_refusing_a_message_for_its_size_is_final_other_errors_retry() -> None:
     too_large = refusal_of(10054, "message size exceeds maximum")
     first, second = event(), event()
-    bus = FakeBus(lambda msg_id: too_large if msg_id == str(first.event_id) else STORED)
+    bus = bus_answering(lambda p: too_large if p.msg_id == str(first.event_id) else STORED)
     refused = await bus_publisher(bus)([first, second])  # type: ignore[arg-type]
     assert list(refused) == [first.event_id]
 
-    down = FakeBus(NO_STREAM)
+    down = bus_answering(NO_STREAM)
     with pytest.raises(BusError):
         await bus_publisher(down)([event()])  # type: ignore[arg-type]
 
 
 async def test_acks_that_never_come_fail_the_round_after_the_timeout_and_are_released() -> None:
-    bus = FakeBus(answer=None)
+    bus = bus_answering(None)
     publish = bus_publisher(bus, ack_timeout=0.2)  # type: ignore[arg-type]
     started = asyncio.get_running_loop().time()
     with pytest.raises(BusError):
         await asyncio.wait_for(publish([event(), event()]), timeout=3)
     assert 0.2 <= asyncio.get_running_loop().time() - started < 1.0
-    assert len(bus.sent) == 2
+    assert len(sent(bus)) == 2
 
 
 async def _registered(repo: InMemoryMowerRepository, names: str) -> list[OutboxEvent]:

@@ -23,6 +23,7 @@ from mowdeck.fleet.rules import (
     outbox_event,
     parse_wait,
 )
+from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 KINDS = {"simulator"}
@@ -185,6 +186,30 @@ def test_registration_needs_an_installed_kind_and_keeps_a_given_id() -> None:
 def test_apply_patch_changes_only_what_is_sent(patch: PatchRequest, name: str, kind: str) -> None:
     changed = apply_patch(REG, patch, KINDS)
     assert (changed.name, changed.connection.kind, changed.mower_id) == (name, kind, REG.mower_id)
+
+
+ENDPOINTS = EndpointPolicy(DeviceHosts(["mowers.example.com"]), {"simulator": "url"})
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [("wss://mowers.example.com/m/1", False), ("ws://127.0.0.1:5432/", True), (7, True)],
+    ids=["allowed", "not-allowed", "not-text"],
+)
+def test_a_device_url_must_be_allowed_at_register_and_patch(url: object, refused: bool) -> None:
+    connection = Connection(kind="simulator", options={"url": url})
+    register = RegisterRequest(name="M", connection=connection)
+    for attempt in (
+        lambda: new_registration(register, REG.account_id, KINDS, ENDPOINTS),
+        lambda: apply_patch(REG, PatchRequest(connection=connection), KINDS, ENDPOINTS),
+    ):
+        if not refused:
+            assert attempt().connection == connection
+            continue
+        with pytest.raises(InvalidRequestError) as err:
+            attempt()
+        assert err.value.field == "connection.options.url"
+        assert err.value.detail.startswith("`connection.options.url`")
 
 
 def test_an_empty_patch_is_refused() -> None:

@@ -10,12 +10,15 @@ from prometheus_client import CollectorRegistry
 
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.gateway.connections import ConnectionAdapters
+from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.gateway.registrations import ShardRegistrations
 
 
 class FakeConnection:
+    url_option = "url"
+
     def __init__(self, registration: MowerRegistration, events: Any) -> None:
         if "url" not in registration.connection.options:
             raise ConnectionError("invalid options: url missing")
@@ -58,8 +61,13 @@ def mower(n: int, kind: str = "fake", **options: Any) -> MowerRegistration:
 
 @pytest.mark.parametrize(
     ("refused", "reason"),
-    [(mower(2, kind="nope", url="ws://x"), "unknown_kind"), (mower(2), "invalid")],
-    ids=["unknown-kind", "invalid-options"],
+    [
+        (mower(2, kind="nope", url="ws://a"), "unknown_kind"),
+        (mower(2), "invalid"),
+        (mower(2, url="ws://10.0.0.1:5432"), "endpoint_not_allowed"),
+        (mower(2, url="ws://c:5432"), "endpoint_not_allowed"),
+    ],
+    ids=["unknown-kind", "invalid-options", "address-not-allowed", "port-not-allowed"],
 )
 async def test_a_refused_registration_is_counted_and_skipped(
     refused: MowerRegistration, reason: str
@@ -73,6 +81,7 @@ async def test_a_refused_registration_is_counted_and_skipped(
         adapters=ConnectionAdapters({"fake": FakeConnection}),  # type: ignore[dict-item]
         metrics=GatewayMetrics(registry),
         connections={},
+        device_hosts=DeviceHosts(["a", "c:80"]),
     )
     await registrations.apply(mower(1, url="ws://a"))
     await registrations.apply(refused)

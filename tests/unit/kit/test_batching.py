@@ -11,27 +11,9 @@ from structlog.testing import capture_logs
 
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.consumer import ConsumerSpec, DropMessage, RetryLater
+from tests.support.fakes import FakeMsg
 
 Batched = MicroBatchConsumer[int]
-
-
-class FakeMsg:
-    """A delivery that remembers how it was settled."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.subject = "work.item"
-        self.outcome: str | None = None
-        self.delay: float | None = None
-
-    async def ack(self) -> None:
-        self.outcome = "ack"
-
-    async def nak(self, delay: float | None = None) -> None:
-        self.outcome, self.delay = "nak", delay
-
-    async def term(self) -> None:
-        self.outcome = "term"
 
 
 def decode(msg: Any) -> int:
@@ -48,8 +30,10 @@ class Store:
         self.gate: asyncio.Event | None = None
         self.fail: BaseException | None = None
         self.outcomes: Mapping[int, DropMessage | RetryLater] | None = None
+        self.committing = asyncio.Event()  # set once a commit has begun
 
     async def commit(self, items: list[int]) -> Mapping[int, DropMessage | RetryLater] | None:
+        self.committing.set()
         if self.gate is not None:
             await self.gate.wait()
         if self.fail is not None:
@@ -74,7 +58,7 @@ def consumer(
 
 
 async def feed(c: MicroBatchConsumer[int], *payloads: bytes) -> list[FakeMsg]:
-    msgs = [FakeMsg(p) for p in payloads]
+    msgs = [FakeMsg(p, "work.item") for p in payloads]
     for msg in msgs:
         await c.on_message(msg)  # type: ignore[arg-type]
     return msgs
@@ -131,7 +115,7 @@ async def test_a_failed_commit_naks_the_whole_batch_and_acks_nothing() -> None:
     c = consumer(store)
     msgs = await feed(c, b"1", b"2", b"3")
     await c.stop()
-    assert [(m.outcome, m.delay) for m in msgs] == [("nak", 3.0)] * 3
+    assert [(m.outcome, m.nak_delays) for m in msgs] == [("nak", [3.0])] * 3
 
 
 async def test_a_commit_asking_to_retry_later_gets_its_delay() -> None:
@@ -140,7 +124,7 @@ async def test_a_commit_asking_to_retry_later_gets_its_delay() -> None:
     c = consumer(store)
     msgs = await feed(c, b"1", b"2")
     await c.stop()
-    assert [(m.outcome, m.delay) for m in msgs] == [("nak", 0.5)] * 2
+    assert [(m.outcome, m.nak_delays) for m in msgs] == [("nak", [0.5])] * 2
 
 
 async def test_nothing_is_acknowledged_before_the_commit_returned() -> None:
@@ -149,7 +133,7 @@ async def test_nothing_is_acknowledged_before_the_commit_returned() -> None:
     c = consumer(store)
     c._loop.start()
     msgs = await feed(c, b"1", b"2")
-    await asyncio.sleep(0.1)  # well past the linger: the commit is under way
+    await asyncio.wait_for(store.committing.wait(), timeout=1.0)  # the batch is in hand
     assert [m.outcome for m in msgs] == [None, None]
     store.gate.set()
     await asyncio.wait_for(_settled(msgs), timeout=1.0)

@@ -21,7 +21,7 @@ from contracts.v1 import (
 from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER
 from mowdeck.kit.errors import AckTimeoutError, ExpiredCommandError, PublishRefusedError
 from mowdeck.kit.publisher import Publisher, pub_ack
-from tests.unit.kit.fake_nats import DUPLICATE, NO_STREAM, STORED, FakeNats, refusal_of
+from tests.support.fakes import DUPLICATE, NO_STREAM, STORED, FakeNats, refusal_of
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 MOWER = uuid.UUID("00000000-0000-0000-0000-00000000000a")
@@ -48,7 +48,7 @@ async def test_a_command_goes_to_its_mower_with_its_id_and_priority(
     publisher = Publisher(nc)  # type: ignore[arg-type]
     env = command(stop=stop)
     await (await publisher.command(env, now=NOW))
-    (sent,) = nc.sent
+    (sent,) = nc.published
     assert sent.subject == f"command.mower.{MOWER}"
     assert sent.headers == {MSG_ID_HEADER: str(env.command_id), PRIORITY_HEADER: priority}
     assert decode_command(sent.data) == env
@@ -59,7 +59,7 @@ async def test_an_expired_command_is_refused_and_never_sent() -> None:
     publisher = Publisher(nc)  # type: ignore[arg-type]
     with pytest.raises(ExpiredCommandError):
         await publisher.command(command(ttl_s=1), now=NOW + timedelta(seconds=2))
-    assert nc.sent == []
+    assert nc.published == []
 
 
 async def test_results_states_and_events_get_their_subjects_and_msg_ids() -> None:
@@ -84,18 +84,18 @@ async def test_results_states_and_events_get_their_subjects_and_msg_ids() -> Non
         await publisher.event(event),
     )
     await publisher.state_unacked(state, msg_id="s-2")
-    assert [(s.subject, s.headers) for s in nc.sent] == [
+    assert [(s.subject, s.headers) for s in nc.published] == [
         (f"command.result.mower.{MOWER}", {MSG_ID_HEADER: f"{result.command_id}:executed"}),
         (f"telemetry.mower.{MOWER}", {MSG_ID_HEADER: "s-1"}),
         ("event.mower.connected", {MSG_ID_HEADER: str(event.id)}),
         (f"telemetry.mower.{MOWER}", {MSG_ID_HEADER: "s-2"}),
     ]
-    assert nc.sent[-1].reply == ""  # no ack asked for
+    assert nc.published[-1].reply == ""  # no ack asked for
     assert keys == [MOWER, MOWER, MOWER]  # the caller's formatting of mower ids is used
 
 
 async def test_the_ack_is_the_streams_answer() -> None:
-    nc = FakeNats(lambda sent: DUPLICATE if sent.headers[MSG_ID_HEADER] == "again" else STORED)
+    nc = FakeNats(lambda sent: DUPLICATE if sent.msg_id == "again" else STORED)
     publisher = Publisher(nc)  # type: ignore[arg-type]
     first = pub_ack(await (await publisher.publish("x.y", b"{}", msg_id="first")))
     again = pub_ack(await (await publisher.publish("x.y", b"{}", msg_id="again")))
@@ -107,7 +107,7 @@ async def test_extra_headers_go_along_with_the_msg_id() -> None:
     nc = FakeNats()
     publisher = Publisher(nc)  # type: ignore[arg-type]
     await (await publisher.publish("x.y", b"{}", msg_id="m", headers={"X-Seq": "1"}))
-    assert nc.sent[0].headers == {MSG_ID_HEADER: "m", "X-Seq": "1"}
+    assert nc.published[0].headers == {MSG_ID_HEADER: "m", "X-Seq": "1"}
 
 
 async def test_no_stream_and_a_refusal_fail_the_future_with_the_streams_codes() -> None:
@@ -126,7 +126,7 @@ async def test_no_stream_and_a_refusal_fail_the_future_with_the_streams_codes() 
 
 
 async def test_an_ack_that_never_comes_fails_after_the_deadline_and_is_forgotten() -> None:
-    nc = FakeNats(lambda _: None)
+    nc = FakeNats(None)
     publisher = Publisher(nc, deadline=0.2)  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -142,7 +142,7 @@ async def test_an_ack_that_never_comes_fails_after_the_deadline_and_is_forgotten
 
 
 async def test_stop_cancels_what_still_waits_for_its_ack() -> None:
-    publisher = Publisher(FakeNats(lambda _: None))  # type: ignore[arg-type]
+    publisher = Publisher(FakeNats(None))  # type: ignore[arg-type]
     ack = await publisher.publish("x.y", b"{}", msg_id="m")
     await publisher.stop()
     assert ack.cancelled()

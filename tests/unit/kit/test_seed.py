@@ -20,6 +20,7 @@ from contracts.v1 import (
 )
 from mowdeck.kit.bus import Bus, BusError
 from mowdeck.kit.seed import FleetSeed
+from tests.support.fakes import FakeBus, FakeMsg
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -35,23 +36,17 @@ def registration(n: int, name: str = "listed", url: str = "ws://a") -> MowerRegi
     )
 
 
-class FlakyFleet:
+def flaky_fleet(failures: int, mowers: list[MowerRegistration]) -> FakeBus:
     """A bus whose ``fleet.mowers.list`` fails ``failures`` times, in several ways, then answers."""
-
-    def __init__(self, failures: int, mowers: list[MowerRegistration]) -> None:
-        self.failures = failures
-        self.mowers = mowers
-        self.calls = 0
-
-    async def request(self, subject: str, message: Any, *, timeout: float) -> bytes:
-        self.calls += 1
-        if self.calls <= self.failures:
-            if self.calls % 3 == 0:
-                raise RuntimeError("connection being replaced")  # not a BusError
-            if self.calls % 3 == 1:
-                raise BusError(f"no answer on {subject}: TimeoutError")
-            return b'{"mowers": "not a list"}'  # a malformed page
-        return encode(MowerListReply(mowers=self.mowers))
+    ways: list[bytes | BaseException] = [
+        BusError("no answer on fleet.mowers.list: TimeoutError"),
+        b'{"mowers": "not a list"}',  # a malformed page
+        RuntimeError("connection being replaced"),  # not a BusError
+    ]
+    return FakeBus(
+        replies=[ways[n % 3] for n in range(failures)],
+        reply=encode(MowerListReply(mowers=mowers)),
+    )
 
 
 class Sleeps:
@@ -83,7 +78,7 @@ class Applied:
 async def test_the_seed_retries_from_1_s_doubling_to_30_s_until_fleet_answers() -> None:
     sleep, applied, retries = Sleeps(), Applied(), []
     mower = registration(7)
-    bus: Bus = FlakyFleet(failures=8, mowers=[mower])  # type: ignore[assignment]
+    bus: Bus = flaky_fleet(failures=8, mowers=[mower])  # type: ignore[assignment]
     seed = FleetSeed(
         bus,
         apply=applied.apply,
@@ -131,8 +126,7 @@ class PagedFleet:
         envelope = EventEnvelope.new(
             type=type_, payload=payload, producer="fleet", now=datetime.now(UTC)
         )
-        msg = type("Msg", (), {"subject": f"event.{type_}", "data": encode(envelope)})()
-        await self.event_cb(msg)
+        await self.event_cb(FakeMsg(encode(envelope), f"event.{type_}"))
 
 
 @pytest.mark.parametrize(
@@ -180,7 +174,7 @@ async def test_an_event_while_the_list_is_pending_wins_over_the_lists_older_copy
 
 async def test_a_listed_mower_that_fails_is_skipped_and_the_others_load() -> None:
     mowers = [registration(n) for n in range(1, 5)]
-    bus: Bus = FlakyFleet(failures=0, mowers=mowers)  # type: ignore[assignment]
+    bus: Bus = flaky_fleet(failures=0, mowers=mowers)  # type: ignore[assignment]
     loaded: list[uuid.UUID] = []
 
     async def apply(r: MowerRegistration) -> None:
@@ -201,7 +195,7 @@ async def test_a_seed_task_that_ended_without_seeding_is_unhealthy() -> None:
     async def apply_list(registrations: list[MowerRegistration]) -> int:
         return len(registrations)
 
-    done = FleetSeed(FlakyFleet(0, []), apply_list=apply_list, request_timeout=1.0)  # type: ignore[arg-type]
+    done = FleetSeed(flaky_fleet(0, []), apply_list=apply_list, request_timeout=1.0)  # type: ignore[arg-type]
     assert healthy(done)  # not started
     assert await (await done.start()) == 0
     assert healthy(done)  # done is not dead
@@ -219,6 +213,6 @@ async def test_a_seed_task_that_ended_without_seeding_is_unhealthy() -> None:
 
 
 def test_a_seed_takes_exactly_one_way_to_apply_the_list() -> None:
-    bus: Bus = FlakyFleet(failures=0, mowers=[])  # type: ignore[assignment]
+    bus: Bus = flaky_fleet(failures=0, mowers=[])  # type: ignore[assignment]
     with pytest.raises(ValueError, match="exactly one"):
         FleetSeed(bus, request_timeout=1.0)

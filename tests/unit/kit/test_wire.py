@@ -1,4 +1,8 @@
-"""The lean NATS parsing path against nats-py's own parser: the same calls for the same bytes."""
+"""The lean NATS parsing path against nats-py's own parser: the same calls for the same bytes.
+
+These hold ``mowdeck.kit._fastclient`` to the installed nats-py; a nats-py minor goes into
+``wire.TESTED_NATS_PY`` and the pin in pyproject.toml only once they pass on it.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from nats.aio.msg import Msg
 from nats.errors import BadHeaderError, NotJSMessageError, ProtocolError
 from nats.protocol.parser import Parser
 
-from mowdeck.kit.wire import Client, FastParser, delivery, has_status, parse_header_lines
+from mowdeck.kit._fastclient import Client, FastParser
+from mowdeck.kit.wire import delivery, has_status, parse_header_lines
 
 
 class _Recorder:

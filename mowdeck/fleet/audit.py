@@ -1,0 +1,87 @@
+"""Pure rules of the audit API: its query parameters and its opaque page cursor."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+
+import msgspec
+
+from contracts.v1 import COMMAND_KINDS
+from mowdeck.fleet.errors import BadQueryError
+from mowdeck.fleet.ports import AuditEntry, AuditQuery
+
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "audit_query", "cursor_of"]
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+def _time(params: Mapping[str, str], name: str) -> datetime | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        value = None
+    if value is None or value.tzinfo is None:
+        raise BadQueryError(
+            name, f"`{name}` must be an RFC 3339 time with its offset, such as 2026-05-01T00:00:00Z"
+        )
+    return value
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise BadQueryError("limit", f"`limit` must be a whole number from 1 to {MAX_LIMIT}")
+    return int(raw)
+
+
+def cursor_of(entry: AuditEntry) -> str:
+    """The cursor that continues a page after ``entry`` (its last command)."""
+    doc = msgspec.json.encode([entry.issued_at, entry.command_id])
+    return base64.urlsafe_b64encode(doc).decode().rstrip("=")
+
+
+def _after(raw: str | None) -> tuple[datetime, uuid.UUID] | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        doc = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+        at, command_id = msgspec.json.decode(doc, type=tuple[datetime, uuid.UUID])
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise BadQueryError("cursor", "`cursor` is not one this API gave out") from None
+    if at.tzinfo is None:
+        raise BadQueryError("cursor", "`cursor` is not one this API gave out")
+    return at, command_id
+
+
+def audit_query(params: Mapping[str, str], account_id: uuid.UUID) -> AuditQuery:
+    """The audit query of ``?mower=&from=&to=&kind=&limit=&cursor=`` in ``account_id``."""
+    mower: uuid.UUID | None = None
+    if raw := params.get("mower"):
+        try:
+            mower = uuid.UUID(raw)
+        except ValueError:
+            raise BadQueryError("mower", "`mower` must be a mower id (a UUID)") from None
+    kind = params.get("kind") or None
+    if kind is not None and kind not in COMMAND_KINDS:
+        raise BadQueryError("kind", f"`kind` must be one of {', '.join(COMMAND_KINDS)}")
+    since, until = _time(params, "from"), _time(params, "to")
+    if since is not None and until is not None and until <= since:
+        raise BadQueryError("to", "`to` must be after `from`")
+    return AuditQuery(
+        account_id=account_id,
+        mower_id=mower,
+        since=since,
+        until=until,
+        kind=kind,
+        limit=_limit(params.get("limit")),
+        before=_after(params.get("cursor")),
+    )

@@ -1,0 +1,193 @@
+"""The watch actor: one per mower, holding its ``MowerWatch`` and running the rules on it.
+
+It does no I/O. The state pipeline sends it a mower's states of one batch (``Evaluate``);
+it answers through a ``PlanSink`` that wakes the loop once every mower of the batch has
+answered. The answer carries the watch it evaluated against, so the transaction can tell
+whether the stored (locked) watch is still that one; when it is not (another replica, the
+offline scan or a link event wrote it), the pipeline plans again on the stored watch and
+hands the actor the result (``Adopt``). After a failed commit the actor is stopped, so it
+restarts from the stored watch, its snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import pykka
+
+from actors import ActorFactory, Dispatcher, DispatcherActor, LoopBridge, Snapshot
+from contracts.v1 import MowerState
+from mowdeck.notifications.plan import Plan, plan_states
+from mowdeck.notifications.ports import NotificationStore
+from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.watch import MowerWatch, decode_watch, encode_watch
+
+__all__ = [
+    "Adopt",
+    "Evaluate",
+    "PlanSink",
+    "WatchActor",
+    "WatchAnswer",
+    "WatchSnapshots",
+    "actor_factory",
+    "evaluate",
+]
+
+
+class WatchAnswer(msgspec.Struct, frozen=True):
+    """A mower's answer: the watch it evaluated against, and the plan of its states."""
+
+    base: MowerWatch | None
+    plan: Plan
+    watch: MowerWatch | None
+
+
+class PlanSink:
+    """Collects the answers of one batch from many actors; resolves ``done`` on the loop."""
+
+    def __init__(self, bridge: LoopBridge, expected: int) -> None:
+        self._bridge = bridge
+        self._lock = threading.Lock()
+        self._remaining = expected
+        self.answers: dict[uuid.UUID, WatchAnswer | None] = {}
+        self.done: asyncio.Future[None] = bridge.loop.create_future()
+        if expected == 0:
+            self.done.set_result(None)
+
+    def deliver(self, mower_id: uuid.UUID, answer: WatchAnswer | None) -> None:
+        """Record a mower's answer (None: the actor failed); thread-safe."""
+        with self._lock:
+            self.answers[mower_id] = answer
+            self._remaining -= 1
+            finished = self._remaining == 0
+        if finished:
+            self._bridge.call_soon(_resolve, self.done)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Evaluate(msgspec.Struct, frozen=True):
+    """Run the rules over a mower's states of one batch, in arrival order."""
+
+    states: Sequence[MowerState]
+    now: datetime
+    consuming_since: datetime | None
+    sink: PlanSink
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """Replace the watch with what was committed."""
+
+    watch: MowerWatch | None
+
+
+class WatchActor(DispatcherActor):
+    """Holds one mower's watch and applies the rules to its states."""
+
+    def __init__(
+        self,
+        *,
+        dispatcher: Dispatcher,
+        mower_id: uuid.UUID,
+        watch: MowerWatch | None,
+        thresholds: Thresholds,
+    ) -> None:
+        super().__init__(dispatcher=dispatcher)
+        self.mower_id = mower_id
+        self.watch = watch
+        self.thresholds = thresholds
+
+    def on_receive(self, message: Any) -> Any:
+        """Handle ``Evaluate`` and ``Adopt``."""
+        if isinstance(message, Evaluate):
+            base = self.watch
+            try:
+                plan = evaluate(
+                    self.mower_id,
+                    base,
+                    states=message.states,
+                    now=message.now,
+                    consuming_since=message.consuming_since,
+                    thresholds=self.thresholds,
+                )
+            except Exception:
+                message.sink.deliver(self.mower_id, None)
+                raise
+            after = plan.writes[-1].watch if plan.writes else base
+            self.watch = after
+            message.sink.deliver(self.mower_id, WatchAnswer(base, plan, after))
+            return None
+        if isinstance(message, Adopt):
+            self.watch = message.watch
+            return None
+        return super().on_receive(message)
+
+
+def evaluate(
+    mower_id: uuid.UUID,
+    base: MowerWatch | None,
+    *,
+    states: Sequence[MowerState],
+    now: datetime,
+    consuming_since: datetime | None,
+    thresholds: Thresholds,
+) -> Plan:
+    """The plan of one mower's states against ``base`` (also used to plan again)."""
+    watches = {} if base is None else {mower_id: base}
+    return plan_states(watches, states, now, thresholds, consuming_since)
+
+
+class WatchSnapshots:
+    """Snapshots read from ``notification_watches``: written with each batch, never here.
+
+    ``prefetch`` loads the watches of many mowers in one query before their actors start.
+    """
+
+    def __init__(self, store: NotificationStore) -> None:
+        self._store = store
+        self._prefetched: dict[str, Snapshot | None] = {}
+
+    async def prefetch(self, mower_ids: Sequence[uuid.UUID]) -> None:
+        """Load the snapshots of ``mower_ids`` for the next ``load`` of each."""
+        watches = await self._store.read_watches(mower_ids)
+        for mower_id in mower_ids:
+            watch = watches.get(mower_id)
+            key = str(mower_id)
+            self._prefetched[key] = None if watch is None else _snapshot(key, watch)
+
+    async def load(self, key: str) -> Snapshot | None:
+        """The mower's watch as a snapshot, or None before its first state."""
+        if key in self._prefetched:
+            return self._prefetched.pop(key)
+        watch = (await self._store.read_watches([uuid.UUID(key)])).get(uuid.UUID(key))
+        return None if watch is None else _snapshot(key, watch)
+
+    async def save(self, snapshot: Snapshot) -> None:
+        """Nothing to do: the watch is saved with its batch, in the same transaction."""
+
+
+def _snapshot(key: str, watch: MowerWatch) -> Snapshot:
+    return Snapshot(key=key, state=encode_watch(watch), sequence=0)
+
+
+def actor_factory(dispatcher: Dispatcher, thresholds: Thresholds) -> ActorFactory:
+    """The supervisor's factory: a ``WatchActor`` from the mower's snapshot."""
+
+    def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
+        watch = None if snapshot is None else decode_watch(snapshot.state)
+        return WatchActor.start(
+            dispatcher=dispatcher, mower_id=uuid.UUID(key), watch=watch, thresholds=thresholds
+        )
+
+    return factory

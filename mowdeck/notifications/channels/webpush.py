@@ -1,0 +1,217 @@
+"""The ``webpush`` channel: VAPID, aes128gcm payloads, TTL/Urgency/Topic, one shared session.
+
+Encryption is pywebpush's ``WebPusher.encode`` (a fresh ECDH key per message, as RFC 8291
+requires); sending is ours, over the shared aiohttp session, so there is a timeout, no
+redirect is followed and the VAPID JWT is signed once per push service.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+import msgspec
+import structlog
+import yarl
+from py_vapid import Vapid02
+from pywebpush import WebPusher
+
+from mowdeck.notifications.channels.http import common_answer, post
+from mowdeck.notifications.channels.port import Delivery, DeliveryResult, Severity
+from mowdeck.notifications.channels.settings import ChannelSettings
+from mowdeck.notifications.channels.vapid import (
+    VapidSigner,
+    application_server_key,
+    load_vapid,
+    validate_subject,
+)
+from mowdeck.notifications.targets import (
+    TargetPolicy,
+    WebPushSubscription,
+    WebPushTarget,
+    check_url,
+)
+
+__all__ = [
+    "MAX_PLAINTEXT",
+    "PUSH_OPTIONS",
+    "PushOptions",
+    "WebPushChannel",
+    "create_webpush_channel",
+    "push_headers",
+    "push_topic",
+    "webpush_answer",
+]
+
+log = structlog.get_logger(__name__)
+
+
+class PushOptions(msgspec.Struct, frozen=True):
+    """How long a push service keeps a message for an offline device, and its urgency."""
+
+    ttl: int
+    urgency: str
+
+
+# critical (stuck): wake the device now, keep it a day. warning (battery, offline): normal
+# delivery, worth it for 6 h. info (finished, started, back online): low urgency (the
+# device may wait until it is on power or Wi-Fi), stale after an hour.
+PUSH_OPTIONS: Mapping[Severity, PushOptions] = {
+    "critical": PushOptions(ttl=86400, urgency="high"),
+    "warning": PushOptions(ttl=6 * 3600, urgency="normal"),
+    "info": PushOptions(ttl=3600, urgency="low"),
+}
+# A newer message of the same family replaces an undelivered older one on the device:
+# "back online" replaces "offline".
+TOPIC_FAMILY = {"mower_offline": "link", "mower_online": "link"}
+# One aes128gcm record of 4096 bytes: 86 header + 16 tag + 1 delimiter leaves 3993.
+MAX_PLAINTEXT = 3993
+
+
+def push_topic(kind: str, mower_id: str) -> str:
+    """The ``Topic`` of a kind and mower: 24 URL-safe characters (at most 32 allowed)."""
+    family = TOPIC_FAMILY.get(kind, kind)
+    digest = hashlib.blake2b(f"{family}\x00{mower_id}".encode(), digest_size=18).digest()
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+def push_headers(severity: Severity, kind: str, mower_id: str) -> dict[str, str]:
+    """``TTL``, ``Urgency``, ``Topic`` and ``Content-Encoding`` of one push."""
+    options = PUSH_OPTIONS[severity]
+    return {
+        "TTL": str(options.ttl),
+        "Urgency": options.urgency,
+        "Topic": push_topic(kind, mower_id),
+        "Content-Encoding": "aes128gcm",
+        "Content-Type": "application/octet-stream",
+    }
+
+
+def webpush_answer(status: int, headers: Mapping[str, str], now: float) -> DeliveryResult:
+    """A push service's answer as a result (RFC 8030 and what the services do)."""
+    common = common_answer(status, headers, now=lambda: now)
+    if common is not None:
+        return common
+    if status in (404, 410):
+        return DeliveryResult(status="gone", http_status=status, reason="subscription expired")
+    reasons = {
+        400: "push service refused the request",
+        401: "VAPID authorization refused",
+        403: "VAPID authorization refused",
+        413: "payload too large",
+    }
+    return DeliveryResult(
+        status="failed", http_status=status, reason=reasons.get(status, f"HTTP {status}")
+    )
+
+
+def _payload(delivery: Delivery, topic: str, url: str | None) -> bytes:
+    message: dict[str, Any] = {
+        "title": delivery.title,
+        "body": delivery.body,
+        "kind": delivery.kind,
+        "mower_id": delivery.mower_id,
+        "severity": delivery.severity,
+        "tag": topic,
+        "url": url,
+    }
+    data = msgspec.json.encode(message)
+    while len(data) > MAX_PLAINTEXT and message["body"]:
+        # Shorten the body (never the title) until the record fits.
+        excess = len(data) - MAX_PLAINTEXT
+        message["body"] = message["body"][: max(len(message["body"]) - excess - 1, 0)] + "…"
+        data = msgspec.json.encode(message)
+    return data
+
+
+@functools.lru_cache(maxsize=4096)
+def _endpoint(endpoint: str) -> tuple[yarl.URL, str]:
+    # The URL parsed once (aiohttp takes it as is) and its origin, the VAPID audience.
+    url = yarl.URL(endpoint)
+    return url, str(url.origin())
+
+
+@functools.lru_cache(maxsize=4096)
+def _pusher(subscription: WebPushSubscription) -> WebPusher:
+    # A WebPusher decodes the subscription's keys once; ``encode`` keeps no other state
+    # (its ECDH key is fresh per call), so one per subscription can be reused.
+    return WebPusher(msgspec.to_builtins(subscription))
+
+
+class WebPushChannel:
+    """Sends Web Push messages to browsers' push services."""
+
+    name = "webpush"
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        vapid: Vapid02,
+        *,
+        subject: str,
+        policy: TargetPolicy,
+        timeout: float,
+        console_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._session = session
+        self._signer = VapidSigner(vapid, subject, clock=clock)
+        self._policy = policy
+        self._timeout = timeout
+        self._console_url = console_url
+        self._clock = clock
+        self.application_server_key = application_server_key(vapid)
+
+    @property
+    def signatures(self) -> int:
+        """VAPID JWTs signed so far (one per push service and 11 h)."""
+        return self._signer.signatures
+
+    async def send(self, delivery: Delivery) -> DeliveryResult:
+        """Encrypt and push one delivery."""
+        try:
+            target = msgspec.convert(delivery.target, WebPushTarget)
+        except msgspec.ValidationError as err:
+            return DeliveryResult(status="failed", reason=f"not a webpush target: {err}")
+        endpoint = target.subscription.endpoint
+        refused = check_url(endpoint, self._policy.push_hosts, self._policy)
+        if refused is not None:
+            return DeliveryResult(status="failed", reason=f"endpoint {refused}")
+        url, audience = _endpoint(endpoint)
+        headers = push_headers(delivery.severity, delivery.kind, delivery.mower_id)
+        data = _payload(delivery, headers["Topic"], delivery.console_url or self._console_url)
+        body = _pusher(target.subscription).encode(data, content_encoding="aes128gcm")["body"]
+        headers["Authorization"] = self._signer.authorization(audience)
+        return await post(
+            self._session,
+            url,
+            data=body,
+            headers=headers,
+            timeout=self._timeout,
+            answer=lambda status, h: webpush_answer(status, h, self._clock()),
+        )
+
+    async def close(self) -> None:
+        """Nothing of its own to release; the session is shared."""
+
+
+def create_webpush_channel(
+    settings: ChannelSettings, http_session: aiohttp.ClientSession
+) -> WebPushChannel:
+    """The ``webpush`` entry point: the VAPID key from the settings, the shared session."""
+    vapid = load_vapid(settings)
+    channel = WebPushChannel(
+        http_session,
+        vapid,
+        subject=validate_subject(settings.notifications_vapid_subject),
+        policy=TargetPolicy.from_settings(settings),
+        timeout=settings.notifications_send_timeout_seconds,
+        console_url=settings.notifications_console_url,
+    )
+    log.info("webpush_ready", application_server_key=channel.application_server_key)
+    return channel

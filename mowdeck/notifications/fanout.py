@@ -1,0 +1,231 @@
+"""The fan-out: pending events to inbox items, recipients re-checked, then notifications.sent.
+
+A round claims pending events (FOR UPDATE SKIP LOCKED, a short transaction of its own),
+picks each event's recipients outside any transaction (the account's subscribers, their
+scope and kinds, one ``check_many(can_view, mower)`` for all of them, quiet hours), then
+completes it in one transaction (inbox items, pending row gone, inbox trimmed) and
+publishes ``event.notifications.sent`` for each new item, rendered in the reader's
+locale. A failed event stays claimed until its lease runs out and is tried again, up to
+``notifications_fanout_max_attempts`` claims. The fan-out is woken at once after a
+commit of this replica wrote events, and polls for other replicas' events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+import msgspec
+import structlog
+
+from contracts.v1 import EventEnvelope, NotificationSent
+from mowdeck.authz import Authorizer, mower_object, user_ref
+from mowdeck.kit.publisher import Publisher
+from mowdeck.notifications.metrics import NotificationsMetrics
+from mowdeck.notifications.model import InboxEntry, InboxItem, PendingEvent
+from mowdeck.notifications.ports import NotificationStore
+from mowdeck.notifications.quiet import held_by_quiet_hours
+from mowdeck.notifications.recipients import Subscriber, recipients
+from mowdeck.notifications.settings import NotificationsSettings
+from mowdeck.notifications.templates import render
+
+__all__ = ["Decisions", "FanOut"]
+
+log = structlog.get_logger("mowdeck.notifications.fanout")
+PRODUCER = "notifications"
+_CONCURRENCY = 4
+
+
+class Decisions:
+    """``can_view`` decisions per user and mower, cached for ``ttl``; ``clear`` drops all."""
+
+    def __init__(
+        self, authorizer: Authorizer, ttl: timedelta, clock: Callable[[], datetime]
+    ) -> None:
+        self._authorizer = authorizer
+        self._ttl = ttl
+        self._clock = clock
+        self._cache: dict[tuple[str, uuid.UUID], tuple[bool, datetime]] = {}
+
+    def clear(self) -> None:
+        """Forget every decision (grants changed)."""
+        self._cache.clear()
+
+    async def viewers(self, users: Sequence[str], mower_id: uuid.UUID) -> set[str]:
+        """Those of ``users`` who may view the mower: one ``check_many`` for the uncached."""
+        now = self._clock()
+        allowed: set[str] = set()
+        ask: list[str] = []
+        for user in users:
+            cached = self._cache.get((user, mower_id))
+            if cached is not None and cached[1] > now:
+                if cached[0]:
+                    allowed.add(user)
+            else:
+                ask.append(user)
+        if ask:
+            answers = await self._authorizer.check_many(
+                [user_ref(u) for u in ask], "can_view", mower_object(mower_id)
+            )
+            expires = now + self._ttl
+            for user in ask:
+                ok = answers.get(user_ref(user), False)
+                if self._ttl > timedelta(0):
+                    self._cache[(user, mower_id)] = (ok, expires)
+                if ok:
+                    allowed.add(user)
+        return allowed
+
+
+class FanOut:
+    """Runs fan-out rounds when woken and every ``poll`` seconds."""
+
+    def __init__(
+        self,
+        store: NotificationStore,
+        *,
+        decisions: Decisions,
+        publisher: Publisher,
+        names: Callable[[uuid.UUID], str | None],
+        settings: NotificationsSettings,
+        metrics: NotificationsMetrics,
+        clock: Callable[[], datetime],
+        poll: float = 1.0,
+    ) -> None:
+        self._store = store
+        self._decisions = decisions
+        self._publisher = publisher
+        self._names = names
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._poll = poll
+        self._wake = asyncio.Event()
+        self._limit = asyncio.Semaphore(_CONCURRENCY)
+        self.task: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        """Run a round now (events were just committed)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        """Start the fan-out task."""
+        self.task = asyncio.get_running_loop().create_task(self._run(), name="notifications-fanout")
+
+    async def stop(self) -> None:
+        """Stop the task; an event in hand is claimed again after its lease."""
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            self.task = None
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll)
+            self._wake.clear()
+            try:
+                while await self.round() >= self._settings.notifications_fanout_batch:
+                    pass
+            except Exception:
+                log.exception("fan-out round failed")
+
+    async def round(self) -> int:
+        """Claim a batch of pending events and fan each out; returns how many were claimed."""
+        s = self._settings
+        claimed = await self._store.claim_pending(
+            self._clock(), s.notifications_fanout_batch, s.fanout_lease
+        )
+        if claimed:
+            subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]] = {}
+            await asyncio.gather(*(self._guarded(p, subscribers) for p in claimed))
+        return len(claimed)
+
+    async def _guarded(
+        self, pending: PendingEvent, subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]]
+    ) -> None:
+        async with self._limit:
+            try:
+                await self._one(pending, subscribers)
+            except Exception:
+                self._metrics.fanout_failures.inc()
+                log.exception(
+                    "fan-out failed; tried again after the lease",
+                    pending_id=pending.id,
+                    mower_id=str(pending.event.mower_id),
+                    attempts=pending.attempts,
+                )
+
+    async def _one(
+        self, pending: PendingEvent, subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]]
+    ) -> None:
+        s, metrics = self._settings, self._metrics
+        if pending.attempts > s.notifications_fanout_max_attempts:
+            if await self._store.discard_pending(pending.id):
+                metrics.fanout_discarded.inc()
+                log.error("pending event dropped after too many attempts", pending_id=pending.id)
+            return
+        event = pending.event
+        task = subscribers.get(event.account_id)
+        if task is None:
+            task = subscribers[event.account_id] = asyncio.ensure_future(
+                self._store.subscribers(event.account_id)
+            )
+        wanted = recipients(await task, event)
+        viewers = await self._decisions.viewers([w.user_id for w in wanted], event.mower_id)
+        if not wanted:
+            metrics.suppressed.labels(reason="not_subscribed").inc()
+        if len(viewers) < len(wanted):
+            metrics.suppressed.labels(reason="not_viewable").inc(len(wanted) - len(viewers))
+        chosen = [w for w in wanted if w.user_id in viewers]
+        entries = []
+        for sub in chosen:
+            prefs = sub.preferences
+            held = held_by_quiet_hours(
+                prefs.quiet_hours, prefs.timezone, event.occurred_at, event.severity
+            )
+            if held:
+                metrics.suppressed.labels(reason="quiet_hours").inc()
+            entries.append(InboxEntry(user_id=sub.user_id, held_by_quiet_hours=held))
+        name = self._names(event.mower_id) or str(event.mower_id)[:8]
+        named = msgspec.structs.replace(event, params={**event.params, "mower": name})
+        items = await self._store.complete_pending(
+            pending.id, named, entries, s.notifications_inbox_limit
+        )
+        metrics.inbox_items.inc(len(items))
+        if items:
+            await self._announce(items, {sub.user_id: sub for sub in chosen})
+
+    async def _announce(self, items: list[InboxItem], readers: dict[str, Subscriber]) -> None:
+        acks = []
+        for item in items:
+            prefs = readers[item.user_id].preferences
+            title, body = render(item.message_key, item.params, prefs.locale, prefs.timezone)
+            payload = NotificationSent(
+                notification_id=item.id,
+                user_id=item.user_id,
+                mower_id=item.mower_id,
+                kind=item.kind,
+                severity=item.severity,
+                dedupe_key=item.dedupe_key,
+                title=title,
+                body=body,
+            )
+            envelope = EventEnvelope.new(
+                "notifications.sent",
+                payload,
+                producer=PRODUCER,
+                now=self._clock(),
+                account_id=item.account_id,
+            )
+            acks.append(await self._publisher.event(envelope))
+        for result in await asyncio.gather(*acks, return_exceptions=True):
+            if isinstance(result, BaseException):
+                # The inbox item is stored; the in-app feed misses this one live.
+                log.warning("notifications.sent not acknowledged", error=str(result))
+            else:
+                self._metrics.sent_published.inc()

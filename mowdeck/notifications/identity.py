@@ -1,0 +1,94 @@
+"""Identity and registry events: users leaving, grants changing, mowers named and removed.
+
+- ``identity.user.disabled`` and ``.deleted`` delete the user's preferences and inbox
+  (``store.delete_user``), once, through the durable queue group ``notifications-identity``.
+- ``identity.grants.changed`` drops the cached ``can_view`` decisions: every replica has
+  its own cache, so every replica hears it (an ordered consumer of its own).
+- Mower names for the templates come from the Fleet seed and ``mower.*`` events, on every
+  replica; ``mower.removed`` forgets the mower (``store.forget_mower``, idempotent) and
+  stops its actor.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+import structlog
+from nats.aio.msg import Msg
+
+from contracts.v1 import ContractError, GrantsChanged, MowerRegistration, UserRef, decode_event
+from mowdeck.kit.consumer import DropMessage
+from mowdeck.notifications.fanout import Decisions
+from mowdeck.notifications.ports import NotificationStore
+
+__all__ = ["IdentityEvents", "MowerNames"]
+
+log = structlog.get_logger("mowdeck.notifications.identity")
+
+_USER_GONE = frozenset({"identity.user.disabled", "identity.user.deleted"})
+
+
+class IdentityEvents:
+    """Handles ``event.identity.*`` (the consumer settles; ``grants`` is per replica)."""
+
+    def __init__(self, store: NotificationStore, decisions: Decisions) -> None:
+        self._store = store
+        self._decisions = decisions
+
+    async def handle(self, msg: Msg) -> None:
+        """Delete a disabled or deleted user's data; anything else is acknowledged."""
+        try:
+            event = decode_event(msg.data)
+        except ContractError as err:
+            raise DropMessage(str(err)) from err
+        if event.type in _USER_GONE and isinstance(event.payload, UserRef):
+            deleted = await self._store.delete_user(event.payload.user_id)
+            # A user's rights went with them: what this replica cached about them is stale.
+            self._decisions.clear()
+            log.info(
+                "user data deleted", type=event.type, user_id=event.payload.user_id, rows=deleted
+            )
+
+    async def on_grants(self, msg: Msg) -> None:
+        """``identity.grants.changed``: drop the cached decisions."""
+        try:
+            event = decode_event(msg.data)
+        except ContractError as err:
+            log.warning("identity event dropped", subject=msg.subject, reason=str(err))
+            return
+        if isinstance(event.payload, GrantsChanged):
+            self._decisions.clear()
+
+
+class MowerNames:
+    """Mower names and accounts by id, from the Fleet seed and the mower events; removal
+    forgets."""
+
+    def __init__(
+        self, store: NotificationStore, on_removed: Callable[[uuid.UUID], Awaitable[object]]
+    ) -> None:
+        self._store = store
+        self._on_removed = on_removed
+        self._mowers: dict[uuid.UUID, MowerRegistration] = {}
+
+    def get(self, mower_id: uuid.UUID) -> str | None:
+        """The mower's name, if known."""
+        registration = self._mowers.get(mower_id)
+        return None if registration is None else registration.name
+
+    def account(self, mower_id: uuid.UUID) -> uuid.UUID | None:
+        """The mower's account, if known (the HTTP API's ``mower_account``)."""
+        registration = self._mowers.get(mower_id)
+        return None if registration is None else registration.account_id
+
+    async def apply(self, registration: MowerRegistration) -> None:
+        """A registered or updated mower (or one of the seed's list)."""
+        self._mowers[registration.mower_id] = registration
+
+    async def remove(self, mower_id: uuid.UUID) -> None:
+        """A removed mower: forget it, its watch, pending events and inbox items."""
+        self._mowers.pop(mower_id, None)
+        await self._on_removed(mower_id)
+        rows = await self._store.forget_mower(mower_id)
+        log.info("mower forgotten", mower_id=str(mower_id), rows=rows)

@@ -1,0 +1,294 @@
+"""The state pipeline: micro-batches of states, evaluated by per-mower actors, one commit.
+
+Per batch: decode (malformed payloads and subjects naming another mower are terminated,
+other TELEMETRY subjects acknowledged unread), ask each mower's ``WatchActor`` to run
+the rules, then in one transaction lock the batch's watches FOR UPDATE (in mower id
+order), plan again on the stored watch every mower whose actor evaluated against another
+one (another replica, the offline scan or a link event wrote it meanwhile), write the
+watches and the pending events, commit, and only then acknowledge. The next batch is
+decoded and evaluated while this one commits. A batch that fails is nak'd whole and its
+actors are stopped, so they restart from the stored watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from nats.aio.msg import Msg
+from pykka import ActorDeadError
+
+from actors import LoopBridge, ShardSupervisor
+from contracts.v1 import ContractError, MowerState, decode_state
+from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
+from mowdeck.kit.batching import BatchLoop, nak_all
+from mowdeck.kit.wire import ack_all
+from mowdeck.notifications.actor import (
+    Adopt,
+    Evaluate,
+    PlanSink,
+    WatchAnswer,
+    WatchSnapshots,
+    evaluate,
+)
+from mowdeck.notifications.errors import StoreConflictError
+from mowdeck.notifications.metrics import NotificationsMetrics
+from mowdeck.notifications.plan import Plan
+from mowdeck.notifications.ports import NotificationStore
+from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.watch import MowerWatch
+
+__all__ = ["StatePipeline", "count_plan", "transact"]
+
+log = structlog.get_logger("mowdeck.notifications.ingest")
+_EVALUATE_TIMEOUT = 10.0
+_NAK_DELAY = 1.0
+_CONFLICT_ATTEMPTS = 3
+
+
+@dataclass(slots=True)
+class _Mower:
+    msgs: list[Msg] = field(default_factory=list)
+    states: list[MowerState] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Prepared:
+    mowers: dict[uuid.UUID, _Mower]
+    answers: dict[uuid.UUID, WatchAnswer]
+    now: datetime
+    consuming_since: datetime | None
+
+
+def count_plan(metrics: NotificationsMetrics, plan: Plan, source: str) -> None:
+    """Count what a committed plan wrote, decided and suppressed."""
+    metrics.watches_written.labels(source=source).inc(len(plan.writes))
+    for event in plan.events:
+        metrics.events.labels(kind=event.kind).inc()
+    for suppressed in plan.suppressed:
+        metrics.suppressed.labels(reason=suppressed.reason).inc()
+    for reason, count in plan.ignored.items():
+        metrics.states_ignored.labels(reason=reason).inc(count)
+
+
+async def transact(
+    store: NotificationStore,
+    ids: Sequence[uuid.UUID],
+    planner: Callable[[dict[uuid.UUID, MowerWatch]], Plan],
+) -> Plan:
+    """Lock the watches of ``ids``, plan on them, write, commit; again after a lost race."""
+    attempt = 1
+    while True:
+        try:
+            async with store.watches() as tx:
+                plan = planner(await tx.lock(ids))
+                await tx.write(plan.writes, plan.events)
+            return plan
+        except StoreConflictError as err:
+            if attempt == _CONFLICT_ATTEMPTS:
+                raise
+            log.info("watch transaction lost a race; trying again", attempt=attempt, error=str(err))
+            attempt += 1
+
+
+class StatePipeline:
+    """Collects state messages and runs them through actors and one commit per batch."""
+
+    def __init__(
+        self,
+        store: NotificationStore,
+        *,
+        supervisor: ShardSupervisor,
+        snapshots: WatchSnapshots,
+        bridge: LoopBridge,
+        thresholds: Thresholds,
+        metrics: NotificationsMetrics,
+        consuming_since: Callable[[], datetime | None],
+        clock: Callable[[], datetime],
+        on_events: Callable[[], object],
+        batch_max: int,
+        linger: float,
+    ) -> None:
+        self._store = store
+        self._supervisor = supervisor
+        self._snapshots = snapshots
+        self._bridge = bridge
+        self._thresholds = thresholds
+        self._metrics = metrics
+        self._consuming_since = consuming_since
+        self._clock = clock
+        self._on_events = on_events
+        self._loop: BatchLoop[_Prepared] = BatchLoop(
+            prepare=self._prepare,
+            commit=self._commit,
+            batch_max=batch_max,
+            linger=linger,
+            overlap=True,
+            nak_delay=_NAK_DELAY,
+            name="notifications-states",
+        )
+        self.on_message = self._loop.on_message
+        self._subjects: dict[str, uuid.UUID] = {}
+        self._keys: dict[uuid.UUID, str] = {}
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The batching task."""
+        return self._loop.task
+
+    def start(self) -> None:
+        """Start the batching task (``on_message`` is the consumer's callback)."""
+        self._loop.start()
+
+    async def stop(self) -> None:
+        """Finish the queued messages, then stop."""
+        await self._loop.stop()
+
+    def _key(self, mower_id: uuid.UUID) -> str:
+        key = self._keys.get(mower_id)
+        if key is None:
+            key = self._keys[mower_id] = str(mower_id)
+        return key
+
+    async def _prepare(self, msgs: list[Msg]) -> _Prepared | None:
+        mowers: dict[uuid.UUID, _Mower] = {}
+        foreign: list[Msg] = []
+        for msg in msgs:
+            subject = msg.subject
+            try:
+                subject_mower = self._subjects.get(subject)
+                if subject_mower is None:
+                    if not _is_state_subject(subject):
+                        foreign.append(msg)
+                        continue
+                    subject_mower = self._subjects[subject] = mower_id_from_subject(subject)
+                state = decode_state(msg.data)
+            except ContractError as err:
+                await _term(msg, "malformed", str(err))
+                continue
+            if state.mower_id != subject_mower:
+                await _term(msg, "subject-mismatch", str(state.mower_id))
+                continue
+            entry = mowers.get(state.mower_id)
+            if entry is None:
+                entry = mowers[state.mower_id] = _Mower()
+            entry.msgs.append(msg)
+            entry.states.append(state)
+        if foreign:
+            # The consumer reads the whole stream (see service.py); these are not states.
+            await ack_all(foreign)
+        if not mowers:
+            return None
+        now, since = self._clock(), self._consuming_since()
+        answers = await self._evaluate(mowers, now, since)
+        decided: dict[uuid.UUID, WatchAnswer] = {}
+        for mower_id, answer in answers.items():
+            if answer is None:
+                await nak_all(mowers.pop(mower_id).msgs, _NAK_DELAY)
+            else:
+                decided[mower_id] = answer
+        return _Prepared(mowers, decided, now, since) if mowers else None
+
+    async def _evaluate(
+        self, mowers: dict[uuid.UUID, _Mower], now: datetime, since: datetime | None
+    ) -> dict[uuid.UUID, WatchAnswer | None]:
+        supervisor = self._supervisor
+        refs: dict[uuid.UUID, Any] = {}
+        missing: list[uuid.UUID] = []
+        for mower_id in mowers:
+            ref = supervisor.get(self._key(mower_id))
+            if ref is None:
+                missing.append(mower_id)
+            else:
+                refs[mower_id] = ref
+        if missing:
+            # One query for every new mower's watch, then all actors start together.
+            await self._snapshots.prefetch(missing)
+            started = await supervisor.get_or_start_many(self._key(m) for m in missing)
+            for mower_id, result in zip(missing, started, strict=True):
+                if isinstance(result, BaseException):
+                    log.error("watch actor unavailable", mower_id=str(mower_id), error=repr(result))
+                else:
+                    refs[mower_id] = result
+        sink = PlanSink(self._bridge, len(mowers))
+        for mower_id, entry in mowers.items():
+            ref = refs.get(mower_id)
+            try:
+                if ref is None:
+                    raise ActorDeadError(self._key(mower_id))
+                ref.tell(Evaluate(entry.states, now, since, sink))
+            except ActorDeadError:
+                sink.deliver(mower_id, None)
+        try:
+            await asyncio.wait_for(asyncio.shield(sink.done), _EVALUATE_TIMEOUT)
+        except TimeoutError:
+            log.error("watch actors did not answer", mowers=len(mowers))
+        return {m: sink.answers.get(m) for m in mowers}
+
+    async def _commit(self, prepared: _Prepared) -> None:
+        mowers, answers = prepared.mowers, prepared.answers
+        replanned: dict[uuid.UUID, MowerWatch | None] = {}
+
+        def planner(stored: dict[uuid.UUID, MowerWatch]) -> Plan:
+            replanned.clear()
+            plan = Plan()
+            for mower_id, answer in answers.items():
+                watch = stored.get(mower_id)
+                part = answer.plan
+                if watch != answer.base:
+                    part = evaluate(
+                        mower_id,
+                        watch,
+                        states=mowers[mower_id].states,
+                        now=prepared.now,
+                        consuming_since=prepared.consuming_since,
+                        thresholds=self._thresholds,
+                    )
+                    replanned[mower_id] = part.writes[-1].watch if part.writes else watch
+                plan.writes.extend(part.writes)
+                plan.events.extend(part.events)
+                plan.suppressed.extend(part.suppressed)
+                for reason, count in part.ignored.items():
+                    plan.ignored[reason] = plan.ignored.get(reason, 0) + count
+            return plan
+
+        msgs = [m for e in mowers.values() for m in e.msgs]
+        started = time.perf_counter()
+        try:
+            plan = await transact(self._store, list(answers), planner)
+        except Exception:
+            log.exception("state batch failed; redelivering", mowers=len(mowers))
+            # The actors evaluated against watches that were never committed: restart
+            # them from the stored ones, and let JetStream redeliver the whole batch.
+            await asyncio.gather(*(self._supervisor.stop(self._key(m)) for m in mowers))
+            await nak_all(msgs, _NAK_DELAY)
+            return
+        metrics = self._metrics
+        metrics.commit_seconds.labels(source="states").observe(time.perf_counter() - started)
+        metrics.states_evaluated.inc(len(msgs))
+        count_plan(metrics, plan, "states")
+        for mower_id, watch in replanned.items():
+            ref = self._supervisor.get(self._key(mower_id))
+            if ref is not None:
+                ref.tell(Adopt(watch))
+        await ack_all(msgs)
+        if plan.events:
+            self._on_events()
+
+
+def _is_state_subject(subject: str) -> bool:
+    return subject.startswith(TELEMETRY_PREFIX) and "." not in subject[len(TELEMETRY_PREFIX) :]
+
+
+async def _term(msg: Msg, reason: str, detail: str) -> None:
+    log.warning("state terminated", reason=reason, subject=msg.subject, detail=detail)
+    try:
+        await msg.term()
+    except Exception as err:
+        log.debug("term failed", error=str(err))

@@ -1,0 +1,64 @@
+"""Notifications' Prometheus metrics on a registry passed in (``mowdeck_notifications_*``)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+__all__ = ["NotificationsMetrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class NotificationsMetrics:
+    """Counters and histograms of the rules, the offline scan and the fan-out."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        p = "mowdeck_notifications_"
+        self.states_evaluated = Counter(
+            p + "states_evaluated", "States run through the rules.", registry=registry
+        )
+        self.states_ignored = Counter(
+            p + "states_ignored",
+            "States that changed nothing, by reason (not_newer, from_the_future).",
+            ["reason"],
+            registry=registry,
+        )
+        self.watches_written = Counter(
+            p + "watches_written", "Watches written, by source.", ["source"], registry=registry
+        )
+        self.events = Counter(
+            p + "events", "Events the rules decided, by kind.", ["kind"], registry=registry
+        )
+        self.suppressed = Counter(
+            p + "suppressed",
+            "Occurrences or recipients not notified, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.inbox_items = Counter(
+            p + "inbox_items_written", "Inbox items stored.", registry=registry
+        )
+        self.commit_seconds = Histogram(
+            p + "batch_commit_seconds",
+            "Duration of a watch transaction, by source.",
+            ["source"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.offline_scans = Counter(
+            p + "offline_scans", "Rounds of the offline scan.", registry=registry
+        )
+        self.offline_claims = Counter(
+            p + "offline_claims", "Watches the offline scan claimed.", registry=registry
+        )
+        self.fanout_failures = Counter(
+            p + "fanout_failures", "Pending events whose fan-out failed.", registry=registry
+        )
+        self.fanout_discarded = Counter(
+            p + "fanout_discarded",
+            "Pending events dropped after too many failed claims.",
+            registry=registry,
+        )
+        self.sent_published = Counter(
+            p + "sent_published", "notifications.sent events published.", registry=registry
+        )

@@ -1,0 +1,75 @@
+"""The offline timer: a scan on every replica that claims due watches FOR UPDATE SKIP LOCKED.
+
+Each round claims up to a batch of watches whose silence is due, runs
+``rules.evaluate_silence`` on them (``plan_silence``) and writes them back with their
+exact next due time, in one short transaction. A watch another replica's scan or a
+state batch holds is skipped, not waited for. While the NATS connection is down the
+scan does nothing, and after it is back silence counts from then (``ConsumingSince``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+
+from mowdeck.notifications.consuming import ConsumingSince
+from mowdeck.notifications.ingest import count_plan
+from mowdeck.notifications.metrics import NotificationsMetrics
+from mowdeck.notifications.plan import Plan, plan_silence
+from mowdeck.notifications.ports import NotificationStore
+from mowdeck.notifications.rules import Thresholds
+
+__all__ = ["OfflineScan"]
+
+log = structlog.get_logger("mowdeck.notifications.offline")
+
+
+class OfflineScan:
+    """One round of the silence timer (run by ``kit.periodic.Periodic``)."""
+
+    def __init__(
+        self,
+        store: NotificationStore,
+        *,
+        thresholds: Thresholds,
+        consuming: ConsumingSince,
+        metrics: NotificationsMetrics,
+        clock: Callable[[], datetime],
+        on_events: Callable[[], object],
+        batch: int,
+    ) -> None:
+        self._store = store
+        self._thresholds = thresholds
+        self._consuming = consuming
+        self._metrics = metrics
+        self._clock = clock
+        self._on_events = on_events
+        self._batch = batch
+
+    async def round(self) -> Plan | None:
+        """Claim and evaluate due watches until fewer than a batch are due; None when the
+        bus is down (nothing is consumed, so no mower can be told silent)."""
+        if not self._consuming.consuming():
+            return None
+        total = Plan()
+        while True:
+            now = self._clock()
+            started = time.perf_counter()
+            async with self._store.watches() as tx:
+                claimed = await tx.claim_due(now, self._batch)
+                plan = plan_silence(claimed, now, self._consuming.since, self._thresholds)
+                await tx.write(plan.writes, plan.events)
+            metrics = self._metrics
+            metrics.commit_seconds.labels(source="scan").observe(time.perf_counter() - started)
+            metrics.offline_scans.inc()
+            metrics.offline_claims.inc(len(claimed))
+            count_plan(metrics, plan, "scan")
+            total.writes += plan.writes
+            total.events += plan.events
+            if plan.events:
+                self._on_events()
+            if len(claimed) < self._batch:
+                return total

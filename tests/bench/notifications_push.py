@@ -1,0 +1,190 @@
+"""Web Push delivery benchmark: the webpush channel against pywebpush's ``webpush()``.
+
+Run: python -m tests.bench.notifications_push [--smoke]
+
+A local push service runs in its own process (``tests.support.webpush_receiver``): it
+answers 201 at once, verifies every distinct VAPID JWT and decrypts one push in 50 to
+prove the payloads are right. Both sides encrypt for real (aes128gcm, a fresh ECDH key
+per message) and sign VAPID for real.
+
+- channel: ``WebPushChannel.send`` with at most 64 deliveries in flight over the one
+  shared aiohttp session; one JWT per push service origin.
+- naive: pywebpush's synchronous ``webpush()`` one at a time to the same receiver, a fresh
+  claims dict per call (it mutates the one it is given), so a JWT per message and a new
+  connection per message.
+- outbox latency: the fan-out's ``complete_pending`` (which writes the delivery rows in
+  the inbox transaction) at 200 per second against PostgreSQL, a ``DeliveryWorker``
+  woken by LISTEN/NOTIFY, and a push receiver in this process that notes when each push
+  arrives: the time from the start of the fan-out's write to the push received. The
+  Notifications service composition is not on this branch, so the rules and the
+  fan-out's recipient lookup before that write are not in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from py_vapid import Vapid02
+from pywebpush import webpush
+
+from mowdeck.notifications.channels import ChannelSettings, Delivery, open_channel_session
+from mowdeck.notifications.channels.webpush import WebPushChannel
+from mowdeck.notifications.targets import TargetPolicy
+from tests.bench.notifications_outbox import run_outbox_latency
+
+SUBJECT = "mailto:bench@mowdeck.example"
+KINDS = [("mowing_finished", "info"), ("battery_low", "warning"), ("mower_stuck", "critical")]
+
+
+def start_receiver(subscriptions: int, sample_every: int) -> tuple[subprocess.Popen[str], Any]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.webpush_receiver",
+            "--subscriptions",
+            str(subscriptions),
+            "--sample-every",
+            str(sample_every),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, json.loads(proc.stdout.readline())
+
+
+def deliveries(subs: list[dict[str, Any]], count: int) -> list[Delivery]:
+    now = datetime.now(UTC)
+    out = []
+    for i in range(count):
+        kind, severity = KINDS[i % len(KINDS)]
+        out.append(
+            Delivery(
+                delivery_id=f"d-{i}",
+                user_id=f"u-{i % 97}",
+                channel="webpush",
+                target={"channel": "webpush", "subscription": subs[i % len(subs)]},
+                kind=kind,
+                mower_id=f"m-{i % 500}",
+                severity=severity,  # type: ignore[arg-type]
+                title="Mower 12: battery low",
+                body="Battery at 18 %, the mower returns to its station.",
+                occurred_at=now,
+                dedupe_key=f"{kind}:m-{i % 500}:{i}",
+                console_url="https://console.mowdeck.example/mowers/m-12",
+            )
+        )
+    return out
+
+
+async def run_channel(
+    origin: str, subs: list[dict[str, Any]], count: int, in_flight: int, vapid: Vapid02
+) -> tuple[float, dict[str, int]]:
+    settings = ChannelSettings(
+        notifications_push_hosts=["127.0.0.1"],
+        notifications_insecure_hosts=["127.0.0.1"],
+        notifications_http_connections=in_flight,
+    )
+    work = deliveries(subs, count)
+    session = open_channel_session(settings)
+    channel = WebPushChannel(
+        session, vapid, subject=SUBJECT, policy=TargetPolicy.from_settings(settings), timeout=10
+    )
+    statuses: dict[str, int] = {}
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(delivery: Delivery) -> None:
+        async with gate:
+            result = await channel.send(delivery)
+        statuses[result.status] = statuses.get(result.status, 0) + 1
+
+    # Warm up: the connection pool and the one JWT of this origin.
+    await asyncio.gather(*(one(d) for d in work[:in_flight]))
+    statuses.clear()
+    started = time.perf_counter()
+    await asyncio.gather(*(one(d) for d in work))
+    elapsed = time.perf_counter() - started
+    await session.close()
+    return count / elapsed, statuses
+
+
+def run_naive(subs: list[dict[str, Any]], count: int, vapid: Vapid02) -> float:
+    data = json.dumps({"title": "Mower 12: battery low", "body": "Battery at 18 %"})
+    started = time.perf_counter()
+    for i in range(count):
+        webpush(
+            subs[i % len(subs)],
+            data,
+            vapid_private_key=vapid,
+            vapid_claims={"sub": SUBJECT},
+            ttl=3600,
+            timeout=10,
+        )
+    return count / (time.perf_counter() - started)
+
+
+async def stats(origin: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as s, s.get(origin + "/stats") as response:
+        result: dict[str, Any] = await response.json()
+        return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="a few seconds, to check it runs")
+    parser.add_argument("--deliveries", type=int, default=None)
+    parser.add_argument("--in-flight", type=int, default=64)
+    args = parser.parse_args()
+    count = args.deliveries or (600 if args.smoke else 20_000)
+    naive_count = 40 if args.smoke else 400
+    latency_seconds = 3.0 if args.smoke else 20.0
+    vapid = Vapid02()
+    vapid.generate_keys()
+    proc, info = start_receiver(200, 50)
+    try:
+        origin, subs = info["origin"], info["subscriptions"]
+        rate, statuses = asyncio.run(run_channel(origin, subs, count, args.in_flight, vapid))
+        before = asyncio.run(stats(origin))
+        naive = run_naive(subs, naive_count, vapid)
+        after = asyncio.run(stats(origin))
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+    print(f"channel: {count} deliveries, {args.in_flight} in flight: {rate:,.0f}/s {statuses}")
+    print(f"naive webpush(): {naive_count} deliveries one at a time: {naive:,.0f}/s")
+    naive_pushes = after["received"] - before["received"]
+    print(
+        f"receiver: {before['received']} pushes, {before['decrypted']} decrypted and checked,"
+        f" problems {after['problems']}; naive pushes {naive_pushes}"
+    )
+    ok = statuses == {"sent": count} and not after["problems"] and before["decrypted"] > 0
+    print(f"ratio: {rate / naive:.1f}x; correct: {ok}")
+    latency = asyncio.run(run_outbox_latency(rate=200, seconds=latency_seconds))
+    print(
+        f"outbox: {latency.count} notifications at 200/s, fan-out write to push received:"
+        f" p50 {latency.p50_ms:.0f} ms, p99 {latency.p99_ms:.0f} ms,"
+        f" max {latency.max_ms:.0f} ms; sent behind schedule by at most"
+        f" {latency.lag_ms:.0f} ms"
+    )
+    ok = ok and latency.count == latency.expected
+    print(
+        f"RESULT webpush_deliveries_per_s={rate:.0f} naive_webpush_deliveries_per_s={naive:.0f}"
+        f" state_to_push_p99_ms={latency.p99_ms:.0f}"
+    )
+    if not ok:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Fixtures: a migrated database per module, a pool and a store on emptied tables per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.notifications.postgres import PostgresNotificationStore
+
+TABLES = (
+    "notification_preferences, notification_watches, notification_pending, notification_inbox,"
+    " notification_targets, notification_deliveries"
+)
+
+
+@pytest.fixture
+async def migrated(database_url: str) -> str:
+    """The module's database with the notifications migrations applied."""
+    await migrate(database_url, discover(sql_root(), ["notifications"]))
+    return database_url
+
+
+@pytest.fixture
+async def pool(migrated: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on emptied notifications tables."""
+    p = await asyncpg.create_pool(migrated, min_size=1, max_size=4)
+    await p.execute(f"TRUNCATE {TABLES}")
+    yield p
+    await p.close()
+
+
+@pytest.fixture
+def pg_store(pool: asyncpg.Pool) -> PostgresNotificationStore:
+    """The PostgreSQL store."""
+    return PostgresNotificationStore(pool)

@@ -1,0 +1,218 @@
+"""Fixtures: Notifications replicas on real NATS and PostgreSQL, a settable clock, a Fleet."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+from contracts.v1 import (
+    EventEnvelope,
+    MowerListRequest,
+    MowerRegistration,
+    MowerState,
+    NotificationSent,
+    decode,
+    decode_event,
+    encode,
+)
+from contracts.v1.fleet import Connection
+from contracts.v1.subjects import FLEET_MOWERS_LIST
+from mowdeck.authn import AuthSettings, TokenVerifier
+from mowdeck.authz import (
+    InMemoryTupleStore,
+    LocalAuthorizer,
+    Tuple,
+    account_object,
+    grant_tuples,
+    mower_object,
+)
+from mowdeck.kit.bus import Bus
+from mowdeck.notifications.model import InboxItem
+from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.service import NotificationsService
+from mowdeck.notifications.settings import NotificationsSettings
+from tests.support.natsserver import NatsServer
+from tests.support.settings import fast_path_from_environment
+from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, T0
+
+AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
+MOWERS = {MOWER: "Rasenmeister", OTHER_MOWER: "Lawnbot"}
+
+
+class Clock:
+    """The services' clock, moved by the test."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward."""
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A clock at ``T0``."""
+    return Clock(T0)
+
+
+@pytest.fixture
+async def authorizer() -> LocalAuthorizer:
+    """In-process authorization: the sample mowers belong to the sample account."""
+    authz = LocalAuthorizer(InMemoryTupleStore())
+    await authz.write([Tuple(account_object(ACCOUNT), "account", mower_object(m)) for m in MOWERS])
+    return authz
+
+
+async def grant(authz: LocalAuthorizer, user_id: str, role: str = "viewer") -> None:
+    """Give ``user_id`` ``role`` on the sample account."""
+    await authz.write(grant_tuples(ACCOUNT, user_id, role))
+
+
+@pytest.fixture
+async def fleet(bus: Bus) -> AsyncIterator[None]:
+    """Answers ``fleet.mowers.list`` with the sample mowers."""
+    registrations = [
+        MowerRegistration(
+            mower_id=m, account_id=ACCOUNT, name=name, connection=Connection(kind="simulator")
+        )
+        for m, name in MOWERS.items()
+    ]
+
+    async def answer(msg: Any) -> None:
+        request = decode(msg.data, MowerListRequest)
+        await msg.respond(encode(request.answer(registrations)))
+
+    sub = await bus.nc.subscribe(FLEET_MOWERS_LIST, cb=answer)
+    yield
+    await sub.unsubscribe()
+
+
+ServiceFactory = Callable[..., Awaitable[NotificationsService]]
+
+
+@pytest.fixture
+async def make_service(  # noqa: PLR0917 - pytest fixtures
+    nats_server: NatsServer,
+    bus: Bus,
+    pool: asyncpg.Pool,
+    migrated: str,
+    authorizer: LocalAuthorizer,
+    clock: Clock,
+    fleet: None,
+) -> AsyncIterator[ServiceFactory]:
+    """Start replicas (each with its own NATS connection); all stop after the test."""
+    started: list[NotificationsService] = []
+
+    async def factory(**overrides: Any) -> NotificationsService:
+        options = {k: overrides.pop(k) for k in ("fanout", "seed") if k in overrides}
+        values: dict[str, Any] = {
+            "nats_url": nats_server.url,
+            "nats_fast_path": fast_path_from_environment(),
+            "database_url": migrated,
+            "http_port": 0,
+            "notifications_state_batch_linger_ms": 5.0,
+            "notifications_offline_scan_seconds": 0.05,
+            "notifications_fanout_poll_seconds": 0.05,
+            "notifications_fanout_lease_seconds": 0.5,
+            # No VAPID key here: Web Push has tests of its own (tests/e2e, outbox).
+            "notifications_channels": ["ntfy", "log"],
+        }
+        values.update(overrides)
+        service = NotificationsService(
+            NotificationsSettings(**values),
+            pool=pool,
+            authorizer=authorizer,
+            verifier=TokenVerifier(AUTH),
+            clock=clock,
+            **options,
+        )
+        await service.start()
+        started.append(service)
+        return service
+
+    yield factory
+    for service in reversed(started):
+        await service.stop()
+
+
+@pytest.fixture
+def store(pool: asyncpg.Pool) -> PostgresNotificationStore:
+    """The store the services write."""
+    return PostgresNotificationStore(pool)
+
+
+async def subscribe(store: PostgresNotificationStore, user_id: str, **fields: Any) -> Preferences:
+    """Save preferences for ``user_id`` on the sample account (all mowers by default)."""
+    prefs = Preferences(**{"scope": "all", **fields})
+    await store.put_preferences(user_id, ACCOUNT, prefs)
+    return prefs
+
+
+@pytest.fixture
+def member(
+    store: PostgresNotificationStore, authorizer: LocalAuthorizer
+) -> Callable[..., Awaitable[Preferences]]:
+    """Make a viewer of the sample account who subscribed with the preferences given."""
+
+    async def make(user_id: str, **fields: Any) -> Preferences:
+        await grant(authorizer, user_id)
+        return await subscribe(store, user_id, **fields)
+
+    return make
+
+
+Member = Callable[..., Awaitable[Preferences]]
+
+
+async def publish_states(bus: Bus, states: list[MowerState]) -> None:
+    """Publish states with fresh msg ids and wait for the stream's acks."""
+    acks = [await bus.publish_state(s, msg_id=uuid.uuid4().hex) for s in states]
+    await asyncio.gather(*acks)
+
+
+async def inbox(store: PostgresNotificationStore, user_id: str) -> list[InboxItem]:
+    """The user's inbox, newest first."""
+    return (await store.inbox_page(user_id, 100)).items
+
+
+class SentFeed:
+    """Every ``notifications.sent`` published while the test runs."""
+
+    def __init__(self) -> None:
+        self.sent: list[NotificationSent] = []
+
+    async def on_message(self, msg: Any) -> None:
+        event = decode_event(msg.data)
+        self.sent.append(event.payload)
+
+
+@pytest.fixture
+async def sent(bus: Bus) -> AsyncIterator[SentFeed]:
+    """The ``notifications.sent`` feed (core subscription on the subject)."""
+    feed = SentFeed()
+    sub = await bus.nc.subscribe("event.notifications.sent", cb=feed.on_message)
+    yield feed
+    await sub.unsubscribe()
+
+
+def counted(service: NotificationsService, name: str, **labels: str) -> float:
+    """A counter's value on the service's registry (0 when never counted)."""
+    value = service.metrics_registry.get_sample_value(f"mowdeck_notifications_{name}_total", labels)
+    return value or 0.0
+
+
+async def publish_event(bus: Bus, type_: str, payload: msgspec.Struct, at: datetime) -> None:
+    """Publish an event of ``type_`` occurred at ``at``."""
+    await bus.publish_event(EventEnvelope.new(type_, payload, producer="tests", now=at))

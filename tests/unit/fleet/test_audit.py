@@ -1,0 +1,78 @@
+"""The audit API's pure rules: query parameters and cursors."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import msgspec
+import pytest
+
+from contracts.v1 import FINAL_STATUSES
+from mowdeck.fleet import postgres_commands
+from mowdeck.fleet.audit import audit_query, cursor_of
+from mowdeck.fleet.errors import BadQueryError
+from mowdeck.fleet.ports import AuditEntry
+
+ACCOUNT = uuid.UUID(int=1)
+
+
+def test_a_cursor_continues_after_the_entry_it_was_made_from() -> None:
+    entry = AuditEntry(
+        command_id=uuid.uuid4(),
+        account_id=ACCOUNT,
+        mower_id=uuid.uuid4(),
+        kind="pause_mow",
+        command=msgspec.Raw(b'{"kind":"pause_mow"}'),
+        issued_by="user:a",
+        issued_at=datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=UTC),
+        expires_at=datetime(2026, 5, 1, 12, 0, 30, tzinfo=UTC),
+        statuses=[],
+    )
+    query = audit_query({"cursor": cursor_of(entry)}, ACCOUNT)
+    assert query.before == (entry.issued_at, entry.command_id)
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, {"limit": 100, "kind": None, "since": None}),
+        ({"limit": "5", "kind": "emergency_stop"}, {"limit": 5, "kind": "emergency_stop"}),
+        (
+            {"from": "2026-05-01T00:00:00Z"},
+            {"since": datetime(2026, 5, 1, tzinfo=UTC)},
+        ),
+        ({"mower": str(uuid.UUID(int=7))}, {"mower_id": uuid.UUID(int=7)}),
+    ],
+    ids=["defaults", "limit-and-kind", "from", "mower"],
+)
+def test_good_parameters_make_the_query(
+    params: dict[str, str], expected: dict[str, object]
+) -> None:
+    query = audit_query(params, ACCOUNT)
+    assert query.account_id == ACCOUNT
+    for name, value in expected.items():
+        assert getattr(query, name) == value
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"limit": "-1"}, "limit"),
+        ({"limit": "\uff11"}, "limit"),  # a full-width digit
+        ({"from": "2026-05-01 00:00:00 00:00"}, "from"),  # "+" decoded as a space
+        ({"cursor": "W10"}, "cursor"),  # valid base64 of "[]"
+        ({"cursor": "WyIyMDI2LTA1LTAxVDAwOjAwOjAwIiwgIngiXQ"}, "cursor"),
+    ],
+    ids=["negative-limit", "wide-digit", "plus-as-space", "empty-cursor", "naive-cursor"],
+)
+def test_bad_parameters_are_refused_by_name(params: dict[str, str], field: str) -> None:
+    with pytest.raises(BadQueryError) as err:
+        audit_query(params, ACCOUNT)
+    assert err.value.field == field
+
+
+def test_the_statements_spell_out_every_final_status() -> None:
+    statuses = ", ".join(f"'{s}'" for s in sorted(FINAL_STATUSES))
+    for statement in (postgres_commands._INSERT_STATUSES, postgres_commands._FINALIZE):
+        assert f"IN ({statuses})" in statement
