@@ -123,7 +123,10 @@ class Fleet:
         workdir: Path,
         heartbeat: float = 10.0,
         report_interval: float = 1.0,
+        *,
+        gateway_env: dict[str, str] | None = None,
     ) -> None:
+        self.gateway_env = gateway_env or {}
         self.nats = nats
         self.n = n
         self.workdir = workdir
@@ -183,6 +186,7 @@ class Fleet:
                 "MOWDECK_TELEMETRY_HEARTBEAT_SECONDS": str(self.heartbeat),
                 "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
                 "MOWDECK_GATEWAY_DEVICE_HOSTS": f'["127.0.0.1:{self.sim_port}"]',
+                **self.gateway_env,
             }
             with process(
                 [sys.executable, "-m", "mowdeck.cli", "gateway"], env, self.workdir / "gateway.log"
@@ -461,6 +465,7 @@ async def estop_latency(
     loaded: bool,
     count: int,
     device_ms: int = 0,
+    hold_s: float = 0.0,
 ) -> list[float]:
     """Publish-to-mower latency of ``count`` emergency stops, in ms.
 
@@ -469,7 +474,8 @@ async def estop_latency(
     every stop overtakes a command in flight at its mower. ``device_ms``: every other
     mower takes that long over each ordinary command (a latency fault), so the load keeps
     each mower busy without the commands being instant; with 0 they are instant and the
-    load saturates the machine's CPU instead.
+    load saturates the machine's CPU instead. ``hold_s``: keep the load up this long
+    after the stops (with ``count`` 0: the load alone).
     """
     stop_load = asyncio.Event()
     chosen = {m.mower_id for m in targets}
@@ -522,6 +528,8 @@ async def estop_latency(
                         latencies.append((got - t0) * 1000)
                         break
                     await asyncio.sleep(0.1)
+        if loaded and hold_s:
+            await asyncio.sleep(hold_s)
     finally:
         stop_load.set()
         if loader is not None:
@@ -641,7 +649,10 @@ async def main_async(args: argparse.Namespace) -> None:
     try:
         bus = await Bus.connect(nats.url, name="bench")
         await bus.ensure_streams()
-        fleet = Fleet(nats, args.mowers, workdir)
+        gateway_env = {}
+        if args.max_in_flight:
+            gateway_env["MOWDECK_GATEWAY_MAX_IN_FLIGHT"] = str(args.max_in_flight)
+        fleet = Fleet(nats, args.mowers, workdir, gateway_env=gateway_env)
         with fleet.run() as (sim, gw):
             listing = await fleet.serve_fleet_list(bus)
             async with aiohttp.ClientSession() as http:
@@ -658,10 +669,18 @@ async def main_async(args: argparse.Namespace) -> None:
                     bus, stops, http, fleet, targets, loaded=False, count=args.estops
                 )
                 s1, n1 = await estop_inside(http, fleet)
-                # The saturated phase five times over: its p99 is the worst of the five.
-                # Inside the gateway meanwhile: admission to final result of the load.
+                # Inside the gateway at saturation: admission to final result of the load
+                # alone (the targets' 2 s starts of the stop phases would be its tail).
                 command_seconds = "mowdeck_gateway_command_seconds"
+                await estop_latency(bus, stops, http, fleet, [], loaded=True, count=0, hold_s=1.0)
                 admission_before = await histogram(http, fleet.gw_url, command_seconds)
+                await estop_latency(
+                    bus, stops, http, fleet, [], loaded=True, count=0, hold_s=args.saturated_s
+                )
+                admission_after = await histogram(http, fleet.gw_url, command_seconds)
+                # The saturated phase five times over: its p99 is the worst of the five.
+                estop_seconds = "mowdeck_gateway_emergency_stop_seconds"
+                estop_before = await histogram(http, fleet.gw_url, estop_seconds)
                 loaded_runs: list[list[float]] = []
                 for run in range(args.loaded_runs):
                     first = args.targets * (1 + run)
@@ -671,7 +690,7 @@ async def main_async(args: argparse.Namespace) -> None:
                             bus, stops, http, fleet, targets, loaded=True, count=args.estops
                         )
                     )
-                admission_after = await histogram(http, fleet.gw_url, command_seconds)
+                estop_after = await histogram(http, fleet.gw_url, estop_seconds)
                 s2, n2 = await estop_inside(http, fleet)
                 targets = fleet.mowers[-args.targets :]
                 busy = await estop_latency(
@@ -696,6 +715,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     "admission_to_result_loaded_p50_ms": histogram_pct(
                         admission_before, admission_after, 50
                     ),
+                    "loaded_p99_ms": histogram_pct(estop_before, estop_after, 99),
                 }
                 collections_after = await gc_pauses(http, fleet)
                 collections = {  # during the e-stop runs
@@ -754,6 +774,12 @@ def main() -> None:
     parser.add_argument("--loaded-runs", type=int, default=5, help="saturated phases")
     parser.add_argument("--busy-estops", type=int, default=100)
     parser.add_argument("--targets", type=int, default=25, help="mowers stopped per phase")
+    parser.add_argument(
+        "--saturated-s", type=float, default=10.0, help="load alone, for admission to result"
+    )
+    parser.add_argument(
+        "--max-in-flight", type=int, default=0, help="MOWDECK_GATEWAY_MAX_IN_FLIGHT (0: default)"
+    )
     parser.add_argument("--big", type=int, default=10_000)
     parser.add_argument("--footprint-seconds", type=float, default=20.0)
     parser.add_argument("--standin", metavar="NATS_URL", help=argparse.SUPPRESS)
@@ -763,7 +789,7 @@ def main() -> None:
         return
     if args.smoke:
         args.mowers, args.commands, args.estops, args.big = 10, 200, 2, 50
-        args.targets, args.loaded_runs, args.busy_estops = 1, 2, 2
+        args.targets, args.loaded_runs, args.busy_estops, args.saturated_s = 1, 2, 2, 1.0
         args.footprint_seconds = 1.0
     asyncio.run(main_async(args))
 
