@@ -29,6 +29,9 @@ __all__ = ["CommandRecord", "VirtualMower"]
 _MASK = (1 << 64) - 1
 _RTK_MEAN_SECONDS = 300.0  # a fix change every five simulated minutes on average
 _HISTORY = 100
+# Ids whose outcome a mower remembers (a repeat is answered with it): a gateway resends
+# the commands it held when it crashed, hundreds of commands later on a busy mower.
+_REMEMBER = 4096
 
 
 class CommandRecord(msgspec.Struct, kw_only=True):
@@ -40,6 +43,9 @@ class CommandRecord(msgspec.Struct, kw_only=True):
     status: Literal["pending", "executed", "failed"] = "pending"
     reason: str | None = None
     answered_at: datetime | None = None
+    # Command frames that carried this id, repeats included (a repeat is answered with
+    # the first outcome and not executed again).
+    frames: int = 1
 
 
 def _splitmix(state: int) -> tuple[int, float]:
@@ -98,6 +104,7 @@ class VirtualMower:
         self.commands: deque[CommandRecord] | None = None  # created on the first command
         # The latest record of each id in ``commands``: a repeated id is looked up per
         # command, and a scan of the log cost a hundred comparisons each time.
+        # Bounded by _REMEMBER, not by the log: repeats must be recognised long after.
         self._by_id: dict[uuid.UUID, CommandRecord] | None = None
         self._rand = seed & _MASK
 
@@ -130,17 +137,20 @@ class VirtualMower:
             by_id = self._by_id = {}
         kind = command_kind(command) if command is not None else "invalid"
         rec = CommandRecord(command_id=command_id, kind=kind, received_at=at)
-        if len(log) == log.maxlen:
-            oldest = log[0]
-            if by_id.get(oldest.command_id) is oldest:
-                del by_id[oldest.command_id]
         log.append(rec)
+        by_id.pop(command_id, None)  # the newest record of an id goes last
         by_id[command_id] = rec
+        if len(by_id) > _REMEMBER:
+            del by_id[next(iter(by_id))]
         return rec
 
     def find(self, command_id: uuid.UUID) -> CommandRecord | None:
-        """The latest record of ``command_id`` still in the log, if any."""
+        """The latest record of ``command_id`` remembered, if any."""
         return None if self._by_id is None else self._by_id.get(command_id)
+
+    def frames(self) -> dict[uuid.UUID, int]:
+        """Command frames received per remembered id, repeats included."""
+        return {} if self._by_id is None else {c: r.frames for c, r in self._by_id.items()}
 
     def inject(self, fault: Fault, now: float, wall: float) -> None:
         """Apply a fault at simulated ``now`` and wall-clock ``wall``."""

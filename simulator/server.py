@@ -86,6 +86,12 @@ async def _detail(request: web.Request) -> web.Response:
     return json_response(doc)
 
 
+async def _frames(request: web.Request) -> web.Response:
+    m = request.app[FLEET].mowers[_mower_index(request)]
+    frames = {str(command_id): n for command_id, n in m.frames().items()}
+    return json_response({"count": len(frames), "frames": frames})
+
+
 async def _inject(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     i = _mower_index(request)
@@ -147,6 +153,7 @@ def create_app(fleet: SimulatorFleet) -> web.Application:
             web.get("/mowers/{mower_id}/ws", _websocket),
             web.get("/sim/mowers", _list),
             web.get("/sim/mowers/{mower_id}", _detail),
+            web.get("/sim/mowers/{mower_id}/frames", _frames),
             web.post("/sim/mowers/{mower_id}/faults", _inject),
             web.delete("/sim/mowers/{mower_id}/faults", _clear),
             web.get("/sim/registrations", _registrations),

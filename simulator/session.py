@@ -116,6 +116,7 @@ class MowerSession:
         earlier = m.find(frame.command_id)
         if earlier is not None:
             # A repeated command id is answered again, never executed twice.
+            earlier.frames += 1
             if earlier.status != "pending":
                 await self._send_frame(_outcome(earlier))
             return

@@ -104,8 +104,12 @@ class EffectRunner:
         producer: str,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         names: MowerNames | None = None,
+        on_final: Callable[[uuid.UUID], None] | None = None,
     ) -> None:
+        """``on_final``: told of each command whose final result the stream stored (its
+        delivery is acknowledged then)."""
         self._bus = bus
+        self.on_final = on_final
         # The mowers' ids as text, formatted once: subjects and msg ids are built from them.
         self._names = MowerNames() if names is None else names
         self._metrics = metrics
@@ -341,6 +345,8 @@ class EffectRunner:
             return
         self._metrics.result_status(result.status).inc()
         if result.is_final:
+            if self.on_final is not None:
+                self.on_final(result.command_id)
             seconds = self.pending.finish(result.command_id)
             if seconds is not None:
                 self._metrics.command_seconds.observe(seconds)

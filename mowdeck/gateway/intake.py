@@ -27,6 +27,7 @@ from mowdeck.gateway.admission import (
     admit,
 )
 from mowdeck.gateway.controller import SendToDevice, result_effect
+from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
@@ -110,7 +111,10 @@ class CommandIntake:
         metrics: GatewayMetrics,
         effects: EffectRunner,
         tell: Tell,
+        held: HeldDeliveries | None = None,
     ) -> None:
+        """``held``: where deliveries wait for their command's final result (one of its
+        own, reporting progress every 10 s, when not given)."""
         self._shard_index = shard_index
         self._shard_count = shard_count
         self._mowers = mowers
@@ -123,9 +127,12 @@ class CommandIntake:
         # Only once the controllers are closed does the lane stop acting.
         self.stops_closed = False
         self.admitted = AdmittedCommands()
-        self._normal: deque[Msg] = deque()
+        self.held = HeldDeliveries(metrics, progress_every=10.0) if held is None else held
+        # Ordinary deliveries awaiting admission, with when they arrived.
+        self._normal: deque[tuple[Msg, float]] = deque()
         self._normal_ready = asyncio.Event()
-        # Deliveries decided and to be acknowledged: written together, once per batch.
+        # Deliveries settled without a result to wait for (other shards' commands, ones
+        # answered before): acknowledged together, once per batch.
         self._acks: list[Msg] = []
         self._callbacks = 0
         self._task: asyncio.Task[None] | None = None
@@ -146,7 +153,8 @@ class CommandIntake:
         self.closing = True
         await self._flush_acks()  # what was decided is settled before anything is given back
         while self._normal:
-            await self._refuse_while_closing(self._normal.popleft())  # the next owner runs it
+            msg, _ = self._normal.popleft()
+            await self._refuse_while_closing(msg)  # the next owner runs it
 
     async def stop(self) -> None:
         """Stop the admitting task (after ``release`` and the results are out)."""
@@ -164,7 +172,7 @@ class CommandIntake:
             await self._admit_safely(msg)
             await self._flush_acks()
             return
-        self._normal.append(msg)
+        self._normal.append((msg, time.perf_counter()))
         self._normal_ready.set()
         await self._turn()
 
@@ -224,7 +232,8 @@ class CommandIntake:
             self._normal_ready.clear()
             handled = 0
             while self._normal:
-                await self._admit_safely(self._normal.popleft())
+                msg, arrived = self._normal.popleft()
+                await self._admit_safely(msg, arrived)
                 handled += 1
                 if handled % 64 == 0:
                     await self._flush_acks()
@@ -259,18 +268,22 @@ class CommandIntake:
         decision = self._decide(msg, datetime.now(UTC))
         envelope = getattr(decision, "envelope", None)
         try:
-            if envelope is not None and envelope.command_id in self.admitted:
+            if envelope is not None and envelope.command_id in self.held:
+                self.held.hold(envelope.command_id, msg)  # acknowledged with its result
+            elif envelope is not None and (
+                envelope.command_id in self.admitted or envelope.command_id in self.held.finals
+            ):
                 await msg.ack()
             else:
                 await msg.nak()
         except Exception as err:
             log.warning("could not settle a delivery while closing", error=str(err))
 
-    async def _admit_safely(self, msg: Msg) -> None:
+    async def _admit_safely(self, msg: Msg, arrived: float | None = None) -> None:
         # One failure (a settle on a connection being replaced, a bug) must cost this
         # delivery at most, never the admission of every command after it.
         try:
-            await self._admit(msg)
+            await self._admit(msg, arrived)
         except Exception:
             self._metrics.refused.labels("error").inc()
             log.exception("admission failed; the delivery is given back", subject=msg.subject)
@@ -279,24 +292,44 @@ class CommandIntake:
             except Exception as err:
                 log.warning("could not give a delivery back", error=str(err))
 
-    async def _admit(self, msg: Msg) -> None:
+    def _seen_before(self, decision: Decision, msg: Msg) -> bool:
+        """True when ``msg`` delivers a command admitted before, now settled with no result.
+
+        Still running: the redelivery takes the earlier delivery's place and is
+        acknowledged with the result. Answered, here or by the process before this one:
+        acknowledged now. Its controller may have restarted since, with no memory of it.
+        The stream copy of a stop still goes on: it sets the controller's boundary.
+        """
+        if not isinstance(decision, _ANSWERED_HERE) or (
+            isinstance(decision, Admitted) and decision.envelope.is_emergency
+        ):
+            return False
+        cid, held = decision.envelope.command_id, self.held
+        if cid in held:
+            held.hold(cid, msg)
+            self._metrics.duplicates.inc()
+            return True
+        if cid in self.admitted:
+            self._metrics.duplicates.inc()
+        elif cid in held.finals:
+            self._metrics.answered_before.inc()
+        else:
+            return False
+        self._acks.append(msg)
+        return True
+
+    async def _admit(self, msg: Msg, arrived: float | None = None) -> None:
         delivered = time.perf_counter()
+        if arrived is not None:
+            self._metrics.admission_wait.observe(delivered - arrived)
         deliveries, sequence = delivery(msg.reply)
         if deliveries > 1:
             self._metrics.redeliveries.inc()
         now = datetime.now(UTC)
         decision = self._decide(msg, now)
-        if (
-            isinstance(decision, _ANSWERED_HERE)
-            and decision.envelope.command_id in self.admitted
-            and not (isinstance(decision, Admitted) and decision.envelope.is_emergency)
-        ):
-            # Admitted before (its ack was lost): its results are out or on their way, and
-            # its controller may have restarted since, with no memory of it. The stream
-            # copy of a stop still goes on: it sets the controller's boundary.
-            self._metrics.duplicates.inc()
-            self._acks.append(msg)
+        if self._seen_before(decision, msg):
             return
+        held = self.held
         match decision:
             case Invalid(reason):
                 self._metrics.refused.labels("invalid").inc()
@@ -309,7 +342,7 @@ class CommandIntake:
                 label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
                 self._metrics.refused.labels(label).inc()
                 self._effects(envelope.mower_id, [result_effect(envelope, "rejected", now, reason)])
-                self._acks.append(msg)
+                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
                 log.info(
                     "command rejected",
                     mower_id=str(envelope.mower_id),
@@ -319,7 +352,7 @@ class CommandIntake:
             case Expired(envelope):
                 self._metrics.refused.labels("expired").inc()
                 self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
-                self._acks.append(msg)
+                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
             case Admitted(envelope, _):
                 if envelope.is_emergency:
                     # A stop whose header was missing still wins once decoded.
@@ -335,7 +368,9 @@ class CommandIntake:
                 # duplicate.
                 self.admitted.add(envelope, now)
                 self._metrics.admitted_kind(envelope.kind).inc()
-                self._acks.append(msg)
+                # Acknowledged once its final result is stored (a stop's stream copy at
+                # once, when the stop the lane sent is answered already).
+                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
                 if _debug.isEnabledFor(logging.DEBUG):
                     log.debug(
                         "command admitted",

@@ -8,7 +8,26 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["GatewayMetrics"]
 
-_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_LATENCY = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.02,
+    0.03,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+)
 
 
 class _Children:
@@ -109,6 +128,34 @@ class GatewayMetrics:
             "mowdeck_gateway_publish_failures_total",
             "Publishes that failed and were retried.",
             ["what"],
+            registry=registry,
+        )
+        self.in_flight = Gauge(
+            "mowdeck_gateway_commands_in_flight",
+            "Command deliveries held: admitted, final result not stored yet (bounded by"
+            " MOWDECK_GATEWAY_MAX_IN_FLIGHT).",
+            registry=registry,
+        )
+        self.waiting_in_stream = Gauge(
+            "mowdeck_gateway_commands_waiting",
+            "Commands waiting in the stream for this shard's consumer (its pending count).",
+            registry=registry,
+        )
+        self.progress_acks = Counter(
+            "mowdeck_gateway_progress_acks_total",
+            "In-progress reports (+WPI) for held command deliveries.",
+            registry=registry,
+        )
+        self.answered_before = Counter(
+            "mowdeck_gateway_commands_answered_before_total",
+            "Redeliveries whose final result an earlier process had stored (acknowledged,"
+            " no new result).",
+            registry=registry,
+        )
+        self.admission_wait = Histogram(
+            "mowdeck_gateway_admission_wait_seconds",
+            "Delivery of a command to its admission.",
+            buckets=_LATENCY,
             registry=registry,
         )
         self.admitted_kind = _Children(self.admitted)

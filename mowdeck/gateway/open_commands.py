@@ -1,9 +1,10 @@
 """The commands each controller holds: told, and neither at the device nor answered yet.
 
 A controller that fails (a bug) takes them with it: those in its queue, and the messages
-still in its inbox. They were acknowledged on the stream, so nothing brings them back;
-the gateway answers them instead of leaving them without a final result (and a shutdown
-waiting for them). A command whose send to the device has begun is not held here: its
+still in its inbox. The gateway answers them instead of leaving them without a final
+result (and a shutdown waiting for them); the answer, once stored, acknowledges their
+deliveries. Giving them back instead would redeliver the command that made the
+controller fail to its successor. A command whose send to the device has begun is not held here: its
 outcome comes back as a message, and the restarted controller answers it.
 """
 

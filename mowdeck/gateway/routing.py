@@ -3,10 +3,12 @@
 The router is where deliveries and controllers meet: it owns the shard's supervisor, hands
 every message to the controller of its mower, holds the messages of a controller being
 restarted (in order, for its successor), and is told by the supervisor of every failure.
-What a failed controller held is then settled here, per mower: today its commands, which
-were acknowledged on the stream at admission, are answered (``open_commands.py``); once a
-command is acknowledged only on completion, the same place gives its deliveries back for
-redelivery to the successor instead.
+What a failed controller held is then settled here, per mower: its commands are answered
+``failed`` (``open_commands.py``), and their deliveries, held until a final result is
+stored (``deliveries.py``), are acknowledged with that answer. They are deliberately not
+given back for redelivery to the successor: the message that made a controller fail is
+among them, and would make its successor fail again until the supervisor gave up on the
+mower (docs/gateway.md, amendment 1).
 """
 
 from __future__ import annotations

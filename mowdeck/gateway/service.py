@@ -11,8 +11,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from actors import ActorMetrics, Dispatcher, LoopBridge
+from contracts.v1.subjects import COMMANDS
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
+from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.heartbeats import heartbeats
 from mowdeck.gateway.intake import CommandIntake
@@ -20,6 +22,7 @@ from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.gateway.names import MowerNames
+from mowdeck.gateway.outcomes import read_stored_finals
 from mowdeck.gateway.registrations import ShardRegistrations
 from mowdeck.gateway.routing import ControllerRouter
 from mowdeck.gateway.settings import GatewaySettings
@@ -84,6 +87,7 @@ class GatewayService:
         self.registrations: ShardRegistrations | None = None
         self.seed: FleetSeed | None = None
         self.intake: CommandIntake | None = None
+        self.held: HeldDeliveries | None = None
         self._lane: EmergencyLane | None = None
         self._consumer: Consumer | None = None
         self._http: HttpServer | None = None
@@ -118,6 +122,13 @@ class GatewayService:
         loop = asyncio.get_running_loop()
         self.dispatcher.start()
         own.push(lambda: asyncio.to_thread(self.dispatcher.stop), name="controller workers")
+        # Deliveries wait here for their command's final result (amendment 1 to ADR 0013),
+        # reported in progress every third of the ack wait.
+        self.held = held = HeldDeliveries(
+            self.metrics,
+            progress_every=s.command_ack_wait_seconds / 3,
+            stream_pending=self._stream_pending,
+        )
         self.effects = effects = EffectRunner(
             bus,
             self.metrics,
@@ -126,6 +137,7 @@ class GatewayService:
             device_timeout=s.device_command_timeout_seconds,
             producer=self._producer,
             names=self._names,
+            on_final=held.finished,
         )
         await effects.start()
         own.push(effects.stop, name="results publisher")
@@ -178,6 +190,7 @@ class GatewayService:
             metrics=self.metrics,
             effects=effects,
             tell=self.tell,
+            held=held,
         )
         intake.start()
         beats = heartbeats(self.mowers, self.tell, s.state_heartbeat_seconds)
@@ -185,14 +198,15 @@ class GatewayService:
         own.push(beats.stop, name="heartbeats")
         self._lane = lane = emergency_lane(s, intake, name=f"{self._producer}-estop")
         await lane.start()
-        self._consumer = consumer = command_consumer(bus, s, intake, durable=self.durable)
-        await consumer.start()
+        self._consumer = consumer = await self._start_consumer(bus, intake, held)
         # What this shard cannot work without: /healthz fails when one of them died.
         watch = self.readiness.watch
         watch("commands consumer", lambda: consumer.alive)
         watch("emergency lane", lambda: lane.alive)
         watch("admission", task_alive(lambda: intake.task))
         watch("results publisher", task_alive(lambda: effects.publisher))
+        watch("command acks", task_alive(lambda: held.tasks[0]))
+        watch("command progress", task_alive(lambda: held.tasks[1]))
         watch("heartbeats", task_alive(lambda: beats.task))
         watch("controller workers", lambda: self.dispatcher.workers_alive)
         watch("fleet seed", lambda: seed.healthy)
@@ -212,6 +226,25 @@ class GatewayService:
             mowers=len(self.mowers),
             http=self._http.url,
         )
+
+    async def _start_consumer(
+        self, bus: Bus, intake: CommandIntake, held: HeldDeliveries
+    ) -> Consumer:
+        # What the process before this one answered and did not acknowledge is known
+        # before any of it is delivered again.
+        await read_stored_finals(
+            bus.js, stream=COMMANDS.name, durable=self.durable, finals=held.finals
+        )
+        held.start()
+        self._resources.push(held.stop, name="command acks")
+        consumer = command_consumer(bus, self.settings, intake, durable=self.durable)
+        await consumer.start()
+        return consumer
+
+    async def _stream_pending(self) -> int:
+        assert self.bus is not None
+        info = await self.bus.js.consumer_info(COMMANDS.name, self.durable)
+        return int(info.num_pending or 0)
 
     @staticmethod
     async def _when_seeded(seed: FleetSeed, hook: Callable[[], object]) -> None:
@@ -236,6 +269,9 @@ class GatewayService:
             await closing.barrier(self.mowers)
         if effects is not None and not await effects.pending.wait_empty(timeout):
             log.error("shutdown timed out waiting for results", pending=len(effects.pending))
+        # Every delivery whose result is stored is acknowledged before the bus drains.
+        if self.held is not None and not await self.held.wait_empty(5.0):
+            log.error("shutdown left deliveries unacknowledged", held=len(self.held))
         # The lane keeps sending stops until here, while what was admitted still runs.
         if intake is not None:
             intake.stops_closed = True

@@ -33,6 +33,9 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     fleet_retry_initial_seconds: Positive = 1.0
     fleet_retry_max_seconds: Positive = 30.0
     command_ack_wait_seconds: Positive = 30.0
+    # Ordinary commands a shard holds admitted and unanswered; beyond, they wait in the
+    # stream (the durable's max_ack_pending). See docs/gateway.md, amendment 1.
+    gateway_max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 2000
     # Hosts device connections may dial (host, host:port, *.domain, CIDR); see
     # docs/gateway.md. The default is the simulator's own address, for development.
     gateway_device_hosts: list[str] = msgspec.field(

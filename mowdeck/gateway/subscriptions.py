@@ -23,8 +23,9 @@ def command_consumer(
         subject=COMMAND_FILTER,
         durable=durable,
         ack_wait=settings.command_ack_wait_seconds,
-        # Bounds the local queue of ordinary commands awaiting admission.
-        max_ack_pending=2000,
+        # Deliveries are acknowledged once their final result is stored: this bounds the
+        # commands the shard holds admitted and unanswered; the rest wait in the stream.
+        max_ack_pending=settings.gateway_max_in_flight,
         # A shard's consumer created now (a first deployment, a new index after
         # MOWDECK_SHARD_COUNT grew) starts at the stream's end: replaying the stream's day
         # of commands would answer commands other instances answered and run again those

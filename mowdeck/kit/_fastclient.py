@@ -264,3 +264,26 @@ async def ack_all(msgs: Sequence[Msg]) -> None:
         msg._ackd = True
     if nc._flush_queue is not None and nc._flush_queue.empty():
         await nc._flush_pending()
+
+
+async def progress_all(msgs: Sequence[Msg]) -> None:
+    """``wire.progress_all`` once this module is loaded: ``+WPI`` for each, in one write."""
+    live = [msg for msg in msgs if not msg._ackd]
+    if not live:
+        return
+    nc = getattr(live[0], "_client", None)
+    if not isinstance(nc, Client) or not nc.is_connected or nc.is_draining_pubs:
+        for msg in live:
+            await msg.in_progress()
+        return
+    commands = []
+    for msg in live:
+        if msg._client is not nc:
+            raise ValueError("progress_all: messages of different connections")
+        if not msg.reply:
+            raise NotJSMessageError
+        commands.append(b"PUB " + msg.reply.encode() + b" 4\r\n+WPI\r\n")
+    await nc._send_command(b"".join(commands))
+    nc.stats["out_msgs"] += len(commands)
+    if nc._flush_queue is not None and nc._flush_queue.empty():
+        await nc._flush_pending()

@@ -14,7 +14,8 @@ keeps nats-py's behaviour and replaces only those steps:
   direct equivalent of nats-py's line parser; status messages (flow control, heartbeats,
   pull errors) take nats-py's path.
 - ``ack_all`` acknowledges many deliveries with one write: one ``PUB <reply> 0`` each,
-  exactly what ``msg.ack()`` sends.
+  exactly what ``msg.ack()`` sends; ``progress_all`` reports many as still being worked
+  on (``+WPI``, what ``msg.in_progress()`` sends), also in one write.
 - Publishes with headers build their ``HPUB`` from header names checked once (nats-py
   checks every name with a regular expression on every publish); the bytes are the same.
 - ``subscribe_direct`` hands each message of a subscription to a plain function, as the
@@ -60,6 +61,7 @@ __all__ = [
     "new_client",
     "parse_header_lines",
     "plain_headers",
+    "progress_all",
     "subscribe_direct",
 ]
 
@@ -229,3 +231,20 @@ async def ack_all(msgs: Sequence[Msg]) -> None:
             await msg.ack()
         return
     await fast.ack_all(msgs)
+
+
+async def progress_all(msgs: Sequence[Msg]) -> None:
+    """Tell JetStream that deliveries are still being worked on: ``msg.in_progress()``
+    for each (``+WPI``, which restarts its ack wait), in one write on the fast client.
+
+    On the fast client deliveries already settled are skipped. On nats-py's stock client,
+    while the fast client is not connected or is draining, and for stand-ins of messages
+    in unit tests, each is sent by ``msg.in_progress()`` (after an ack the server ignores
+    it).
+    """
+    fast = sys.modules.get(_FAST_MODULE)
+    if fast is None:
+        for msg in msgs:
+            await msg.in_progress()
+        return
+    await fast.progress_all(msgs)

@@ -62,6 +62,8 @@ ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000bec1")
 # In the "busy" e-stop run every other mower takes this long over each command, as long
 # as the target's own command: each mower is always busy, with two more queued.
 BUSY_DEVICE_MS = 2000
+# Stops of one round go this far apart: each is a stop the gateway takes on its own.
+STOP_SPACING_S = 0.02
 
 
 def pct(values: list[float], q: float) -> float:
@@ -121,7 +123,10 @@ class Fleet:
         workdir: Path,
         heartbeat: float = 10.0,
         report_interval: float = 1.0,
+        *,
+        gateway_env: dict[str, str] | None = None,
     ) -> None:
+        self.gateway_env = gateway_env or {}
         self.nats = nats
         self.n = n
         self.workdir = workdir
@@ -181,6 +186,7 @@ class Fleet:
                 "MOWDECK_TELEMETRY_HEARTBEAT_SECONDS": str(self.heartbeat),
                 "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
                 "MOWDECK_GATEWAY_DEVICE_HOSTS": f'["127.0.0.1:{self.sim_port}"]',
+                **self.gateway_env,
             }
             with process(
                 [sys.executable, "-m", "mowdeck.cli", "gateway"], env, self.workdir / "gateway.log"
@@ -397,15 +403,17 @@ class _Stand:
 
 
 async def received_at(
-    http: aiohttp.ClientSession, fleet: Fleet, mower_id: uuid.UUID, command_id: uuid.UUID
-) -> float | None:
-    """When the simulated mower received a command (wall clock, epoch seconds)."""
+    http: aiohttp.ClientSession, fleet: Fleet, mower_id: uuid.UUID
+) -> dict[str, float]:
+    """When the simulated mower received each command in its log (wall clock, epoch s)."""
     async with http.get(f"{fleet.sim_url}/sim/mowers/{mower_id}") as r:
         doc = await r.json()
-    for rec in doc.get("commands", []):
-        if rec["command_id"] == str(command_id):
-            return datetime.fromisoformat(rec["received_at"].replace("Z", "+00:00")).timestamp()
-    return None
+    return {
+        rec["command_id"]: datetime.fromisoformat(
+            rec["received_at"].replace("Z", "+00:00")
+        ).timestamp()
+        for rec in doc.get("commands", [])
+    }
 
 
 class StopPublisher:
@@ -455,16 +463,23 @@ async def estop_latency(
     targets: list[MowerRegistration],
     *,
     loaded: bool,
+    count: int,
     device_ms: int = 0,
+    hold_s: float = 0.0,
 ) -> list[float]:
-    """Publish-to-mower latency of an emergency stop per target, in ms.
+    """Publish-to-mower latency of ``count`` emergency stops, in ms.
 
-    ``device_ms``: every other mower takes that long over each ordinary command (a
-    latency fault), so the load keeps each mower busy without the commands being
-    instant; with 0 they are instant and the load saturates the machine's CPU instead.
+    The stops go to ``targets`` in rounds of one stop per target, ``STOP_SPACING_S``
+    apart; under load each target first gets a start that its mower takes 2 s over, so
+    every stop overtakes a command in flight at its mower. ``device_ms``: every other
+    mower takes that long over each ordinary command (a latency fault), so the load keeps
+    each mower busy without the commands being instant; with 0 they are instant and the
+    load saturates the machine's CPU instead. ``hold_s``: keep the load up this long
+    after the stops (with ``count`` 0: the load alone).
     """
     stop_load = asyncio.Event()
-    others = [m for m in fleet.mowers if m not in targets]
+    chosen = {m.mower_id for m in targets}
+    others = [m for m in fleet.mowers if m.mower_id not in chosen]
     if loaded and device_ms:
         await set_latency(http, fleet, others, device_ms)
     # Closed loop: every other mower always has two commands queued or in flight, so the
@@ -494,27 +509,27 @@ async def estop_latency(
     try:
         if loaded:
             await asyncio.sleep(1.0)
-        for target in targets:
+            await set_latency(http, fleet, targets, 2000)
+        while len(latencies) < count:
             if loaded:
-                async with http.post(
-                    f"{fleet.sim_url}/sim/mowers/{target.mower_id}/faults",
-                    json={"kind": "latency", "ms": 2000},
-                ) as r:
-                    r.raise_for_status()
-                await (await publish(bus, envelope(target, StartMow())))
-                await asyncio.sleep(0.3)  # the 2 s start is now in flight at the mower
-            stop = envelope(target, EmergencyStop(reason="bench"))
-            t0 = await stops.publish(stop)
-            await asyncio.sleep(0.15)
-            for _ in range(50):
-                got = await received_at(http, fleet, target.mower_id, stop.command_id)
-                if got is not None:
-                    latencies.append((got - t0) * 1000)
-                    break
-                await asyncio.sleep(0.1)
-            if loaded:
-                async with http.delete(f"{fleet.sim_url}/sim/mowers/{target.mower_id}/faults"):
-                    pass
+                for target in targets:
+                    await publish(bus, envelope(target, StartMow()))
+                await asyncio.sleep(0.3)  # the 2 s starts are now in flight at the mowers
+            sent: list[tuple[MowerRegistration, str, float]] = []
+            for target in targets:
+                stop = envelope(target, EmergencyStop(reason="bench"))
+                sent.append((target, str(stop.command_id), await stops.publish(stop)))
+                await asyncio.sleep(STOP_SPACING_S)
+            await asyncio.sleep(0.2)
+            for target, command_id, t0 in sent:
+                for _ in range(50):
+                    got = (await received_at(http, fleet, target.mower_id)).get(command_id)
+                    if got is not None:
+                        latencies.append((got - t0) * 1000)
+                        break
+                    await asyncio.sleep(0.1)
+        if loaded and hold_s:
+            await asyncio.sleep(hold_s)
     finally:
         stop_load.set()
         if loader is not None:
@@ -522,9 +537,11 @@ async def estop_latency(
                 window.release()  # let the loader see the stop
             await loader
         await results_sub.unsubscribe()
+        if loaded:
+            await set_latency(http, fleet, targets, None)
         if loaded and device_ms:
             await set_latency(http, fleet, others, None)
-    return latencies
+    return latencies[:count]
 
 
 async def set_latency(
@@ -551,6 +568,40 @@ async def estop_inside(http: aiohttp.ClientSession, fleet: Fleet) -> tuple[float
     total = await gauge(http, fleet.gw_url, "mowdeck_gateway_emergency_stop_seconds_sum")
     count = await gauge(http, fleet.gw_url, "mowdeck_gateway_emergency_stop_seconds_count")
     return total, count
+
+
+async def histogram(http: aiohttp.ClientSession, url: str, name: str) -> dict[float, float]:
+    """A Prometheus histogram's cumulative bucket counts by upper bound."""
+    buckets: dict[float, float] = {}
+    async with http.get(url + "/metrics") as r:
+        for line in (await r.text()).splitlines():
+            if line.startswith(name + "_bucket{"):
+                le = line.split('le="', 1)[1].split('"', 1)[0]
+                buckets[float(le)] = float(line.split()[-1])
+    return buckets
+
+
+def histogram_pct(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The q-th percentile of what a histogram counted between two readings, in ms.
+
+    Linear within the bucket it falls in, as Prometheus' histogram_quantile does.
+    """
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0.0
+    if not total:
+        return float("nan")
+    rank = q / 100 * total
+    lower, below = 0.0, 0.0
+    for bound, cumulative in zip(bounds, counts, strict=True):
+        if cumulative >= rank:
+            if bound == float("inf"):
+                return lower * 1000
+            inside = cumulative - below
+            fraction = (rank - below) / inside if inside else 1.0
+            return (lower + (bound - lower) * fraction) * 1000
+        lower, below = bound, cumulative
+    return lower * 1000
 
 
 async def gc_pauses(http: aiohttp.ClientSession, fleet: Fleet) -> dict[str, float]:
@@ -598,7 +649,10 @@ async def main_async(args: argparse.Namespace) -> None:
     try:
         bus = await Bus.connect(nats.url, name="bench")
         await bus.ensure_streams()
-        fleet = Fleet(nats, args.mowers, workdir)
+        gateway_env = {}
+        if args.max_in_flight:
+            gateway_env["MOWDECK_GATEWAY_MAX_IN_FLIGHT"] = str(args.max_in_flight)
+        fleet = Fleet(nats, args.mowers, workdir, gateway_env=gateway_env)
         with fleet.run() as (sim, gw):
             listing = await fleet.serve_fleet_list(bus)
             async with aiohttp.ClientSession() as http:
@@ -606,19 +660,48 @@ async def main_async(args: argparse.Namespace) -> None:
                 pids = {"gateway": gw.pid, "simulator": sim.pid, "nats": nats.pid}
                 await throughput(bus, fleet, min(500, args.commands), pids)  # warm up
                 tput = await throughput(bus, fleet, args.commands, pids)
-                targets = fleet.mowers[: args.estops]
+                targets = fleet.mowers[: args.targets]
                 s0, n0 = await estop_inside(http, fleet)
                 collections_before = await gc_pauses(http, fleet)
                 stops = StopPublisher(nats.url)
                 await stops.start()
-                idle = await estop_latency(bus, stops, http, fleet, targets, loaded=False)
+                idle = await estop_latency(
+                    bus, stops, http, fleet, targets, loaded=False, count=args.estops
+                )
                 s1, n1 = await estop_inside(http, fleet)
-                targets = fleet.mowers[args.estops : 2 * args.estops]
-                loaded = await estop_latency(bus, stops, http, fleet, targets, loaded=True)
+                # Inside the gateway at saturation: admission to final result of the load
+                # alone (the targets' 2 s starts of the stop phases would be its tail).
+                command_seconds = "mowdeck_gateway_command_seconds"
+                await estop_latency(bus, stops, http, fleet, [], loaded=True, count=0, hold_s=1.0)
+                admission_before = await histogram(http, fleet.gw_url, command_seconds)
+                await estop_latency(
+                    bus, stops, http, fleet, [], loaded=True, count=0, hold_s=args.saturated_s
+                )
+                admission_after = await histogram(http, fleet.gw_url, command_seconds)
+                # The saturated phase five times over: its p99 is the worst of the five.
+                estop_seconds = "mowdeck_gateway_emergency_stop_seconds"
+                estop_before = await histogram(http, fleet.gw_url, estop_seconds)
+                loaded_runs: list[list[float]] = []
+                for run in range(args.loaded_runs):
+                    first = args.targets * (1 + run)
+                    targets = fleet.mowers[first : first + args.targets]
+                    loaded_runs.append(
+                        await estop_latency(
+                            bus, stops, http, fleet, targets, loaded=True, count=args.estops
+                        )
+                    )
+                estop_after = await histogram(http, fleet.gw_url, estop_seconds)
                 s2, n2 = await estop_inside(http, fleet)
-                targets = fleet.mowers[2 * args.estops : 3 * args.estops]
+                targets = fleet.mowers[-args.targets :]
                 busy = await estop_latency(
-                    bus, stops, http, fleet, targets, loaded=True, device_ms=BUSY_DEVICE_MS
+                    bus,
+                    stops,
+                    http,
+                    fleet,
+                    targets,
+                    loaded=True,
+                    count=args.busy_estops,
+                    device_ms=BUSY_DEVICE_MS,
                 )
                 await stops.stop()
                 s3, n3 = await estop_inside(http, fleet)
@@ -626,9 +709,16 @@ async def main_async(args: argparse.Namespace) -> None:
                     "idle_mean_ms": (s1 - s0) / max(1, n1 - n0) * 1000,
                     "loaded_mean_ms": (s2 - s1) / max(1, n2 - n1) * 1000,
                     "busy_mean_ms": (s3 - s2) / max(1, n3 - n2) * 1000,
+                    "admission_to_result_loaded_p99_ms": histogram_pct(
+                        admission_before, admission_after, 99
+                    ),
+                    "admission_to_result_loaded_p50_ms": histogram_pct(
+                        admission_before, admission_after, 50
+                    ),
+                    "loaded_p99_ms": histogram_pct(estop_before, estop_after, 99),
                 }
                 collections_after = await gc_pauses(http, fleet)
-                collections = {  # during the three e-stop runs
+                collections = {  # during the e-stop runs
                     k: v - collections_before[k] for k, v in collections_after.items()
                 }
             await listing.unsubscribe()
@@ -638,15 +728,20 @@ async def main_async(args: argparse.Namespace) -> None:
         await bus.drain()
     finally:
         nats.close()
-    idle_p99, loaded_p99, busy_p99 = pct(idle, 99), pct(loaded, 99), pct(busy, 99)
+    idle_p99, busy_p99 = pct(idle, 99), pct(busy, 99)
+    loaded_p99s = [pct(run, 99) for run in loaded_runs]
+    loaded_p99 = max(loaded_p99s)
+    admission_p99 = inside["admission_to_result_loaded_p99_ms"]
     print(
         json.dumps(
             {
                 "throughput": tput,
                 "transport_alone_commands_per_s": transport_rate,
                 "estop_idle_ms": {"p50": pct(idle, 50), "p99": idle_p99, "n": len(idle)},
-                "estop_loaded_ms": {"p50": pct(loaded, 50), "p99": loaded_p99, "n": len(loaded)},
-                "loaded_over_idle_p99": loaded_p99 / idle_p99 if idle_p99 else None,
+                "estop_loaded_ms": [
+                    {"p50": pct(run, 50), "p99": pct(run, 99), "n": len(run)} for run in loaded_runs
+                ],
+                "loaded_over_idle_p99": [p / idle_p99 if idle_p99 else None for p in loaded_p99s],
                 "estop_busy_ms": {"p50": pct(busy, 50), "p99": busy_p99, "n": len(busy)},
                 "busy_over_idle_p99": busy_p99 / idle_p99 if idle_p99 else None,
                 "estop_inside_gateway": inside,
@@ -663,7 +758,9 @@ async def main_async(args: argparse.Namespace) -> None:
         f"transport_commands_per_s={transport_rate:.0f} "
         f"command_p99_ms={tput['command_p99_ms']:.1f} estop_idle_p99_ms={idle_p99:.1f} "
         f"estop_loaded_p99_ms={loaded_p99:.1f} estop_busy_p99_ms={busy_p99:.1f} "
-        f"rss_{size}_mowers_mb={big['rss_mb']:.0f}"
+        f"rss_{size}_mowers_mb={big['rss_mb']:.0f} "
+        f"estop_loaded_p99s_ms={','.join(f'{p:.1f}' for p in loaded_p99s)} "
+        f"admission_to_result_p99_ms={admission_p99:.1f}"
     )
 
 
@@ -673,7 +770,16 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes for CI")
     parser.add_argument("--mowers", type=int, default=1000)
     parser.add_argument("--commands", type=int, default=20_000)
-    parser.add_argument("--estops", type=int, default=30)
+    parser.add_argument("--estops", type=int, default=500, help="stops per phase")
+    parser.add_argument("--loaded-runs", type=int, default=5, help="saturated phases")
+    parser.add_argument("--busy-estops", type=int, default=100)
+    parser.add_argument("--targets", type=int, default=25, help="mowers stopped per phase")
+    parser.add_argument(
+        "--saturated-s", type=float, default=10.0, help="load alone, for admission to result"
+    )
+    parser.add_argument(
+        "--max-in-flight", type=int, default=0, help="MOWDECK_GATEWAY_MAX_IN_FLIGHT (0: default)"
+    )
     parser.add_argument("--big", type=int, default=10_000)
     parser.add_argument("--footprint-seconds", type=float, default=20.0)
     parser.add_argument("--standin", metavar="NATS_URL", help=argparse.SUPPRESS)
@@ -683,6 +789,7 @@ def main() -> None:
         return
     if args.smoke:
         args.mowers, args.commands, args.estops, args.big = 10, 200, 2, 50
+        args.targets, args.loaded_runs, args.busy_estops, args.saturated_s = 1, 2, 2, 1.0
         args.footprint_seconds = 1.0
     asyncio.run(main_async(args))
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from datetime import UTC, datetime
@@ -26,6 +23,7 @@ from tests.integration.gateway.conftest import (
     settings_for,
     wait_connected,
 )
+from tests.integration.gateway.processes import metric, ready, spawn_gateway
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer, free_port
 from tests.support.settings import fast_path_from_environment
@@ -49,6 +47,14 @@ def executions(sim: SimulatorServer, mowers: list[uuid.UUID]) -> Counter[uuid.UU
         for r in sim.fleet.mower(m).commands or []
         if r.status == "executed"
     )
+
+
+def sent_frames(sim: SimulatorServer, mowers: list[uuid.UUID]) -> Counter[uuid.UUID]:
+    """The command frames each mower was sent, per command id, repeats included."""
+    sent: Counter[uuid.UUID] = Counter()
+    for m in mowers:
+        sent.update(sim.fleet.mower(m).frames())
+    return sent
 
 
 @pytest.mark.slow
@@ -84,33 +90,12 @@ async def test_nats_restart_under_load(own_nats_server: NatsServer, sim: Simulat
             assert all(counts[e.command_id] == 1 for e in envs)
             per_status = Counter((r.command_id, r.status) for r in log.results)
             assert max(per_status.values()) == 1
+            # A delivery redelivered after a lost ack was held or answered: never resent.
+            sent = sent_frames(sim, [m.mower_id for m in mowers])
+            assert all(sent[e.command_id] == 1 for e in envs)
     finally:
         await log.stop()
         await bus.drain()
-
-
-def _spawn_gateway(
-    url: str, mowers_json: str, port: int, log: Path, shard: tuple[int, int] = (0, 1)
-) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "MOWDECK_NATS_URL": url,
-        "MOWDECK_BOOTSTRAP_MOWERS": mowers_json,
-        "MOWDECK_HTTP_PORT": str(port),
-        "MOWDECK_LOG_FORMAT": "json",
-        "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
-        "MOWDECK_SHUTDOWN_TIMEOUT_SECONDS": "30",
-        "MOWDECK_SHARD_INDEX": str(shard[0]),
-        "MOWDECK_SHARD_COUNT": str(shard[1]),
-        "MOWDECK_GATEWAY_DEVICE_HOSTS": '["127.0.0.1"]',
-    }
-    with log.open("ab") as sink:  # a file, not a pipe: a full pipe would block the gateway
-        return subprocess.Popen(
-            [sys.executable, "-m", "mowdeck.cli", "gateway"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=sink,
-        )
 
 
 @pytest.mark.slow
@@ -123,10 +108,10 @@ async def test_sigterm_under_load(
         await sim.inject(m.mower_id, LatencyFault(ms=100))
     mowers_json = msgspec.json.encode(mowers).decode()
     port = free_port()
-    proc = _spawn_gateway(nats_server.url, mowers_json, port, log)
+    proc = spawn_gateway(nats_server.url, mowers_json, port, log)
     try:
         # A shard's consumer, created at its first start, takes what is published after.
-        await eventually(lambda: _ready(port), timeout=30)
+        await eventually(lambda: ready(port), timeout=30)
         first = [command(mowers[i % 4], SetSpeed(speed_mps=0.5), ttl_s=120) for i in range(40)]
         for env in first:
             await bus.publish_command(env, now=datetime.now(UTC))
@@ -150,7 +135,7 @@ async def test_sigterm_under_load(
             proc.kill()
             proc.wait()
     # What it did not accept runs after the restart; nothing runs twice.
-    proc = _spawn_gateway(nats_server.url, mowers_json, free_port(), log)
+    proc = spawn_gateway(nats_server.url, mowers_json, free_port(), log)
     try:
         for env in first + late:
             assert (await results.wait_final(env.command_id, timeout=40)).status == "executed"
@@ -158,33 +143,15 @@ async def test_sigterm_under_load(
         assert all(counts[e.command_id] == 1 for e in first + late)
         per_status = Counter((r.command_id, r.status) for r in results.results)
         assert max(per_status.values()) == 1
+        # One final status each, and each command was sent to its mower once: what the
+        # first process had sent it answered before exiting; the rest it gave back.
+        finals = Counter(r.command_id for r in results.results if r.is_final)
+        assert all(finals[e.command_id] == 1 for e in first + late)
+        sent = sent_frames(sim, [m.mower_id for m in mowers])
+        assert all(sent[e.command_id] == 1 for e in first + late)
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)
-
-
-async def _ready(port: int) -> bool:
-    try:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(f"http://127.0.0.1:{port}/readyz") as response,
-        ):
-            return response.status == 200
-    except aiohttp.ClientError:
-        return False
-
-
-async def _metric(port: int, name: str) -> float:
-    async with (
-        aiohttp.ClientSession() as http,
-        http.get(f"http://127.0.0.1:{port}/metrics") as response,
-    ):
-        text = await response.text()
-    return sum(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith(name) and not line.startswith("#")
-    )
 
 
 @pytest.mark.slow
@@ -195,7 +162,7 @@ async def test_two_shard_processes_split_the_fleet_exactly(
     mowers_json = msgspec.json.encode(mowers).decode()
     ports = [free_port(), free_port()]
     procs = [
-        _spawn_gateway(nats_server.url, mowers_json, ports[i], tmp_path / f"g{i}.log", (i, 2))
+        spawn_gateway(nats_server.url, mowers_json, ports[i], tmp_path / f"g{i}.log", (i, 2))
         for i in range(2)
     ]
     try:
@@ -204,7 +171,7 @@ async def test_two_shard_processes_split_the_fleet_exactly(
 
             async def connected(port: int = port, owned: int = owned) -> bool:
                 try:
-                    return await _metric(port, "mowdeck_gateway_mowers_connected") >= owned
+                    return await metric(port, "mowdeck_gateway_mowers_connected") >= owned
                 except aiohttp.ClientError:
                     return False
 
@@ -221,8 +188,8 @@ async def test_two_shard_processes_split_the_fleet_exactly(
         # Each process admitted exactly the commands of its own mowers.
         for i, port in enumerate(ports):
             mine = sum(1 for e in envs if e.mower_id.int % 2 == i)
-            admitted = await _metric(port, "mowdeck_gateway_commands_admitted_total")
-            foreign = await _metric(port, "mowdeck_gateway_commands_foreign_total")
+            admitted = await metric(port, "mowdeck_gateway_commands_admitted_total")
+            foreign = await metric(port, "mowdeck_gateway_commands_foreign_total")
             assert (admitted, foreign) == (mine, len(envs) - mine)
     finally:
         for proc in procs:

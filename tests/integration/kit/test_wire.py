@@ -102,6 +102,31 @@ async def test_ack_all_settles_every_delivery(bus: Bus) -> None:
         await consumer.stop()
 
 
+async def test_progress_all_keeps_deliveries_from_being_redelivered(bus: Bus) -> None:
+    for n in range(5):
+        await bus.publish(SUBJECT, b"{}", msg_id=f"p-{n}")
+    got: list[Msg] = []
+
+    async def keep(msg: Msg) -> None:
+        got.append(msg)
+
+    spec = ConsumerSpec(stream="TELEMETRY", subject="telemetry.>", durable="wire-wpi", ack_wait=0.6)
+    consumer = Consumer(bus, spec, keep)
+    await consumer.start()
+    try:
+        for _ in range(6):  # 1.8 s, three ack waits: reported in progress every 0.3 s
+            await asyncio.sleep(0.3)
+            await wire.progress_all(got)
+        assert len(got) == 5  # nothing was redelivered
+        assert not any(m._ackd for m in got)  # in progress settles nothing
+        await wire.ack_all(got)
+        await wire.progress_all(got)  # settled ones are skipped
+        await bus.nc.flush()
+        assert await _unacked(bus, "wire-wpi", 0) == 0
+    finally:
+        await consumer.stop()
+
+
 async def test_ack_all_refuses_a_core_message(bus: Bus) -> None:
     got: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
 

@@ -155,7 +155,7 @@ async def test_unknown_command_kind_fails_with_its_command_id(
 
 
 async def test_repeated_command_id_is_answered_again_but_executed_once(
-    sim: SimulatorServer, connect: Connect
+    sim: SimulatorServer, connect: Connect, http: aiohttp.ClientSession
 ) -> None:
     mower_id = first_id(sim)
     client = await connect(mower_id)
@@ -168,6 +168,9 @@ async def test_repeated_command_id_is_answered_again_but_executed_once(
     log = sim.fleet.mower(mower_id).commands
     assert log is not None
     assert [r.command_id for r in log].count(cid) == 1
+    # Both frames are counted: what the mower was sent, not only what it carried out.
+    async with http.get(f"{sim.url}/sim/mowers/{mower_id}/frames") as r:
+        assert (await r.json())["frames"][str(cid)] == 2
 
 
 async def test_reject_fault_fails_every_command(sim: SimulatorServer, connect: Connect) -> None:

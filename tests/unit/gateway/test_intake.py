@@ -97,6 +97,12 @@ async def admit(it: Any, msg: FakeMsg) -> None:
     await it._flush_acks()
 
 
+async def stored(it: Any, env: CommandEnvelope) -> None:
+    """The command's final result is stored on the stream: its delivery is acknowledged."""
+    it.held.finished(env.command_id)
+    await it.held.flush()
+
+
 async def test_an_admitted_command_redelivered_after_it_expired_gets_no_second_result(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -104,6 +110,8 @@ async def test_an_admitted_command_redelivered_after_it_expired_gets_no_second_r
     env = envelope(ttl_s=30)
     first = delivery(env)
     await admit(it, first)
+    assert first.settled == []  # held until its final result is stored
+    await stored(it, env)
     assert first.settled == ["ack"]
     assert [type(m) for m in told] == [Submit]
     # The ack was lost; JetStream redelivers after ack_wait, when the command has expired.
@@ -128,6 +136,7 @@ async def test_a_redelivery_after_the_mower_was_removed_gets_no_second_result() 
     it, _, effects, _ = intake(registry)
     env = envelope()
     await admit(it, delivery(env))
+    await stored(it, env)
     registry.clear()
     again = delivery(env, num_delivered=2)
     await admit(it, again)
@@ -140,8 +149,10 @@ async def test_an_unknown_command_delivered_late_is_still_answered_expired() -> 
     env = envelope(ttl_s=1, now=datetime.now(UTC) - timedelta(seconds=5))
     msg = delivery(env, num_delivered=3)
     await admit(it, msg)
-    assert msg.settled == ["ack"]
     assert effects.results == [(env.command_id, "expired")]
+    assert msg.settled == []  # acknowledged once "expired" is stored
+    await stored(it, env)
+    assert msg.settled == ["ack"]
 
 
 async def test_while_closing_a_stop_the_lane_already_sent_is_acknowledged_not_given_back() -> None:
@@ -208,6 +219,7 @@ async def test_a_failing_admission_gives_that_delivery_back_and_admits_the_next(
         it._tell = lambda _mower_id, message: told.append(message)
         again = delivery(first, num_delivered=2)
         await admit(it, again)
+        await stored(it, first)
         assert again.settled == ["ack"]
         assert [m.envelope.command_id for m in told] == [second.command_id, first.command_id]
         assert metrics.duplicates._value.get() == 0
@@ -222,7 +234,7 @@ async def test_a_failing_ack_costs_only_its_own_delivery() -> None:
     try:
         broken = delivery(envelope(), fail_ack=ConnectionError("connection being replaced"))
         fine = delivery(envelope())
-        await deliver_both(it, broken, fine)
+        await deliver_both(it, broken, fine, first_held=True)
         assert fine.settled == ["ack"]
         assert broken.settled == []  # JetStream gives it back after ack_wait; it is known
         assert len(told) == 2
@@ -231,10 +243,19 @@ async def test_a_failing_ack_costs_only_its_own_delivery() -> None:
         await it.stop()
 
 
-async def deliver_both(it: Any, broken: FakeMsg, fine: FakeMsg) -> None:
-    """Two ordinary deliveries, in order; back once the second is settled."""
+async def deliver_both(
+    it: Any, broken: FakeMsg, fine: FakeMsg, *, first_held: bool = False
+) -> None:
+    """Two ordinary deliveries, in order, admitted and their results stored (the first's
+    too when ``first_held``); back once the second is settled."""
     await it.on_command(broken)
     await it.on_command(fine)
+    fine_env = decode(fine.data, CommandEnvelope)
+    while fine_env.command_id not in it.held:  # the admitting task runs
+        await asyncio.sleep(0.001)
+    if first_held:
+        it.held.finished(decode(broken.data, CommandEnvelope).command_id)
+    await stored(it, fine_env)
     await fine.wait_settled()
 
 
@@ -262,12 +283,18 @@ async def test_an_admitted_command_redelivered_in_time_does_not_reach_its_contro
     # Its controller may have restarted since, with no memory of the id: it would run twice.
     it, told, _, metrics = intake()
     env = envelope()
-    await admit(it, delivery(env))
+    first = delivery(env)
+    await admit(it, first)
     again = delivery(env, num_delivered=2)
-    await admit(it, again)
-    assert again.settled == ["ack"]
+    await admit(it, again)  # while it runs: takes the first delivery's place
+    assert (first.settled, again.settled) == ([], [])
+    await stored(it, env)
+    assert (first.settled, again.settled) == ([], ["ack"])
+    late = delivery(env, num_delivered=3)
+    await admit(it, late)  # once answered: acknowledged with no new result
+    assert late.settled == ["ack"]
     assert [type(m) for m in told] == [Submit]
-    assert metrics.duplicates._value.get() == 1
+    assert metrics.duplicates._value.get() == 2
 
 
 async def test_the_stream_copy_of_a_stop_still_reaches_its_controller() -> None:
@@ -278,17 +305,22 @@ async def test_the_stream_copy_of_a_stop_still_reaches_its_controller() -> None:
     it._send_stop(stop, 0.0)
     copy = delivery(stop, sequence=9)
     await admit(it, copy)
+    assert copy.settled == []  # acknowledged once the stop's final result is stored
+    await stored(it, stop)
     assert copy.settled == ["ack"]
     assert [(type(m), m.sequence) for m in told] == [(EmergencySubmit, None), (EmergencySubmit, 9)]
 
 
-async def test_release_acks_queued_redeliveries_of_admitted_commands_and_gives_back_the_rest() -> (
+async def test_release_holds_queued_redeliveries_of_running_commands_and_gives_back_the_rest() -> (
     None
 ):
     it, _, _, _ = intake()
     admitted, fresh = envelope(), envelope()
     await admit(it, delivery(admitted))
     queued_again, queued_new = delivery(admitted, num_delivered=2), delivery(fresh)
-    it._normal.extend([queued_again, queued_new])
+    it._normal.extend([(queued_again, 0.0), (queued_new, 0.0)])
     await it.release()
-    assert (queued_again.settled, queued_new.settled) == (["ack"], ["nak"])
+    # The redelivery of a command still running is acknowledged with its result.
+    assert (queued_again.settled, queued_new.settled) == ([], ["nak"])
+    await stored(it, admitted)
+    assert queued_again.settled == ["ack"]

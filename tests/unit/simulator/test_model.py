@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts.v1 import StartMow, decode_state, encode
+from simulator import model
 from simulator.faults import (
     BatteryFault,
     ErrorFault,
@@ -120,19 +121,23 @@ def test_same_seed_same_fleet_different_seed_different_fleet() -> None:
     assert len({m.account_id for m in fleet.mowers}) == 1
 
 
-def test_a_command_is_found_by_id_while_it_is_in_the_log() -> None:
+def test_a_command_is_found_by_id_long_after_it_left_the_log() -> None:
+    # A gateway that crashed resends the commands it held, maybe hundreds of commands
+    # later on a busy mower: each must still be answered with its first outcome.
     m = mower()
     assert m.find(uuid.UUID(int=1)) is None  # no command yet
     ids = [uuid.UUID(int=1000 + i) for i in range(150)]
     records = [m.record(i, StartMow(), AT) for i in ids]
     assert m.commands is not None and len(m.commands) == 100  # the log keeps the last 100
-    assert all(m.find(i) is None for i in ids[:50])  # fell out of the log
-    assert [m.find(i) for i in ids[50:]] == records[50:]
-    # An id recorded again (an undecodable repeat): the latest record is the one found,
-    # and it stays found when the older one leaves the log.
+    assert [m.find(i) for i in ids] == records  # the ids are remembered beyond it
+    # An id recorded again (an undecodable repeat): the latest record is the one found.
     again = m.record(ids[60], None, AT)
     assert m.find(ids[60]) is again
-    for n in range(11):
-        m.record(uuid.UUID(int=5000 + n), StartMow(), AT)
-    assert records[60] not in m.commands
-    assert m.find(ids[60]) is again
+    records[60].frames += 1
+    assert m.frames()[ids[60]] == 1  # the frames of the record found
+    more = [uuid.UUID(int=10_000 + n) for n in range(model._REMEMBER)]
+    for i in more:
+        m.record(i, StartMow(), AT)
+    assert m.find(ids[0]) is None  # at most _REMEMBER ids
+    assert m.find(more[-1]) is not None
+    assert len(m.frames()) == model._REMEMBER

@@ -1,0 +1,109 @@
+"""Deliveries held until their final result is stored, and the finals remembered."""
+
+from __future__ import annotations
+
+import uuid
+
+from prometheus_client import CollectorRegistry
+
+from mowdeck.gateway.deliveries import FinalOutcomes, HeldDeliveries
+from mowdeck.gateway.metrics import GatewayMetrics
+from tests.support.fakes import FakeMsg
+
+
+def held() -> tuple[HeldDeliveries, GatewayMetrics]:
+    metrics = GatewayMetrics(CollectorRegistry())
+    return HeldDeliveries(metrics, progress_every=10.0), metrics
+
+
+def in_flight(metrics: GatewayMetrics) -> float:
+    """The in-flight gauge as a scrape reads it."""
+    return next(iter(metrics.in_flight.collect())).samples[0].value
+
+
+def msg(n: int = 1) -> FakeMsg:
+    return FakeMsg(stream="COMMANDS", consumer="device-gateway-0", num_delivered=n)
+
+
+async def test_a_delivery_is_acknowledged_once_its_final_result_is_stored() -> None:
+    deliveries, metrics = held()
+    cid = uuid.uuid4()
+    first = msg()
+    deliveries.hold(cid, first)
+    assert cid in deliveries
+    assert in_flight(metrics) == 1
+    await deliveries.flush()
+    assert first.settled == []
+    deliveries.finished(cid)
+    await deliveries.flush()
+    assert first.settled == ["ack"]
+    assert cid not in deliveries
+    assert in_flight(metrics) == 0
+    assert await deliveries.wait_empty(0.1)
+
+
+async def test_a_redelivery_takes_the_held_ones_place_and_is_the_one_acknowledged() -> None:
+    deliveries, _ = held()
+    cid = uuid.uuid4()
+    first, again = msg(1), msg(2)
+    deliveries.hold(cid, first)
+    deliveries.hold(cid, again)
+    deliveries.finished(cid)
+    await deliveries.flush()
+    assert (first.settled, again.settled) == ([], ["ack"])
+
+
+async def test_a_delivery_whose_final_result_is_stored_already_is_acknowledged_at_once() -> None:
+    deliveries, _ = held()
+    cid = uuid.uuid4()
+    deliveries.finished(cid)  # the result of a stop the lane sent, before its stream copy
+    copy = msg()
+    deliveries.hold(cid, copy)
+    await deliveries.flush()
+    assert copy.settled == ["ack"]
+    assert cid not in deliveries
+
+
+async def test_the_sweep_reports_every_held_delivery_in_progress() -> None:
+    deliveries, metrics = held()
+    msgs = [msg() for _ in range(3)]
+    for m in msgs:
+        deliveries.hold(uuid.uuid4(), m)
+    await deliveries.sweep()
+    await deliveries.sweep()
+    assert [m.progress for m in msgs] == [2, 2, 2]
+    assert metrics.progress_acks._value.get() == 6
+
+
+def test_finals_are_forgotten_after_their_time_and_beyond_the_limit() -> None:
+    finals = FinalOutcomes(keep_s=60.0, limit=3)
+    old = uuid.uuid4()
+    finals.add(old, now=0.0)
+    assert old in finals
+    fresh = uuid.uuid4()
+    finals.add(fresh, now=61.0)
+    assert old not in finals
+    assert fresh in finals
+    for _ in range(3):
+        finals.add(uuid.uuid4(), now=61.0)
+    assert len(finals) == 3
+    assert fresh not in finals  # the oldest went first
+
+
+async def test_a_delivery_held_long_past_its_expiry_is_given_back() -> None:
+    # Its answer was lost (its controller closed while the mower worked on it): held for
+    # ever, it would hold the consumer's ack floor.
+    deliveries, _ = held()
+    lost, running = uuid.uuid4(), uuid.uuid4()
+    lost_msg, running_msg = msg(), msg()
+    deliveries.hold(lost, lost_msg, expires_at=1000.0)
+    again = msg(2)
+    deliveries.hold(lost, again)  # a redelivery keeps the first delivery's expiry
+    deliveries.hold(running, running_msg, expires_at=1100.0)
+    await deliveries.sweep(now=1000.0 + 119)
+    assert lost in deliveries
+    await deliveries.sweep(now=1000.0 + 121)
+    assert lost not in deliveries
+    assert (lost_msg.settled, again.settled) == ([], ["nak"])  # admission decides again
+    assert running in deliveries
+    assert running_msg.progress == 2
