@@ -36,8 +36,8 @@ def test_every_setting_has_a_pinned_default() -> None:
 
 def test_the_cors_origins_are_a_json_list() -> None:
     settings = load_realtime_settings({"MOWDECK_HTTP_CORS_ORIGINS": '["http://a", "http://b"]'})
-    assert settings.http_cors_origins == ("http://a", "http://b")
-    assert load_realtime_settings({}).http_cors_origins == ()
+    assert settings.http_cors_origins == ["http://a", "http://b"]
+    assert load_realtime_settings({}).http_cors_origins == []
 
 
 @pytest.mark.parametrize(
