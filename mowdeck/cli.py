@@ -17,6 +17,7 @@ __all__ = ["build_parser", "commands", "main"]
 _ALWAYS: tuple[tuple[str, str, str], ...] = (
     ("migrate", "mowdeck.commands.migrate", "Apply the SQL migrations of every service."),
     ("streams", "mowdeck.commands.streams", "Apply the JetStream stream definitions (admin)."),
+    ("nats-config", "mowdeck.commands.nats_config", "Write NATS server configs and users."),
     ("contracts", "mowdeck.commands.contracts", "Work with the v1 contracts (export schemas)."),
     ("user", "mowdeck.commands.user", "Disable or delete a user (publishes identity events)."),
 )

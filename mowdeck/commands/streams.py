@@ -14,7 +14,7 @@ import nats.errors
 
 from contracts.v1.subjects import STREAMS
 from mowdeck.errors import MowdeckError
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.settings import BaseSettings, load_settings
 from mowdeck.kit.streams import Applied
@@ -50,7 +50,11 @@ async def apply_streams(settings: BaseSettings, *, replicas: int | None = None) 
     try:
         # Bus.connect waits for NATS for ever (right for a service, wrong for a command).
         bus = await asyncio.wait_for(
-            Bus.connect(settings.nats_url, name="mowdeck-streams"),
+            Bus.connect(
+                settings.nats_url,
+                name="mowdeck-streams",
+                credentials=NatsCredentials.from_settings(settings),
+            ),
             timeout=CONNECT_TIMEOUT_SECONDS,
         )
     except (TimeoutError, MowdeckError) as err:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+import msgspec
 import nats
 import structlog
 from nats.aio.client import Client as NATS
@@ -19,9 +21,18 @@ from contracts.v1.subjects import STREAMS, StreamSpec
 from mowdeck.kit import wire
 from mowdeck.kit.errors import BusError, ExpiredCommandError
 from mowdeck.kit.publisher import Ack, Publisher, pub_ack
+from mowdeck.kit.settings import BaseSettings
 from mowdeck.kit.streams import Applied, merge, stream_config
 
-__all__ = ["Bus", "BusError", "ExpiredCommandError", "header", "seed_urls", "stream_config"]
+__all__ = [
+    "Bus",
+    "BusError",
+    "ExpiredCommandError",
+    "NatsCredentials",
+    "header",
+    "seed_urls",
+    "stream_config",
+]
 
 log = structlog.get_logger("mowdeck.bus")
 
@@ -42,6 +53,44 @@ def header(msg: Msg, name: str) -> str | None:
     return value  # type: ignore[no-any-return]
 
 
+class NatsCredentials(msgspec.Struct, frozen=True, kw_only=True):
+    """Who a connection is: a user and password or an NKey seed file; a CA for TLS."""
+
+    user: str | None = None
+    password: str | None = None
+    nkey_seed_file: str | None = None
+    tls_ca_file: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> NatsCredentials:
+        """``MOWDECK_NATS_USER``/``_PASSWORD``/``_NKEY_SEED_FILE``/``_TLS_CA_FILE``."""
+        return cls(
+            user=settings.nats_user,
+            password=settings.nats_password,
+            nkey_seed_file=settings.nats_nkey_seed_file,
+            tls_ca_file=settings.nats_tls_ca_file,
+        )
+
+    def options(self) -> dict[str, Any]:
+        """nats-py's connect options for these credentials."""
+        options: dict[str, Any] = {}
+        if self.user is not None:
+            options["user"] = self.user
+            options["password"] = self.password or ""
+        if self.nkey_seed_file is not None:
+            options["nkeys_seed"] = self.nkey_seed_file  # nats-py needs the `nkeys` package
+        if self.tls_ca_file is not None:
+            options["tls"] = ssl.create_default_context(cafile=self.tls_ca_file)
+        return options
+
+
+class _Refusals:
+    """Publishes and subscriptions the server refused (``Permissions Violation``)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 def seed_urls(url: str) -> list[str]:
     """The seed URLs of ``MOWDECK_NATS_URL``: one URL or a comma-separated list."""
     urls = [part.strip() for part in url.split(",") if part.strip()]
@@ -53,8 +102,9 @@ def seed_urls(url: str) -> list[str]:
 class Bus:
     """A connected NATS client with JetStream; one per service instance, passed down."""
 
-    def __init__(self, nc: NATS, *, name: str) -> None:
+    def __init__(self, nc: NATS, *, name: str, refusals: _Refusals | None = None) -> None:
         self.nc = nc
+        self._refusals = refusals or _Refusals()
         self.js: JetStreamContext = nc.jetstream(publish_async_max_pending=20_000)
         self.name = name
         self._publisher: Publisher | None = None
@@ -68,6 +118,7 @@ class Bus:
         on_reconnect: Callable[[], Awaitable[None]] | None = None,
         connect_timeout: float = 5.0,
         fast_path: bool = True,
+        credentials: NatsCredentials | None = None,
     ) -> Bus:
         """Connect, retrying until NATS answers, then reconnecting for ever.
 
@@ -78,10 +129,17 @@ class Bus:
         (``UntestedNatsPyError``) before connecting; off, nats-py's stock client. ``url``
         may list several seeds separated by commas (the nodes of a cluster): the client
         connects to one and fails over to the others, and to those the cluster announces.
+        ``credentials`` name the service's own NATS user; what the server refuses it is
+        logged (``nats permission refused``) and counted (``refused``).
         """
+        refusals = _Refusals()
         servers = seed_urls(url)
 
         async def _error(err: Exception) -> None:
+            if "permissions violation" in str(err).lower():
+                refusals.count += 1
+                log.error("nats permission refused", error=str(err), client=name)
+                return
             log.warning("nats error", error=str(err), client=name)
 
         async def _disconnected() -> None:
@@ -103,13 +161,14 @@ class Bus:
             "disconnected_cb": _disconnected,
             "reconnected_cb": _reconnected,
             "pending_size": 64 * 1024 * 1024,
+            **(credentials.options() if credentials else {}),
         }
         nc = wire.new_client(fast_path=fast_path)
         try:
             await nc.connect(servers, **options)
         except Exception as err:
             raise BusError(f"cannot connect to NATS at {url}: {err}") from err
-        return cls(nc, name=name)
+        return cls(nc, name=name, refusals=refusals)
 
     async def ensure_streams(
         self, specs: Iterable[StreamSpec] = STREAMS, *, replicas: int = 1
@@ -193,6 +252,11 @@ class Bus:
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as err:
             raise BusError(f"no answer on {subject}: {type(err).__name__}") from err
         return reply.data
+
+    @property
+    def refused(self) -> int:
+        """How many publishes and subscriptions the server refused this connection."""
+        return self._refusals.count
 
     @property
     def connected(self) -> bool:

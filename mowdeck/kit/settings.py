@@ -30,6 +30,12 @@ class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     nats_url: str = "nats://127.0.0.1:4222"
     # The lean NATS client (mowdeck/kit/wire.py); off: nats-py's stock client (docs/operations.md).
     nats_fast_path: bool = True
+    # The service's own NATS user (docs/operations.md, "Bus credentials"): a user and
+    # password, or an NKey seed file; TLS verified against a CA file when one is given.
+    nats_user: str | None = None
+    nats_password: str | None = None
+    nats_nkey_seed_file: str | None = None
+    nats_tls_ca_file: str | None = None
     # Replicas of a stream this process creates (3 in a cluster); an existing one keeps its own.
     stream_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"

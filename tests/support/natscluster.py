@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import nats
 from nats.js.errors import Error as JetStreamError
@@ -37,13 +38,17 @@ class _Node:
 
     def write(self, route_ports: list[int]) -> None:
         routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in route_ports)
+        cluster = (
+            f"cluster {{ name: {CLUSTER_NAME}, listen: 127.0.0.1:{self.route_port},"
+            f" routes: [{routes}] }}\n"
+            if len(route_ports) > 1
+            else ""  # one node: a plain server
+        )
         self.config.write_text(
             f"server_name: {self.name}\n"
             f"listen: 127.0.0.1:{self.port}\n"
             f'jetstream {{ store_dir: "{self.store}" }}\n'
-            f"cluster {{ name: {CLUSTER_NAME}, listen: 127.0.0.1:{self.route_port},"
-            f" routes: [{routes}] }}\n"
-            f"{self.extra_config}\n"
+            f"{cluster}{self.extra_config}\n"
         )
 
     def start(self) -> None:
@@ -84,7 +89,7 @@ class NatsCluster:
         self._tmp = tempfile.TemporaryDirectory(
             prefix="mowdeck-cluster-", ignore_cleanup_errors=True
         )
-        root = Path(self._tmp.name)
+        self.root = root = Path(self._tmp.name)
         self.nodes = [_Node(i, root, extra_config) for i in range(size)]
         for node in self.nodes:
             node.write([n.route_port for n in self.nodes])
@@ -111,9 +116,12 @@ class NatsCluster:
             self.close()
             raise
 
-    async def wait_ready(self, timeout: float = 20.0) -> None:
-        """Wait until the cluster's JetStream has a meta leader (it answers account info)."""
-        nc = await nats.connect(self.urls, connect_timeout=2)
+    async def wait_ready(self, timeout: float = 20.0, **connect: Any) -> None:
+        """Wait until the cluster's JetStream has a meta leader (it answers account info).
+
+        ``connect``: nats-py's options, such as ``user`` and ``password``.
+        """
+        nc = await nats.connect(self.urls, connect_timeout=2, **connect)
         try:
             js = nc.jetstream(timeout=1)
             deadline = time.monotonic() + timeout

@@ -1,0 +1,129 @@
+"""``mowdeck nats-config``: the NATS server configuration with one user per service.
+
+Writes into ``--dir``: ``auth.conf`` (the users and their permissions from
+``kit/bus_permissions.py``), ``nats-<i>.conf`` per node (JetStream, the cluster routes,
+``include auth.conf``) and ``<user>.env`` per user with ``MOWDECK_NATS_USER`` and
+``MOWDECK_NATS_PASSWORD``. Passwords already in an env file are kept, unless the user is
+named with ``--rotate``; new ones are random.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+from pathlib import Path
+
+from mowdeck.kit.bus_permissions import ADMIN, USERS
+
+__all__ = ["auth_config", "configure", "node_config", "run", "write_config"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mowdeck nats-config``."""
+    parser.add_argument("--dir", required=True, type=Path, help="folder to write into")
+    parser.add_argument("--nodes", type=int, default=3, choices=range(1, 8), metavar="N")
+    parser.add_argument(
+        "--host", default="nats-{i}", help="a node's host name for routes ({i}: its index)"
+    )
+    parser.add_argument("--client-port", type=int, default=4222)
+    parser.add_argument("--cluster-port", type=int, default=6222)
+    parser.add_argument("--store-dir", default="/data", help="JetStream store on each node")
+    parser.add_argument(
+        "--rotate",
+        action="append",
+        default=[],
+        metavar="USER",
+        help="give USER a new password (repeatable; 'all' for every user)",
+    )
+
+
+def _q(text: str) -> str:
+    # JSON strings are NATS config strings; quoting keeps "$JS..." from reading as a variable.
+    return json.dumps(text)
+
+
+def _list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(_q(i) for i in items) + "]"
+
+
+def auth_config(passwords: dict[str, str]) -> str:
+    """The ``authorization`` block: every user, its password and permissions."""
+    lines = ["authorization {", "  users = ["]
+    for u in (*USERS, ADMIN):
+        lines += [
+            f"    # {u.name}: {u.purpose}",
+            f"    {{ user: {_q(u.name)}, password: {_q(passwords[u.name])}, permissions: {{",
+            f"        publish: {{ allow: {_list(u.publish)} }},",
+            f"        subscribe: {{ allow: {_list(u.subscribe)} }},",
+            "        allow_responses: true } },",
+        ]
+    lines += ["  ]", "}", ""]
+    return "\n".join(lines)
+
+
+def node_config(index: int, args: argparse.Namespace) -> str:
+    """One node's configuration: name, JetStream, routes to every node, the users."""
+    hosts = [args.host.format(i=i) for i in range(args.nodes)]
+    lines = [
+        f"server_name: {_q(f'nats-{index}')}",
+        f"listen: {_q(f'0.0.0.0:{args.client_port}')}",
+        "http: 8222",
+        f"jetstream {{ store_dir: {_q(args.store_dir)} }}",
+    ]
+    if args.nodes > 1:
+        routes = [f"nats-route://{h}:{args.cluster_port}" for h in hosts]
+        lines.append(
+            f"cluster {{ name: mowdeck, listen: {_q(f'0.0.0.0:{args.cluster_port}')},"
+            f" routes: {_list(tuple(routes))} }}"
+        )
+    lines += ['include "auth.conf"', ""]
+    return "\n".join(lines)
+
+
+def _read_password(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "MOWDECK_NATS_PASSWORD" and value.strip():
+            return value.strip()
+    return None
+
+
+def write_config(args: argparse.Namespace) -> list[Path]:
+    """Write every file; returns their paths."""
+    folder: Path = args.dir
+    folder.mkdir(parents=True, exist_ok=True)
+    rotate = set(args.rotate)
+    passwords: dict[str, str] = {}
+    written: list[Path] = []
+    for u in (*USERS, ADMIN):
+        env = folder / f"{u.name}.env"
+        kept = None if {"all", u.name} & rotate else _read_password(env)
+        passwords[u.name] = kept or secrets.token_urlsafe(24)
+        text = f"MOWDECK_NATS_USER={u.name}\nMOWDECK_NATS_PASSWORD={passwords[u.name]}\n"
+        _write_secret(env, text)
+        written.append(env)
+    auth = folder / "auth.conf"
+    _write_secret(auth, auth_config(passwords))
+    written.append(auth)
+    for i in range(args.nodes):
+        node = folder / f"nats-{i}.conf"
+        node.write_text(node_config(i, args))
+        written.append(node)
+    return written
+
+
+def _write_secret(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the configuration and say what was written."""
+    for path in write_config(args):
+        print(path)
+    return 0

@@ -1,0 +1,135 @@
+"""Who may publish and subscribe what on the bus: one NATS user per service, as data.
+
+``mowdeck nats-config`` writes these into the server configuration; docs/operations.md
+shows the same table. Every user may receive replies on ``_INBOX.>`` (publish acks,
+request replies, push-consumer deliveries) and may answer a request it received
+(``allow_responses``); everything else is listed here. A service reading a stream gets the
+JetStream API of consumers on that stream only (create, info, delete, next, acks, flow
+control), and ``$JS.API.STREAM.INFO`` of it: it can bind its consumers but not change a
+stream, which is the admin step's (``mowdeck streams``).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from contracts.v1.subjects import (
+    COMMAND_FILTER,
+    COMMANDS,
+    EVENTS,
+    FLEET_MOWERS_LIST,
+    MOWER_EVENT_FILTER,
+    RESULT_FILTER,
+    TELEMETRY,
+    TELEMETRY_FILTER,
+)
+
+__all__ = ["ADMIN", "USERS", "BusUser", "reader_of", "user"]
+
+INBOX = "_INBOX.>"
+
+
+class BusUser(msgspec.Struct, frozen=True, kw_only=True):
+    """A NATS user: the subjects it may publish to and subscribe to."""
+
+    name: str
+    purpose: str
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+
+
+def reader_of(*streams: str) -> tuple[str, ...]:
+    """The JetStream API subjects that consuming from ``streams`` takes."""
+    subjects = ["$JS.API.INFO"]
+    for s in streams:
+        subjects += [
+            f"$JS.API.STREAM.INFO.{s}",
+            f"$JS.API.CONSUMER.CREATE.{s}.>",  # with a name and filter (server 2.9+)
+            f"$JS.API.CONSUMER.CREATE.{s}",  # an ephemeral consumer (older clients)
+            f"$JS.API.CONSUMER.DURABLE.CREATE.{s}.>",
+            f"$JS.API.CONSUMER.INFO.{s}.>",
+            f"$JS.API.CONSUMER.DELETE.{s}.>",
+            f"$JS.API.CONSUMER.MSG.NEXT.{s}.>",
+            f"$JS.ACK.{s}.>",
+            f"$JS.FC.{s}.>",
+        ]
+    return tuple(subjects)
+
+
+def _stream_info(*streams: str) -> tuple[str, ...]:
+    # Publishing services check their streams exist when they start (ensure_streams).
+    return ("$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s}" for s in streams))
+
+
+USERS: tuple[BusUser, ...] = (
+    BusUser(
+        name="fleet",
+        purpose="issues commands, announces mower changes, answers the mower list",
+        publish=(
+            COMMAND_FILTER,
+            MOWER_EVENT_FILTER,
+            *reader_of(COMMANDS.name),
+            *_stream_info(EVENTS.name),
+        ),
+        subscribe=(FLEET_MOWERS_LIST, INBOX),
+    ),
+    BusUser(
+        name="gateway",
+        purpose="executes commands, publishes results, telemetry and link events",
+        publish=(
+            RESULT_FILTER,
+            TELEMETRY_FILTER,
+            "event.mower.connected",
+            "event.mower.disconnected",
+            FLEET_MOWERS_LIST,
+            *reader_of(COMMANDS.name, EVENTS.name),
+            *_stream_info(TELEMETRY.name),
+        ),
+        # The emergency lane sees every command as it is published (core subscription).
+        subscribe=(COMMAND_FILTER, INBOX),
+    ),
+    BusUser(
+        name="telemetry",
+        purpose="consumes states, results and mower events into read models",
+        publish=(FLEET_MOWERS_LIST, *reader_of(TELEMETRY.name, COMMANDS.name, EVENTS.name)),
+        subscribe=(INBOX,),
+    ),
+    BusUser(
+        name="notifications",
+        purpose="consumes states and events, announces what it sent",
+        publish=("event.notifications.*", *reader_of(TELEMETRY.name, EVENTS.name)),
+        subscribe=(INBOX,),
+    ),
+    BusUser(
+        name="realtime",
+        purpose="only consumes: live states, results, events; snapshots by direct get",
+        publish=(
+            *reader_of(TELEMETRY.name, COMMANDS.name, EVENTS.name),
+            f"$JS.API.DIRECT.GET.{TELEMETRY.name}.>",
+            f"$JS.API.DIRECT.GET.{TELEMETRY.name}",
+            f"$JS.API.STREAM.MSG.GET.{TELEMETRY.name}",
+        ),
+        subscribe=(INBOX,),
+    ),
+    BusUser(
+        name="cli",
+        purpose="mowdeck grant and mowdeck user: identity events",
+        publish=("event.identity.>", *_stream_info(EVENTS.name)),
+        subscribe=(INBOX,),
+    ),
+)
+
+ADMIN = BusUser(
+    name="admin",
+    purpose="mowdeck streams: creates and updates the streams",
+    publish=("$JS.API.>",),
+    subscribe=(INBOX,),
+)
+
+
+def user(name: str) -> BusUser:
+    """The user named ``name`` (``admin`` included)."""
+    for u in (*USERS, ADMIN):
+        if u.name == name:
+            return u
+    raise KeyError(name)
