@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import AuthenticationError, Principal, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import AuthzUnavailableError
-from mowdeck.kit.cors import CorsPolicy, cors_middleware
+from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.http import (
     Problem,
     Readiness,
@@ -264,7 +264,6 @@ def create_app(
         middlewares=[
             request_metrics(registry, service="realtime"),
             problem_middleware,
-            cors_middleware(deps.cors),
             auth_middleware(verifier, public_paths=public),
         ]
     )
