@@ -359,16 +359,16 @@ def banner(demo: Demo) -> str:
     return f"""
 Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
 
-  Console    {demo.console_url}
-             (open it in a browser: the code signs you in once, within 10 minutes;
-             afterwards open {demo.realtime_url}/ and paste the token below)
+  Console        {demo.console_url}
+                 (open it in a browser: the code signs you in once, within 10 minutes;
+                 afterwards open {demo.realtime_url}/ and paste the token below)
 
-  Fleet      {demo.fleet_url}
-  Telemetry  {demo.telemetry_url}
-  Notifications {demo.notifications_url}
-  Gateway    {demo.gateway_url}/metrics
-  Simulator  {demo.sim_url}/sim/mowers
-  Realtime   {demo.realtime_url}/v1/stream
+  Fleet          {demo.fleet_url}
+  Telemetry      {demo.telemetry_url}
+  Notifications  {demo.notifications_url}
+  Gateway        {demo.gateway_url}/metrics
+  Simulator      {demo.sim_url}/sim/mowers
+  Realtime       {demo.realtime_url}/v1/stream
 
 Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
   export TOKEN={demo.token}

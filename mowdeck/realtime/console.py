@@ -135,7 +135,8 @@ def console_routes(
             raise Problem(
                 400,
                 "Bad Request",
-                "the code is unknown, used or expired: open the link the demo printed last",
+                "the sign-in code is unknown, used or expired (each is good once): "
+                "paste a token instead",
                 type_="invalid-code",
             )
         return json_response({"token": token})
