@@ -1,7 +1,7 @@
 """Web Push message encryption: ``aes128gcm`` (RFC 8188) keyed as RFC 8291 says.
 
 Done with ``cryptography`` directly: a subscription's public key and auth secret are
-decoded once (``subscription_keys`` caches them), and the key schedule is four HMAC-SHA-256
+decoded once (``subscription_keys`` caches them), and the key schedule is five HMAC-SHA-256
 calls instead of HKDF objects. What RFC 8291 asks of the sender is kept: a new ECDH key
 pair and a new random salt for every message (section 2; the key pair is discarded after
 encrypting), one record, the ``0x02`` delimiter of the last record, no padding.

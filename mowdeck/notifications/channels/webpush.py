@@ -73,6 +73,7 @@ TOPIC_FAMILY = {"mower_offline": "link", "mower_online": "link"}
 MAX_PLAINTEXT = 3993
 
 
+# Built once per severity; each push copies one and adds its Topic.
 _BASE_HEADERS: Mapping[Severity, Mapping[str, str]] = {
     severity: {
         "TTL": str(options.ttl),
@@ -84,6 +85,7 @@ _BASE_HEADERS: Mapping[Severity, Mapping[str, str]] = {
 }
 
 
+# Cached: the same few kinds repeat per mower, and the hash is per push otherwise.
 @functools.lru_cache(maxsize=8192)
 def push_topic(kind: str, mower_id: str) -> str:
     """The ``Topic`` of a kind and mower: 24 URL-safe characters (at most 32 allowed)."""
