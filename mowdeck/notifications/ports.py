@@ -36,6 +36,7 @@ from mowdeck.notifications.model import (
     InboxItem,
     InboxPage,
     PendingEvent,
+    Stamp,
     WatchWrite,
 )
 from mowdeck.notifications.preferences import Preferences
@@ -56,6 +57,11 @@ class WatchTransaction(Protocol):
         """
         ...
 
+    async def lock_versions(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Stamp]:
+        """Lock as ``lock`` does (the same order), without reading the watches: the stored
+        ``Stamp`` of each (its version counts the writes that changed the watch)."""
+        ...
+
     async def claim_due(self, now: datetime, limit: int) -> list[MowerWatch]:
         """Lock up to ``limit`` watches whose silence is due by ``now``, skipping watches
         another transaction holds; most overdue first."""
@@ -68,8 +74,14 @@ class WatchTransaction(Protocol):
         programming error (``ValueError``).
 
         For a claimed watch ``silence_due_at`` is stored as given; for a locked one the
-        stored time only moves earlier (it is a lower bound the scan corrects).
+        stored time only moves earlier (it is a lower bound the scan corrects). A write
+        with ``changed`` stores the watch as a new version; without, only the due time.
         """
+        ...
+
+    async def touch(self, watches: Sequence[MowerWatch]) -> None:
+        """Store only the ``observed_at`` and ``contact_at`` of locked watches (neither
+        ever goes back); the rest of each, its version and due time stay as stored."""
         ...
 
 
