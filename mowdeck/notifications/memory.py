@@ -241,7 +241,8 @@ class _WatchTransaction:
         return await self._store.read_watches(sorted(mower_ids, key=lambda m: m.int))
 
     async def lock_versions(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Stamp]:
-        watches = await self.lock(mower_ids)
+        self._locked.update(mower_ids)
+        watches = await self._store.read_watches(mower_ids)
         versions = self._store.versions
         return {m: Stamp(versions.get(m, 0), w.observed_at) for m, w in watches.items()}
 

@@ -162,12 +162,16 @@ async def naive(bus: Bus, pool: asyncpg.Pool, states: list[MowerState]) -> float
             outcome = evaluate_state(watch, state, datetime.now(UTC), thresholds)
             if outcome.watch is not None and outcome.watch is not watch:
                 await conn.execute(
-                    "INSERT INTO notification_watches (mower_id, account_id, watch)"
-                    " VALUES ($1, $2, $3::jsonb) ON CONFLICT (mower_id)"
-                    " DO UPDATE SET watch = excluded.watch, updated_at = now()",
+                    "INSERT INTO notification_watches"
+                    " (mower_id, account_id, watch, observed_at, contact_at)"
+                    " VALUES ($1, $2, $3::jsonb, $4, $5) ON CONFLICT (mower_id)"
+                    " DO UPDATE SET watch = excluded.watch, observed_at = excluded.observed_at,"
+                    " contact_at = excluded.contact_at, updated_at = now()",
                     state.mower_id,
                     state.account_id,
                     encode_watch(outcome.watch).decode(),
+                    outcome.watch.observed_at,
+                    outcome.watch.contact_at,
                 )
             if outcome.events:
                 await conn.execute(sql.INSERT_PENDING, *sql.event_columns(outcome.events))
@@ -249,8 +253,15 @@ async def latency(
             due = began + sent / rate
             await asyncio.sleep(max(0.0, due - loop.time()))
     # The last notifications: until every state is consumed and the feed went quiet.
+    # How long each took after the last publish tells a rules backlog from a fan-out one.
+    done = loop.time()
     await asyncio.wait_for(drained(bus, STATES_DURABLE, 0), 120)
+    consumed = loop.time()
     await asyncio.wait_for(fanned_out(pool), 120)
+    print(
+        f"state to inbox: after the last publish, states consumed in {consumed - done:.2f} s,"
+        f" pending events fanned out {loop.time() - consumed:.2f} s later"
+    )
     await asyncio.sleep(0.5)  # the feed's last messages
     await sub.unsubscribe()
     print(f"state to inbox: published {sent} states at {sent / seconds:,.0f}/s")
