@@ -2,10 +2,11 @@
 
 Per batch: decode (malformed payloads and subjects naming another mower are terminated,
 other TELEMETRY subjects acknowledged unread), ask each mower's ``WatchActor`` to run
-the rules, then in one transaction lock the batch's watches FOR UPDATE (in mower id
-order), plan again on the stored watch every mower whose actor evaluated against another
-one (another replica, the offline scan or a link event wrote it meanwhile), write the
-watches and the pending events, commit, and only then acknowledge. The next batch is
+the rules, then one transaction (``statebatch.StateBatchWriter``) locks the batch's
+watches FOR UPDATE (in mower id order), plans again on the stored watch every mower
+whose actor evaluated against another one (another replica, the offline scan or a link
+event wrote it meanwhile), touches the heartbeats, writes the other watches and the
+pending events, commits, and only then the batch is acknowledged. The next batch is
 decoded and evaluated while this one commits. A batch that fails is nak'd whole and its
 actors are stopped, so they restart from the stored watches.
 """

@@ -32,8 +32,6 @@ from mowdeck.notifications.rules import (
 )
 from mowdeck.notifications.watch import MowerWatch
 
-_replace = msgspec.structs.replace
-
 __all__ = [
     "LinkEvent",
     "Plan",
@@ -43,6 +41,8 @@ __all__ = [
     "plan_silence",
     "plan_states",
 ]
+
+_replace = msgspec.structs.replace
 
 
 @dataclass(frozen=True, slots=True)

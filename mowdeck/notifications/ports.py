@@ -8,10 +8,11 @@ when the transaction lost a race and was rolled back (plan it again from fresh l
 
 How the service uses it:
 
-- A batch of states: ``async with store.watches() as tx``: ``tx.lock(mower_ids)``, run
-  ``rules.evaluate_state`` per state in arrival order, ``tx.write(watch_writes,
-  events)``; the commit stores the watches and the pending events together. On
-  ``StoreConflictError`` run the batch again.
+- A batch of states: ``async with store.watches() as tx``: ``tx.lock_versions(mower_ids)``
+  (the stamps), ``tx.lock(unsure)`` for the watches the actors may not hold as stored,
+  run ``rules.evaluate_state`` again where they differ, ``tx.touch(heartbeats)``,
+  ``tx.write(watch_writes, events)``; the commit stores the watches and the pending
+  events together (``statebatch.py``). On ``StoreConflictError`` run the batch again.
 - Link events: the same, with ``rules.evaluate_link``.
 - The offline scan, on every replica: ``async with store.watches() as tx``:
   ``tx.claim_due(now, limit)``, ``rules.evaluate_silence`` each, ``tx.write(...)``.
