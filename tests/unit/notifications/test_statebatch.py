@@ -102,3 +102,20 @@ async def test_a_touch_by_another_writer_makes_a_heartbeat_unsure() -> None:
     assert (result.touched, result.plan.writes, list(result.replanned)) == ([], [], [MOWER])
     [stored] = (await store.read_watches([MOWER])).values()
     assert stored.observed_at == at(20)
+
+
+async def test_after_a_plan_made_again_the_next_batch_reads_the_document_once() -> None:
+    store = CountingStore()
+    ours = StateBatchWriter(store, THRESHOLDS)
+    theirs = StateBatchWriter(store, THRESHOLDS)
+    first, _ = await commit(ours, None, [state(0, battery=50)], 0)
+    await commit(theirs, first.watch, [state(10, battery=49)], 10)
+    _, result = await commit(ours, first.watch, [state(20, battery=49)], 20)
+    adopted = result.replanned[MOWER]
+    # The actor adopts the watch after the commit; a batch it evaluated before that may
+    # still come with the old one, so the stamp is not trusted until a batch checks it.
+    reads = store.documents_read
+    given, result = await commit(ours, adopted, [state(30, battery=49)], 30)
+    assert (store.documents_read, result.touched) == (reads + 1, [given.watch])
+    again, result = await commit(ours, given.watch, [state(40, battery=49)], 40)
+    assert (store.documents_read, result.touched) == (reads + 1, [again.watch])
