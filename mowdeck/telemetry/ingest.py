@@ -19,13 +19,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
-from pykka import ActorDeadError
 
-from actors import LoopBridge, ShardSupervisor
+from actors import BatchAsk, LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
 from mowdeck.kit.batching import BatchLoop, nak_all
@@ -94,10 +92,7 @@ class StateBatcher:
     ) -> None:
         """``on_actors_started(count)`` is told of every batch that started actors."""
         self._store = store
-        self._on_actors_started = on_actors_started
         self._supervisor = supervisor
-        self._snapshots = snapshots
-        self._bridge = bridge
         self._rules = rules
         self._metrics = metrics
         # The kit's batching loop, with the next batch decided while this one commits.
@@ -112,6 +107,16 @@ class StateBatcher:
         )
         self.on_message = self._loop.on_message
         self._keys: dict[uuid.UUID, str] = {}
+        # One query for every new mower's memory, then all actors start together.
+        self._ask: BatchAsk[uuid.UUID, FingerprintAnswer] = BatchAsk(
+            supervisor,
+            bridge,
+            key=self._key,
+            snapshots=snapshots,
+            timeout=_DECIDE_TIMEOUT,
+            on_started=on_actors_started,
+            name="fingerprint",
+        )
         self._subjects: dict[str, int] = {}
         # Label children bound once: a ``labels()`` lookup per batch and row adds up.
         rows = metrics.rows_written
@@ -341,43 +346,7 @@ class StateBatcher:
     async def _decide(
         self, mowers: dict[uuid.UUID, _Mower]
     ) -> dict[uuid.UUID, FingerprintAnswer | None]:
-        supervisor = self._supervisor
-        refs: dict[uuid.UUID, Any] = {}
-        missing: list[uuid.UUID] = []
-        for mower_id in mowers:
-            ref = supervisor.get(self._key(mower_id))
-            if ref is None:
-                missing.append(mower_id)
-            else:
-                refs[mower_id] = ref
-        if missing:
-            # One query for every new mower's memory, then all actors start together:
-            # a thousand mowers cost one round trip, not a thousand.
-            await self._snapshots.prefetch(missing)
-            started = await supervisor.get_or_start_many(self._key(m) for m in missing)
-            if self._on_actors_started is not None:
-                self._on_actors_started(len(missing))
-            for mower_id, result in zip(missing, started, strict=True):
-                if isinstance(result, BaseException):
-                    log.error(
-                        "fingerprint actor unavailable", mower_id=str(mower_id), error=repr(result)
-                    )
-                else:
-                    refs[mower_id] = result
-        sink = DecisionSink(self._bridge, len(mowers))
-        for mower_id, entry in mowers.items():
-            ref = refs.get(mower_id)
-            try:
-                if ref is None:
-                    raise ActorDeadError(self._key(mower_id))
-                ref.tell(Decide(entry.states, sink))
-            except ActorDeadError:
-                sink.deliver(mower_id, None)
-        try:
-            await asyncio.wait_for(asyncio.shield(sink.done), _DECIDE_TIMEOUT)
-        except TimeoutError:
-            log.error("fingerprint actors did not answer", mowers=len(mowers))
-        return {m: sink.outcomes.get(m) for m in mowers}
+        return await self._ask.ask(mowers, _decide)
 
     def _count(self, plan: Plan, counts: WriteCounts) -> None:
         latest, history, positions = self._rows
@@ -395,6 +364,10 @@ class StateBatcher:
             mower_id=str(state.mower_id),
             account_id=str(state.account_id),
         )
+
+
+def _decide(entry: _Mower, sink: DecisionSink) -> Decide:
+    return Decide(entry.states, sink)
 
 
 def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:
