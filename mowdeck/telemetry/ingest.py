@@ -32,7 +32,6 @@ from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import (
     Adopt,
     Decide,
-    DecisionSink,
     FingerprintAnswer,
     LatestRowSnapshots,
 )
@@ -346,7 +345,8 @@ class StateBatcher:
     async def _decide(
         self, mowers: dict[uuid.UUID, _Mower]
     ) -> dict[uuid.UUID, FingerprintAnswer | None]:
-        return await self._ask.ask(mowers, _decide)
+        # ``Decide`` itself asks: a Struct's constructor runs no Python frame per mower.
+        return await self._ask.ask({m: e.states for m, e in mowers.items()}, Decide)
 
     def _count(self, plan: Plan, counts: WriteCounts) -> None:
         latest, history, positions = self._rows
@@ -364,10 +364,6 @@ class StateBatcher:
             mower_id=str(state.mower_id),
             account_id=str(state.account_id),
         )
-
-
-def _decide(entry: _Mower, sink: DecisionSink) -> Decide:
-    return Decide(entry.states, sink)
 
 
 def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:
