@@ -26,7 +26,7 @@ from nats.aio.msg import Msg
 from actors import BatchAsk, LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
-from mowdeck.kit.batching import BatchLoop, nak_all
+from mowdeck.kit.batching import BatchLoop, ack_quietly, nak_all
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import (
@@ -157,7 +157,7 @@ class StateBatcher:
         if foreign:
             # The consumer reads the whole stream (see service.py); these are not states.
             self._metrics.foreign_subjects.inc(len(foreign))
-            await _ack_quietly(foreign)
+            await ack_quietly(foreign)
         if not mowers:
             return None
         outcomes = await self._decide(mowers)
@@ -368,12 +368,3 @@ class StateBatcher:
 
 def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:
     return WriteCounts(a.latest + b.latest, a.history + b.history, a.positions + b.positions)
-
-
-async def _ack_quietly(msgs: Sequence[Msg]) -> None:
-    # Best effort, as ``nak_all``: a lost ack is a redelivery, acknowledged again then.
-    for msg in msgs:
-        try:
-            await msg.ack()
-        except Exception as err:
-            log.debug("ack failed", error=str(err))
