@@ -108,8 +108,9 @@ class BatchAsk(Generic[K, A]):
     ``key(k)`` is the supervisor's key of the actor that answers for ``k``; each question
     carries an `AnswerSink` into which that actor must ``deliver(k, answer)`` exactly once
     (None when it failed). Actors not running are started first, together, their
-    snapshots prefetched when ``snapshots`` is given; ``on_started(count)`` hears of
-    every batch that started actors.
+    snapshots prefetched when ``snapshots`` is given. ``on_starting(ks)`` hears of the
+    items whose actors are about to start, before their snapshots are read;
+    ``on_started(ks)`` of the same items once their actors started.
     """
 
     def __init__(
@@ -120,7 +121,8 @@ class BatchAsk(Generic[K, A]):
         key: Callable[[K], str],
         snapshots: PrefetchedSnapshots | None = None,
         timeout: float = 10.0,
-        on_started: Callable[[int], object] | None = None,
+        on_starting: Callable[[list[K]], object] | None = None,
+        on_started: Callable[[list[K]], object] | None = None,
         name: str = "actors",
     ) -> None:
         self._supervisor = supervisor
@@ -128,6 +130,7 @@ class BatchAsk(Generic[K, A]):
         self._key = key
         self._snapshots = snapshots
         self._timeout = timeout
+        self._on_starting = on_starting
         self._on_started = on_started
         self._name = name
 
@@ -175,12 +178,14 @@ class BatchAsk(Generic[K, A]):
                 refs[k] = ref
         if not missing:
             return refs
+        if self._on_starting is not None:
+            self._on_starting(missing)
         keys = [key(k) for k in missing]
         if self._snapshots is not None:
             await self._snapshots.prefetch(keys)
         started = await supervisor.get_or_start_many(keys)
         if self._on_started is not None:
-            self._on_started(len(missing))
+            self._on_started(missing)
         for k, result in zip(missing, started, strict=True):
             if isinstance(result, BaseException):
                 _log.error("actors.unavailable", actors=self._name, key=key(k), error=repr(result))

@@ -113,7 +113,7 @@ class StateBatcher:
             key=self._key,
             snapshots=snapshots,
             timeout=_DECIDE_TIMEOUT,
-            on_started=on_actors_started,
+            on_started=None if on_actors_started is None else _counted(on_actors_started),
             name="fingerprint",
         )
         self._subjects: dict[str, int] = {}
@@ -364,6 +364,13 @@ class StateBatcher:
             mower_id=str(state.mower_id),
             account_id=str(state.account_id),
         )
+
+
+def _counted(told: Callable[[int], object]) -> Callable[[list[uuid.UUID]], object]:
+    def started(mowers: list[uuid.UUID]) -> object:
+        return told(len(mowers))
+
+    return started
 
 
 def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:

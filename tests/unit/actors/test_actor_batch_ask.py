@@ -72,7 +72,8 @@ class Harness:
         self.snapshots = PrefetchedSnapshots(self.store.read)
         self.supervisor = ShardSupervisor(dispatcher, self.factory, self.snapshots, max_restarts=0)
         self.bridge = LoopBridge(asyncio.get_running_loop())
-        self.started: list[int] = []
+        self.starting: list[tuple[list[str], int]] = []  # keys, and the reads done before
+        self.started: list[list[str]] = []
 
     def factory(self, key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
         if key.startswith("unstartable"):
@@ -87,6 +88,7 @@ class Harness:
             key=lambda k: k,
             snapshots=self.snapshots,
             timeout=timeout,
+            on_starting=lambda keys: self.starting.append((keys, len(self.store.reads))),
             on_started=self.started.append,
             name="summers",
         )
@@ -113,12 +115,13 @@ async def test_every_actor_answers_and_new_ones_start_from_one_read(harness: Har
     assert answers == expected
     assert list(answers) == list(items)  # in the order asked
     assert harness.store.reads == [list(items)]  # one read for the forty starts
-    assert harness.started == [40]
+    assert harness.starting == [(list(items), 0)]  # told before the read
+    assert harness.started == [list(items)]
     # Running actors keep their totals; nothing is read or started again.
     again = await asker.ask({"m1": [1], "m2": [1]}, _add)
     assert again == {"m1": 103, "m2": 5}
     assert harness.store.reads == [list(items)]
-    assert harness.started == [40]
+    assert harness.started == [list(items)]
 
 
 async def test_a_failing_or_unstartable_actor_answers_none_and_the_others_answer(
