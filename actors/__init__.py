@@ -4,6 +4,9 @@
   messages of `Emergency` classes before normal mail.
 - `LoopBridge` connects actors and the asyncio loop without blocking it.
 - `ShardSupervisor` starts actors by key and restarts failed ones from a `Snapshot`.
+- `BatchAsk` asks many supervised actors one question each and collects the answers
+  in an `AnswerSink` resolved on the loop; `PrefetchedSnapshots` reads the snapshots of
+  the actors it starts in one go.
 
 See docs/actors.md. Tested with pykka 4.5 (pinned `>=4.1,<4.6` in pyproject.toml); the
 runtime uses pykka's extension points for new actor types and a few of `pykka.Actor`'s
@@ -12,10 +15,11 @@ private loop helpers (`_actor_loop_setup`, `_handle_receive`, `_handle_failure`,
 
 The private modules, in dependency order (each imports only modules before it; no circle,
 not even for the type checker): `_errors`, `_states`, `_future`, `_snapshot`, `_handling`,
-`_inbox`, `_metrics`, `_dispatcher`, `_actor`, `_bridge`, `_supervisor`.
+`_inbox`, `_metrics`, `_dispatcher`, `_actor`, `_bridge`, `_supervisor`, `_batch_ask`.
 """
 
 from actors._actor import DispatcherActor
+from actors._batch_ask import AnswerSink, BatchAsk, PrefetchedSnapshots, ReadSnapshots
 from actors._bridge import LoopBridge
 from actors._dispatcher import Dispatcher
 from actors._errors import (
@@ -35,6 +39,8 @@ __all__ = [
     "ActorFactory",
     "ActorMetrics",
     "ActorsError",
+    "AnswerSink",
+    "BatchAsk",
     "Dispatcher",
     "DispatcherActor",
     "DispatcherFuture",
@@ -43,6 +49,8 @@ __all__ = [
     "GaveUpError",
     "InMemorySnapshotStore",
     "LoopBridge",
+    "PrefetchedSnapshots",
+    "ReadSnapshots",
     "ShardSupervisor",
     "Snapshot",
     "SnapshotStore",

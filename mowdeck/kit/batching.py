@@ -28,7 +28,7 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DropMessage, RetryLater
 from mowdeck.kit.wire import ack_all
 
-__all__ = ["BatchLoop", "Commit", "MicroBatchConsumer", "nak_all"]
+__all__ = ["BatchLoop", "Commit", "MicroBatchConsumer", "ack_quietly", "nak_all"]
 
 log = structlog.get_logger("mowdeck.batching")
 
@@ -48,6 +48,16 @@ async def nak_all(msgs: Sequence[Msg], delay: float) -> None:
             await msg.nak(delay=delay)
         except Exception as err:
             log.debug("nak failed", error=str(err))
+
+
+async def ack_quietly(msgs: Sequence[Msg]) -> None:
+    """Acknowledge every message, one at a time (best effort: a lost ack is a redelivery,
+    acknowledged again then); for what a batch sets aside unread."""
+    for msg in msgs:
+        try:
+            await msg.ack()
+        except Exception as err:
+            log.debug("ack failed", error=str(err))
 
 
 class BatchLoop(Generic[P]):

@@ -1,15 +1,14 @@
 """The fingerprint actor: one per mower, holding its memory and deciding what each state writes.
 
 It does no I/O. The batcher sends it a mower's states of one batch (``Decide``); it
-answers through a ``DecisionSink`` that wakes the loop once when every mower of the
-batch has answered. After the commit the batcher may correct its memory (``Adopt``),
-and after a failed commit the actor is stopped so it restarts from the stored row.
+answers through a ``DecisionSink`` (``actors.AnswerSink``) that wakes the loop once when
+every mower of the batch has answered. After the commit the batcher may correct its
+memory (``Adopt``), and after a failed commit the actor is stopped so it restarts from
+the stored row.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +17,14 @@ from typing import Any
 import msgspec
 import pykka
 
-from actors import ActorFactory, Dispatcher, DispatcherActor, LoopBridge, Snapshot
+from actors import (
+    ActorFactory,
+    AnswerSink,
+    Dispatcher,
+    DispatcherActor,
+    PrefetchedSnapshots,
+    Snapshot,
+)
 from contracts.v1 import MowerState
 from mowdeck.telemetry.fingerprint import Decision, Rules, decide_all
 from mowdeck.telemetry.model import Memory
@@ -49,31 +55,8 @@ class FingerprintAnswer(msgspec.Struct, frozen=True):
     memory: Memory | None
 
 
-class DecisionSink:
-    """Collects the outcomes of one batch from many actors; resolves ``done`` on the loop."""
-
-    def __init__(self, bridge: LoopBridge, expected: int) -> None:
-        self._bridge = bridge
-        self._lock = threading.Lock()
-        self._remaining = expected
-        self.outcomes: dict[uuid.UUID, FingerprintAnswer | None] = {}
-        self.done: asyncio.Future[None] = bridge.loop.create_future()
-        if expected == 0:
-            self.done.set_result(None)
-
-    def deliver(self, mower_id: uuid.UUID, outcome: FingerprintAnswer | None) -> None:
-        """Record a mower's outcome (None: the actor failed); thread-safe."""
-        with self._lock:
-            self.outcomes[mower_id] = outcome
-            self._remaining -= 1
-            finished = self._remaining == 0
-        if finished:
-            self._bridge.call_soon(_resolve, self.done)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+DecisionSink = AnswerSink[uuid.UUID, FingerprintAnswer]
+"""Where the actors of one batch deliver their answers (``actors.AnswerSink``)."""
 
 
 class Decide(msgspec.Struct, frozen=True):
@@ -119,36 +102,20 @@ class FingerprintActor(DispatcherActor):
         return super().on_receive(message)
 
 
-class LatestRowSnapshots:
+class LatestRowSnapshots(PrefetchedSnapshots):
     """Snapshots read from ``mower_latest``: the row is written with each batch, never here.
 
-    ``prefetch`` loads the memories of many mowers in one query before their actors
-    start, so starting a thousand actors costs one round trip, not a thousand.
+    ``prefetch`` (of ``actors.PrefetchedSnapshots``) loads the memories of many mowers in
+    one query before their actors start.
     """
 
     def __init__(self, store: TelemetryStore) -> None:
-        self._store = store
-        self._prefetched: dict[str, Snapshot | None] = {}
+        async def read(keys: Sequence[str]) -> dict[str, Snapshot]:
+            ids = {uuid.UUID(key): key for key in keys}
+            memories = await store.memories(list(ids))
+            return {ids[m]: _snapshot(ids[m], memory) for m, memory in memories.items()}
 
-    async def prefetch(self, mower_ids: Sequence[uuid.UUID]) -> None:
-        """Load the snapshots of ``mower_ids`` for the next ``load`` of each."""
-        memories = await self._store.memories(mower_ids)
-        for mower_id in mower_ids:
-            memory = memories.get(mower_id)
-            self._prefetched[str(mower_id)] = (
-                None if memory is None else _snapshot(str(mower_id), memory)
-            )
-
-    async def load(self, key: str) -> Snapshot | None:
-        """The mower's memory as a snapshot, or None before its first state."""
-        if key in self._prefetched:
-            return self._prefetched.pop(key)
-        memories = await self._store.memories([uuid.UUID(key)])
-        memory = memories.get(uuid.UUID(key))
-        return None if memory is None else _snapshot(key, memory)
-
-    async def save(self, snapshot: Snapshot) -> None:
-        """Nothing to do: the memory is saved with its batch, in the same transaction."""
+        super().__init__(read)
 
 
 def _snapshot(key: str, memory: Memory) -> Snapshot:

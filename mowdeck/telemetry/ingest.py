@@ -19,22 +19,19 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
-from pykka import ActorDeadError
 
-from actors import LoopBridge, ShardSupervisor
+from actors import BatchAsk, LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
-from mowdeck.kit.batching import BatchLoop, nak_all
+from mowdeck.kit.batching import BatchLoop, ack_quietly, nak_all
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import (
     Adopt,
     Decide,
-    DecisionSink,
     FingerprintAnswer,
     LatestRowSnapshots,
 )
@@ -94,10 +91,7 @@ class StateBatcher:
     ) -> None:
         """``on_actors_started(count)`` is told of every batch that started actors."""
         self._store = store
-        self._on_actors_started = on_actors_started
         self._supervisor = supervisor
-        self._snapshots = snapshots
-        self._bridge = bridge
         self._rules = rules
         self._metrics = metrics
         # The kit's batching loop, with the next batch decided while this one commits.
@@ -112,6 +106,16 @@ class StateBatcher:
         )
         self.on_message = self._loop.on_message
         self._keys: dict[uuid.UUID, str] = {}
+        # One query for every new mower's memory, then all actors start together.
+        self._ask: BatchAsk[uuid.UUID, FingerprintAnswer] = BatchAsk(
+            supervisor,
+            bridge,
+            key=self._key,
+            snapshots=snapshots,
+            timeout=_DECIDE_TIMEOUT,
+            on_started=None if on_actors_started is None else _counted(on_actors_started),
+            name="fingerprint",
+        )
         self._subjects: dict[str, int] = {}
         # Label children bound once: a ``labels()`` lookup per batch and row adds up.
         rows = metrics.rows_written
@@ -153,7 +157,7 @@ class StateBatcher:
         if foreign:
             # The consumer reads the whole stream (see service.py); these are not states.
             self._metrics.foreign_subjects.inc(len(foreign))
-            await _ack_quietly(foreign)
+            await ack_quietly(foreign)
         if not mowers:
             return None
         outcomes = await self._decide(mowers)
@@ -341,43 +345,8 @@ class StateBatcher:
     async def _decide(
         self, mowers: dict[uuid.UUID, _Mower]
     ) -> dict[uuid.UUID, FingerprintAnswer | None]:
-        supervisor = self._supervisor
-        refs: dict[uuid.UUID, Any] = {}
-        missing: list[uuid.UUID] = []
-        for mower_id in mowers:
-            ref = supervisor.get(self._key(mower_id))
-            if ref is None:
-                missing.append(mower_id)
-            else:
-                refs[mower_id] = ref
-        if missing:
-            # One query for every new mower's memory, then all actors start together:
-            # a thousand mowers cost one round trip, not a thousand.
-            await self._snapshots.prefetch(missing)
-            started = await supervisor.get_or_start_many(self._key(m) for m in missing)
-            if self._on_actors_started is not None:
-                self._on_actors_started(len(missing))
-            for mower_id, result in zip(missing, started, strict=True):
-                if isinstance(result, BaseException):
-                    log.error(
-                        "fingerprint actor unavailable", mower_id=str(mower_id), error=repr(result)
-                    )
-                else:
-                    refs[mower_id] = result
-        sink = DecisionSink(self._bridge, len(mowers))
-        for mower_id, entry in mowers.items():
-            ref = refs.get(mower_id)
-            try:
-                if ref is None:
-                    raise ActorDeadError(self._key(mower_id))
-                ref.tell(Decide(entry.states, sink))
-            except ActorDeadError:
-                sink.deliver(mower_id, None)
-        try:
-            await asyncio.wait_for(asyncio.shield(sink.done), _DECIDE_TIMEOUT)
-        except TimeoutError:
-            log.error("fingerprint actors did not answer", mowers=len(mowers))
-        return {m: sink.outcomes.get(m) for m in mowers}
+        # ``Decide`` itself asks: a Struct's constructor runs no Python frame per mower.
+        return await self._ask.ask({m: e.states for m, e in mowers.items()}, Decide)
 
     def _count(self, plan: Plan, counts: WriteCounts) -> None:
         latest, history, positions = self._rows
@@ -397,14 +366,12 @@ class StateBatcher:
         )
 
 
+def _counted(told: Callable[[int], object]) -> Callable[[list[uuid.UUID]], object]:
+    def started(mowers: list[uuid.UUID]) -> object:
+        return told(len(mowers))
+
+    return started
+
+
 def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:
     return WriteCounts(a.latest + b.latest, a.history + b.history, a.positions + b.positions)
-
-
-async def _ack_quietly(msgs: Sequence[Msg]) -> None:
-    # Best effort, as ``nak_all``: a lost ack is a redelivery, acknowledged again then.
-    for msg in msgs:
-        try:
-            await msg.ack()
-        except Exception as err:
-            log.debug("ack failed", error=str(err))

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import resource
 import sys
 import time
 import uuid
@@ -154,10 +155,27 @@ async def publisher_main(url: str, rounds: int, part: int, parts: int) -> None:
     await bus.drain()
 
 
+@dataclass
+class Live:
+    """The live phase: rates, and CPU per state of the service's process and nats-server."""
+
+    rate: float
+    publisher_rate: float
+    service_us: float
+    server_us: float
+
+
+def own_cpu_seconds() -> float:
+    """User and system CPU time of this process, all threads (the service runs here)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def live(
-    bus: Bus, url: str, make: Callable[[], TelemetryService], rounds: int
-) -> tuple[float, float]:
-    """States/s from the first publish to the last commit, and to the last publish."""
+    bus: Bus, url: str, make: Callable[[], TelemetryService], rounds: int, *, server_pid: int
+) -> Live:
+    """States/s from the first publish to the last commit, and to the last publish; the
+    CPU this process (the service, mostly) and nats-server spent per state meanwhile."""
     await fresh_stream(bus)
     service = make()
     await service.start()
@@ -186,6 +204,7 @@ async def live(
         publisher.stdin.write(b"go\n")
         await publisher.stdin.drain()
     started = time.perf_counter()
+    own_cpu, server_cpu = own_cpu_seconds(), cpu_seconds(server_pid)
     for publisher in publishers:
         assert publisher.stdout is not None
         await publisher.stdout.readline()
@@ -193,11 +212,14 @@ async def live(
     published_at = time.perf_counter() - started
     await drained(bus, STATES_DURABLE)
     elapsed = time.perf_counter() - started
+    own_cpu, server_cpu = own_cpu_seconds() - own_cpu, cpu_seconds(server_pid) - server_cpu
     await service.stop()
     total = 1000 * rounds
     info = await bus.js.stream_info(TELEMETRY.name)
     assert info.state.messages == total, info.state.messages
-    return total / elapsed, total / published_at
+    return Live(
+        total / elapsed, total / published_at, own_cpu / total * 1e6, server_cpu / total * 1e6
+    )
 
 
 async def drained(bus: Bus, durable: str) -> None:
@@ -370,11 +392,14 @@ async def run(smoke: bool) -> None:
                     retention=False,
                 )
 
-            rate, publisher_rate = await live(bus, server.url, make, rounds)
+            phase = await live(bus, server.url, make, rounds, server_pid=server.pid)
+            rate, publisher_rate = phase.rate, phase.publisher_rate
             total = 1000 * rounds
             print(
                 f"live: {total} states in {total / rate:.2f} s ({rate:,.0f}/s);"
-                f" published at {publisher_rate:,.0f}/s (first publish to the last flush)"
+                f" published at {publisher_rate:,.0f}/s (first publish to the last flush);"
+                f" CPU per state: {phase.service_us:.1f} µs in the service's process,"
+                f" {phase.server_us:.1f} µs in nats-server"
             )
             # -- the transport alone: delivery and acks, nothing else ----------------
             load = states(mowers, rounds)
@@ -447,7 +472,10 @@ async def run(smoke: bool) -> None:
     )
     print(
         f"RESULT states_per_s={rate:.0f} backlog_states_per_s={backlog_rate:.0f} "
-        f"publisher_states_per_s={publisher_rate:.0f} transport_states_per_s={transport_rate:.0f} "
+        f"publisher_states_per_s={publisher_rate:.0f} "
+        f"live_service_cpu_us_per_state={phase.service_us:.1f} "
+        f"live_server_cpu_us_per_state={phase.server_us:.1f} "
+        f"transport_states_per_s={transport_rate:.0f} "
         f"transport_server_us_per_state={server_us:.1f} "
         f"filtered_transport_states_per_s={filtered_rate:.0f} "
         f"filtered_transport_server_us_per_state={filtered_us:.1f} "

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from mowdeck.kit.batching import MicroBatchConsumer
+from mowdeck.kit.batching import MicroBatchConsumer, ack_quietly, nak_all
 from mowdeck.kit.consumer import ConsumerSpec, DropMessage, RetryLater
 from tests.support.fakes import FakeMsg
 
@@ -160,3 +160,13 @@ async def test_a_commit_settles_single_items_otherwise(
 async def _settled(msgs: list[FakeMsg]) -> None:
     while any(m.outcome is None for m in msgs):
         await asyncio.sleep(0.005)
+
+
+async def test_settling_quietly_goes_on_past_a_message_that_fails() -> None:
+    refused = FakeMsg(b"1", fail_ack=ConnectionError("closed"))
+    acked = [FakeMsg(b"0"), refused, FakeMsg(b"2")]
+    await ack_quietly(acked)
+    assert [m.outcome for m in acked] == ["ack", None, "ack"]
+    naked = [FakeMsg(b"3"), FakeMsg(b"4")]
+    await nak_all(naked, 2.5)
+    assert [(m.outcome, m.nak_delays) for m in naked] == [("nak", [2.5]), ("nak", [2.5])]
