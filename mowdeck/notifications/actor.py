@@ -11,8 +11,6 @@ restarts from the stored watch, its snapshot.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +20,14 @@ from typing import Any
 import msgspec
 import pykka
 
-from actors import ActorFactory, Dispatcher, DispatcherActor, LoopBridge, Snapshot
+from actors import (
+    ActorFactory,
+    AnswerSink,
+    Dispatcher,
+    DispatcherActor,
+    PrefetchedSnapshots,
+    Snapshot,
+)
 from contracts.v1 import MowerState
 from mowdeck.notifications.plan import Plan, contact_only, plan_states
 from mowdeck.notifications.ports import NotificationStore
@@ -52,31 +57,8 @@ class WatchAnswer(msgspec.Struct, frozen=True):
     contact_only: bool = False
 
 
-class PlanSink:
-    """Collects the answers of one batch from many actors; resolves ``done`` on the loop."""
-
-    def __init__(self, bridge: LoopBridge, expected: int) -> None:
-        self._bridge = bridge
-        self._lock = threading.Lock()
-        self._remaining = expected
-        self.answers: dict[uuid.UUID, WatchAnswer | None] = {}
-        self.done: asyncio.Future[None] = bridge.loop.create_future()
-        if expected == 0:
-            self.done.set_result(None)
-
-    def deliver(self, mower_id: uuid.UUID, answer: WatchAnswer | None) -> None:
-        """Record a mower's answer (None: the actor failed); thread-safe."""
-        with self._lock:
-            self.answers[mower_id] = answer
-            self._remaining -= 1
-            finished = self._remaining == 0
-        if finished:
-            self._bridge.call_soon(_resolve, self.done)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+PlanSink = AnswerSink[uuid.UUID, WatchAnswer]
+"""Where the actors of one batch deliver their answers (``actors.AnswerSink``)."""
 
 
 class Evaluate(msgspec.Struct, frozen=True):
@@ -152,33 +134,20 @@ def evaluate(
     return plan_states(watches, states, now, thresholds, consuming_since)
 
 
-class WatchSnapshots:
+class WatchSnapshots(PrefetchedSnapshots):
     """Snapshots read from ``notification_watches``: written with each batch, never here.
 
-    ``prefetch`` loads the watches of many mowers in one query before their actors start.
+    ``prefetch`` (of ``actors.PrefetchedSnapshots``) loads the watches of many mowers in
+    one query before their actors start.
     """
 
     def __init__(self, store: NotificationStore) -> None:
-        self._store = store
-        self._prefetched: dict[str, Snapshot | None] = {}
+        async def read(keys: Sequence[str]) -> dict[str, Snapshot]:
+            ids = {uuid.UUID(key): key for key in keys}
+            watches = await store.read_watches(list(ids))
+            return {ids[m]: _snapshot(ids[m], watch) for m, watch in watches.items()}
 
-    async def prefetch(self, mower_ids: Sequence[uuid.UUID]) -> None:
-        """Load the snapshots of ``mower_ids`` for the next ``load`` of each."""
-        watches = await self._store.read_watches(mower_ids)
-        for mower_id in mower_ids:
-            watch = watches.get(mower_id)
-            key = str(mower_id)
-            self._prefetched[key] = None if watch is None else _snapshot(key, watch)
-
-    async def load(self, key: str) -> Snapshot | None:
-        """The mower's watch as a snapshot, or None before its first state."""
-        if key in self._prefetched:
-            return self._prefetched.pop(key)
-        watch = (await self._store.read_watches([uuid.UUID(key)])).get(uuid.UUID(key))
-        return None if watch is None else _snapshot(key, watch)
-
-    async def save(self, snapshot: Snapshot) -> None:
-        """Nothing to do: the watch is saved with its batch, in the same transaction."""
+        super().__init__(read)
 
 
 def _snapshot(key: str, watch: MowerWatch) -> Snapshot:

@@ -19,13 +19,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
-from pykka import ActorDeadError
 
-from actors import LoopBridge, ShardSupervisor
+from actors import BatchAsk, LoopBridge, ShardSupervisor
 from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
 from mowdeck.kit.batching import BatchLoop, nak_all
@@ -112,8 +110,6 @@ class StatePipeline:
     ) -> None:
         self._store = store
         self._supervisor = supervisor
-        self._snapshots = snapshots
-        self._bridge = bridge
         self._thresholds = thresholds
         self._metrics = metrics
         self._consuming_since = consuming_since
@@ -132,6 +128,17 @@ class StatePipeline:
         self._writer = StateBatchWriter(store, thresholds)
         self._subjects: dict[str, uuid.UUID] = {}
         self._keys: dict[uuid.UUID, str] = {}
+        # One query for every new mower's watch, then all actors start together; a new
+        # actor holds what it reads now, whatever this replica wrote before.
+        self._ask: BatchAsk[uuid.UUID, WatchAnswer] = BatchAsk(
+            supervisor,
+            bridge,
+            key=self._key,
+            snapshots=snapshots,
+            timeout=_EVALUATE_TIMEOUT,
+            on_starting=self._writer.forget,
+            name="watch",
+        )
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -194,40 +201,10 @@ class StatePipeline:
     async def _evaluate(
         self, mowers: dict[uuid.UUID, _Mower], now: datetime, since: datetime | None
     ) -> dict[uuid.UUID, WatchAnswer | None]:
-        supervisor = self._supervisor
-        refs: dict[uuid.UUID, Any] = {}
-        missing: list[uuid.UUID] = []
-        for mower_id in mowers:
-            ref = supervisor.get(self._key(mower_id))
-            if ref is None:
-                missing.append(mower_id)
-            else:
-                refs[mower_id] = ref
-        if missing:
-            # A new actor holds what it reads now, whatever this replica wrote before.
-            self._writer.forget(missing)
-            # One query for every new mower's watch, then all actors start together.
-            await self._snapshots.prefetch(missing)
-            started = await supervisor.get_or_start_many(self._key(m) for m in missing)
-            for mower_id, result in zip(missing, started, strict=True):
-                if isinstance(result, BaseException):
-                    log.error("watch actor unavailable", mower_id=str(mower_id), error=repr(result))
-                else:
-                    refs[mower_id] = result
-        sink = PlanSink(self._bridge, len(mowers))
-        for mower_id, entry in mowers.items():
-            ref = refs.get(mower_id)
-            try:
-                if ref is None:
-                    raise ActorDeadError(self._key(mower_id))
-                ref.tell(Evaluate(entry.states, now, since, sink))
-            except ActorDeadError:
-                sink.deliver(mower_id, None)
-        try:
-            await asyncio.wait_for(asyncio.shield(sink.done), _EVALUATE_TIMEOUT)
-        except TimeoutError:
-            log.error("watch actors did not answer", mowers=len(mowers))
-        return {m: sink.answers.get(m) for m in mowers}
+        def question(entry: _Mower, sink: PlanSink) -> Evaluate:
+            return Evaluate(entry.states, now, since, sink)
+
+        return await self._ask.ask(mowers, question)
 
     async def _commit(self, prepared: _Prepared) -> None:
         mowers = prepared.mowers
