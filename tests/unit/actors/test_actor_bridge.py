@@ -252,6 +252,8 @@ async def test_loop_keeps_running_while_many_actors_work(dispatcher: Dispatcher)
     await asyncio.gather(*(bridge.ask(ref, "end") for ref in refs))
     await asyncio.sleep(0)
     assert len(sink) == 500 * 20 + 50 * 20 + 500
-    # Generous: the loop shares the GIL with two busy workers (5 ms switch interval).
-    assert report.max_stall < 0.05, report
+    # Generous: the loop shares the GIL with two busy workers (5 ms switch interval) and,
+    # on a 2-core machine running other suites, waits for a core (60 ms seen). A loop that
+    # blocked on an actor's answer would stall for a whole round of 500 actors' work.
+    assert report.max_stall < 0.1, report
     await asyncio.gather(*(bridge.stop(ref) for ref in refs))
