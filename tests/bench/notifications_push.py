@@ -7,8 +7,9 @@ answers 201 at once, verifies every distinct VAPID JWT and decrypts one push in 
 prove the payloads are right. Both sides encrypt for real (aes128gcm, a fresh ECDH key
 per message) and sign VAPID for real.
 
-- channel: ``WebPushChannel.send`` with at most 64 deliveries in flight over the one
-  shared aiohttp session; one JWT per push service origin.
+- channel: ``WebPushChannel.send`` with at most 64 deliveries in flight over the
+  channel's push client (kept-alive HTTP/1.1 connections); one JWT per push service
+  origin.
 - naive: pywebpush's synchronous ``webpush()`` one at a time to the same receiver, a fresh
   claims dict per call (it mutates the one it is given), so a JWT per message and a new
   connection per message.
@@ -32,7 +33,8 @@ import aiohttp
 from py_vapid import Vapid02
 from pywebpush import webpush
 
-from mowdeck.notifications.channels import ChannelSettings, Delivery, open_channel_session
+from mowdeck.notifications.channels import ChannelSettings, Delivery
+from mowdeck.notifications.channels.pushhttp import PushClient
 from mowdeck.notifications.channels.webpush import WebPushChannel
 from mowdeck.notifications.targets import TargetPolicy
 from tests.bench.notifications_state_push import run_state_to_push
@@ -93,10 +95,9 @@ async def run_channel(
         notifications_http_connections=in_flight,
     )
     work = deliveries(subs, count)
-    session = open_channel_session(settings)
-    channel = WebPushChannel(
-        session, vapid, subject=SUBJECT, policy=TargetPolicy.from_settings(settings), timeout=10
-    )
+    policy = TargetPolicy.from_settings(settings)
+    client = PushClient(policy, limit=settings.notifications_http_connections)
+    channel = WebPushChannel(client, vapid, subject=SUBJECT, policy=policy, timeout=10)
     statuses: dict[str, int] = {}
     gate = asyncio.Semaphore(in_flight)
 
@@ -111,7 +112,7 @@ async def run_channel(
     started = time.perf_counter()
     await asyncio.gather(*(one(d) for d in work))
     elapsed = time.perf_counter() - started
-    await session.close()
+    await channel.close()
     return count / elapsed, statuses
 
 
