@@ -360,6 +360,11 @@ class PushClient:
         """Connections opened so far (all origins)."""
         return sum(pool.connects for pool in self._pools.values())
 
+    @property
+    def open_connections(self) -> int:
+        """Connections open now, busy or idle (all origins)."""
+        return sum(pool.open for pool in self._pools.values())
+
     async def post(
         self, url: PushURL, body: bytes, headers: Mapping[str, str], timeout: float
     ) -> PushResponse:
