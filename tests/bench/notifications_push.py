@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -38,52 +36,9 @@ from mowdeck.notifications.channels.pushhttp import PushClient
 from mowdeck.notifications.channels.webpush import WebPushChannel
 from mowdeck.notifications.targets import TargetPolicy
 from tests.bench.notifications_state_push import run_state_to_push
+from tests.bench.push_work import deliveries, start_receiver
 
 SUBJECT = "mailto:bench@mowdeck.example"
-KINDS = [("mowing_finished", "info"), ("battery_low", "warning"), ("mower_stuck", "critical")]
-
-
-def start_receiver(subscriptions: int, sample_every: int) -> tuple[subprocess.Popen[str], Any]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.webpush_receiver",
-            "--subscriptions",
-            str(subscriptions),
-            "--sample-every",
-            str(sample_every),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, json.loads(proc.stdout.readline())
-
-
-def deliveries(subs: list[dict[str, Any]], count: int) -> list[Delivery]:
-    now = datetime.now(UTC)
-    out = []
-    for i in range(count):
-        kind, severity = KINDS[i % len(KINDS)]
-        out.append(
-            Delivery(
-                delivery_id=f"d-{i}",
-                user_id=f"u-{i % 97}",
-                channel="webpush",
-                target={"channel": "webpush", "subscription": subs[i % len(subs)]},
-                kind=kind,
-                mower_id=f"m-{i % 500}",
-                severity=severity,  # type: ignore[arg-type]
-                title="Mower 12: battery low",
-                body="Battery at 18 %, the mower returns to its station.",
-                occurred_at=now,
-                dedupe_key=f"{kind}:m-{i % 500}:{i}",
-                console_url="https://console.mowdeck.example/mowers/m-12",
-            )
-        )
-    return out
 
 
 async def run_channel(

@@ -28,7 +28,7 @@ from mowdeck.notifications.channels.ece import encrypt_push, subscription_keys
 from mowdeck.notifications.channels.pushhttp import PushClient, parse_push_url
 from mowdeck.notifications.channels.vapid import VapidSigner
 from mowdeck.notifications.targets import TargetPolicy
-from tests.bench.notifications_push import start_receiver
+from tests.bench.push_work import start_receiver
 
 SETTINGS = ChannelSettings(
     notifications_push_hosts=["127.0.0.1"], notifications_insecure_hosts=["127.0.0.1"]

@@ -368,13 +368,16 @@ class PushClient:
     async def post(
         self, url: PushURL, body: bytes, headers: Mapping[str, str], timeout: float
     ) -> PushResponse:
-        """POST ``body`` once, within ``timeout`` s in all; a failure raises OSError or
-        TimeoutError (never retried here: the outbox retries with backoff)."""
+        """POST ``body`` once within ``timeout`` s in all; OSError or TimeoutError if not.
+
+        Never retried here, not even on a kept-alive connection the server has just
+        closed: the outbox retries with backoff.
+        """
         if self.closed:
             raise ConnectionError("push client closed")
         head = [f"POST {url.target} HTTP/1.1\r\nHost: {url.host_header}\r\n"]
         for name, value in headers.items():
-            if "\r" in value or "\n" in value:
+            if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
                 raise ValueError(f"header {name} contains a line break")
             head.append(f"{name}: {value}\r\n")
         head.append(f"Content-Length: {len(body)}\r\n\r\n")

@@ -10,9 +10,10 @@ from email.utils import format_datetime
 import pytest
 from py_vapid import Vapid02
 
+from mowdeck.notifications.channels import ChannelSettings
 from mowdeck.notifications.channels.pushhttp import PushClient
 from mowdeck.notifications.channels.webpush import WebPushChannel, push_topic
-from mowdeck.notifications.targets import validate_target
+from mowdeck.notifications.targets import TargetPolicy, validate_target
 from tests.integration.notifications.channels.conftest import POLICY, MakeDelivery
 from tests.support.webpush_receiver import Answer, BrowserSubscription, WebPushReceiver
 
@@ -307,3 +308,32 @@ async def test_keys_that_are_not_a_p256_point_fail_without_a_request(
     assert result.reason.startswith("subscription keys are not valid")
     assert (await channel.send(make_delivery(target(sentinel)))).status == "sent"
     assert [r.subscription_id for r in receiver.received] == [sentinel.id]
+
+
+async def test_a_name_resolving_to_an_internal_address_is_refused_at_send_time(
+    vapid: Vapid02, receiver: WebPushReceiver, make_delivery: MakeDelivery
+) -> None:
+    # A name that passed validation and now resolves to loopback (DNS rebinding).
+    policy = TargetPolicy.from_settings(ChannelSettings(notifications_push_hosts=["localhost"]))
+    client = PushClient(policy)
+    channel = WebPushChannel(
+        client, vapid, subject="mailto:ops@mowdeck.example", policy=policy, timeout=5
+    )
+    sub, sentinel = receiver.subscribe(), receiver.subscribe()
+    doc = {"channel": "webpush", "subscription": sub.to_json()}
+    port = receiver.origin.rsplit(":", 1)[1]
+    doc["subscription"]["endpoint"] = f"https://localhost:{port}/push/{sub.id}"  # type: ignore[index]
+    try:
+        result = await channel.send(make_delivery(doc))
+    finally:
+        await channel.close()
+    assert result.status == "failed"
+    assert result.reason.startswith("refused: localhost resolves to")
+    # The sentinel, sent where the insecure policy allows it, is the only push that arrived.
+    allowed = channel_for(PushClient(POLICY), vapid)
+    try:
+        ok = await allowed.send(make_delivery(target(sentinel)))
+    finally:
+        await allowed.close()
+    assert ok.status == "sent"
+    assert receiver.count == 1
