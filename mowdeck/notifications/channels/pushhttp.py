@@ -21,9 +21,6 @@ import contextlib
 import ssl
 from collections import deque
 from collections.abc import Mapping
-from typing import NamedTuple
-
-import yarl
 
 from mowdeck.notifications.channels.pushwire import (
     CHUNKED,
@@ -31,11 +28,14 @@ from mowdeck.notifications.channels.pushwire import (
     MAX_HEAD,
     UNTIL_CLOSE,
     Head,
+    Origin,
     PushProtocolError,
     PushResponse,
+    PushURL,
     ResponseHeaders,
     dechunk,
     parse_head,
+    parse_push_url,
 )
 from mowdeck.notifications.targets import TargetPolicy, resolve_public
 
@@ -51,44 +51,6 @@ __all__ = [
 # A connection idle for longer is closed rather than reused: servers drop idle ones too,
 # and a request on a connection the server has just closed would be lost.
 IDLE_SECONDS = 15.0
-_FORBIDDEN_IN_HEAD = frozenset("\r\n\0")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class Origin(NamedTuple):
-    """Where a pool's connections go."""
-
-    scheme: str
-    host: str
-    port: int
-
-
-class PushURL(NamedTuple):
-    """A push endpoint split once: its pool, its ``Host`` header and its request target."""
-
-    origin: Origin
-    host_header: str
-    target: str
-
-
-def parse_push_url(url: str) -> PushURL:
-    """``url`` as a ``PushURL``; ValueError for one this client cannot send to.
-
-    Parsed with yarl, as ``targets.check_url`` parses it, so the origin the policy
-    allowed is the one dialled.
-    """
-    parsed = yarl.URL(url)
-    scheme, host, port = parsed.scheme, parsed.raw_host, parsed.port
-    if scheme not in _DEFAULT_PORTS or not host or port is None:
-        raise ValueError("not an http or https URL with a host")
-    if parsed.raw_user is not None or parsed.raw_password is not None:
-        raise ValueError("user information in the URL")
-    target = parsed.raw_path_qs or "/"
-    if not _FORBIDDEN_IN_HEAD.isdisjoint(host + target) or " " in target:
-        raise ValueError("white space or control characters in the URL")
-    shown = f"[{host}]" if ":" in host else host
-    host_header = shown if port == _DEFAULT_PORTS[scheme] else f"{shown}:{port}"
-    return PushURL(Origin(scheme, host, port), host_header, target)
 
 
 class _Connection(asyncio.Protocol):
@@ -116,6 +78,10 @@ class _Connection(asyncio.Protocol):
         assert self._transport is not None
         loop = self._pool.loop
         self._waiter = waiter = loop.create_future()
+        if self.closed or self._transport.is_closing():
+            # Closed since it was handed out: fail now rather than wait for the deadline.
+            self._fail_waiter(ConnectionResetError("connection closed before the request"))
+            return waiter
         self._buffer.clear()
         self._head = None
         self._transport.write(data)
@@ -270,8 +236,8 @@ class _Pool:
                     else:
                         self._wake(None)
                 raise
-            if handed is not None:
-                return handed
+            if handed is not None and not handed.closed:
+                return handed  # (one that closed while we woke up gave its slot back)
         self.open += 1
         try:
             conn = await self._connect()

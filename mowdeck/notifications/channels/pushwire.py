@@ -1,9 +1,11 @@
-"""HTTP/1.1 answers as ``pushhttp`` reads them: the head, the body framing, chunked bodies."""
+"""The wire side of ``pushhttp``: push URLs split once, HTTP/1.1 answers read and framed."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
+
+import yarl
 
 __all__ = [
     "CHUNKED",
@@ -11,16 +13,23 @@ __all__ = [
     "MAX_HEAD",
     "UNTIL_CLOSE",
     "Head",
+    "Origin",
     "PushProtocolError",
     "PushResponse",
+    "PushURL",
     "ResponseHeaders",
     "dechunk",
     "parse_head",
+    "parse_push_url",
 ]
 
 # Push services answer with a few headers and a short body; more is not a push service.
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
+
+
+_FORBIDDEN_IN_HEAD = frozenset("\r\n\0")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class PushProtocolError(ConnectionError):
@@ -147,3 +156,39 @@ def dechunk(buf: bytearray) -> bytes | None:
             raise PushProtocolError("chunk not followed by CRLF")
         body += buf[pos : pos + size]
         pos += size + 2
+
+
+class Origin(NamedTuple):
+    """Where a pool's connections go."""
+
+    scheme: str
+    host: str
+    port: int
+
+
+class PushURL(NamedTuple):
+    """A push endpoint split once: its pool, its ``Host`` header and its request target."""
+
+    origin: Origin
+    host_header: str
+    target: str
+
+
+def parse_push_url(url: str) -> PushURL:
+    """``url`` as a ``PushURL``; ValueError for one this client cannot send to.
+
+    Parsed with yarl, as ``targets.check_url`` parses it, so the origin the policy
+    allowed is the one dialled.
+    """
+    parsed = yarl.URL(url)
+    scheme, host, port = parsed.scheme, parsed.raw_host, parsed.port
+    if scheme not in _DEFAULT_PORTS or not host or port is None:
+        raise ValueError("not an http or https URL with a host")
+    if parsed.raw_user is not None or parsed.raw_password is not None:
+        raise ValueError("user information in the URL")
+    target = parsed.raw_path_qs or "/"
+    if not _FORBIDDEN_IN_HEAD.isdisjoint(host + target) or " " in target:
+        raise ValueError("white space or control characters in the URL")
+    shown = f"[{host}]" if ":" in host else host
+    host_header = shown if port == _DEFAULT_PORTS[scheme] else f"{shown}:{port}"
+    return PushURL(Origin(scheme, host, port), host_header, target)
