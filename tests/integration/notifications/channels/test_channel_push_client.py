@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from mowdeck.notifications.channels import ChannelSettings
+from mowdeck.notifications.channels import ChannelSettings, pushhttp
 from mowdeck.notifications.channels.pushhttp import (
     PushClient,
     PushProtocolError,
@@ -261,3 +261,33 @@ async def test_tls_refuses_a_certificate_for_another_name() -> None:
             assert server.requests == []
     finally:
         await client.close()
+
+
+async def test_a_connection_idle_too_long_is_not_reused(
+    client: PushClient, server: RawHttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert (await push(client, server.url)).status == 201
+    monkeypatch.setattr(pushhttp, "IDLE_SECONDS", -1.0)  # every idle connection is too old
+    assert (await push(client, server.url)).status == 201
+    assert server.connections == 2
+
+
+async def test_waiting_for_a_connection_counts_against_the_timeout(server: RawHttpServer) -> None:
+    client = PushClient(POLICY, limit=1)
+    try:
+        server.reply(Reply([b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"], stall=30))
+        stalled = asyncio.ensure_future(push(client, server.url, timeout=10))
+        await server.wait_for_requests(1)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await push(client, server.url, b"waits", timeout=0.3)
+        assert time.monotonic() - started < 5
+        stalled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stalled
+        # The cancelled request dropped its connection; the slot is free again.
+        assert (await push(client, server.url, b"sentinel")).status == 201
+    finally:
+        await client.close()
+    assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in server.requests] == [b"payload", b"sentinel"]
+    assert server.connections == 2
