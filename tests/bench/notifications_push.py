@@ -7,8 +7,9 @@ answers 201 at once, verifies every distinct VAPID JWT and decrypts one push in 
 prove the payloads are right. Both sides encrypt for real (aes128gcm, a fresh ECDH key
 per message) and sign VAPID for real.
 
-- channel: ``WebPushChannel.send`` with at most 64 deliveries in flight over the one
-  shared aiohttp session; one JWT per push service origin.
+- channel: ``WebPushChannel.send`` with at most 64 deliveries in flight over the
+  channel's push client (kept-alive HTTP/1.1 connections); one JWT per push service
+  origin.
 - naive: pywebpush's synchronous ``webpush()`` one at a time to the same receiver, a fresh
   claims dict per call (it mutates the one it is given), so a JWT per message and a new
   connection per message.
@@ -22,66 +23,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 from py_vapid import Vapid02
 from pywebpush import webpush
 
-from mowdeck.notifications.channels import ChannelSettings, Delivery, open_channel_session
+from mowdeck.notifications.channels import ChannelSettings, Delivery
+from mowdeck.notifications.channels.pushhttp import PushClient
 from mowdeck.notifications.channels.webpush import WebPushChannel
 from mowdeck.notifications.targets import TargetPolicy
 from tests.bench.notifications_state_push import run_state_to_push
+from tests.bench.push_work import deliveries, start_receiver
 
 SUBJECT = "mailto:bench@mowdeck.example"
-KINDS = [("mowing_finished", "info"), ("battery_low", "warning"), ("mower_stuck", "critical")]
-
-
-def start_receiver(subscriptions: int, sample_every: int) -> tuple[subprocess.Popen[str], Any]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.webpush_receiver",
-            "--subscriptions",
-            str(subscriptions),
-            "--sample-every",
-            str(sample_every),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, json.loads(proc.stdout.readline())
-
-
-def deliveries(subs: list[dict[str, Any]], count: int) -> list[Delivery]:
-    now = datetime.now(UTC)
-    out = []
-    for i in range(count):
-        kind, severity = KINDS[i % len(KINDS)]
-        out.append(
-            Delivery(
-                delivery_id=f"d-{i}",
-                user_id=f"u-{i % 97}",
-                channel="webpush",
-                target={"channel": "webpush", "subscription": subs[i % len(subs)]},
-                kind=kind,
-                mower_id=f"m-{i % 500}",
-                severity=severity,  # type: ignore[arg-type]
-                title="Mower 12: battery low",
-                body="Battery at 18 %, the mower returns to its station.",
-                occurred_at=now,
-                dedupe_key=f"{kind}:m-{i % 500}:{i}",
-                console_url="https://console.mowdeck.example/mowers/m-12",
-            )
-        )
-    return out
 
 
 async def run_channel(
@@ -93,10 +50,9 @@ async def run_channel(
         notifications_http_connections=in_flight,
     )
     work = deliveries(subs, count)
-    session = open_channel_session(settings)
-    channel = WebPushChannel(
-        session, vapid, subject=SUBJECT, policy=TargetPolicy.from_settings(settings), timeout=10
-    )
+    policy = TargetPolicy.from_settings(settings)
+    client = PushClient(policy, limit=settings.notifications_http_connections)
+    channel = WebPushChannel(client, vapid, subject=SUBJECT, policy=policy, timeout=10)
     statuses: dict[str, int] = {}
     gate = asyncio.Semaphore(in_flight)
 
@@ -111,7 +67,7 @@ async def run_channel(
     started = time.perf_counter()
     await asyncio.gather(*(one(d) for d in work))
     elapsed = time.perf_counter() - started
-    await session.close()
+    await channel.close()
     return count / elapsed, statuses
 
 

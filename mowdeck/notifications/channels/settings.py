@@ -60,7 +60,8 @@ class ChannelSettings(BaseSettings, frozen=True, kw_only=True):
     notifications_console_url: str | None = None
     # One send (connect, request and answer) may take at most this long.
     notifications_send_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=300)] = 10.0
-    # Connections the shared HTTP client keeps open at most.
+    # Connections the shared HTTP session (ntfy) keeps open at most, and the Web Push
+    # client per push service origin.
     notifications_http_connections: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 100
 
     def __repr__(self) -> str:

@@ -1,9 +1,11 @@
-"""The ``webpush`` channel: VAPID, aes128gcm payloads, TTL/Urgency/Topic, one shared session.
+"""The ``webpush`` channel: VAPID, aes128gcm payloads, TTL/Urgency/Topic, kept-alive POSTs.
 
 Encryption is ``ece.encrypt_push`` (aes128gcm with a fresh ECDH key and salt per message,
-as RFC 8291 requires; the subscription's keys decoded once); sending is ours, over the
-shared aiohttp session, so there is a timeout, no redirect is followed and the VAPID JWT
-is signed once per push service.
+as RFC 8291 requires; the subscription's keys decoded once); the VAPID JWT is signed
+once per push service. Sending goes through the channel's own ``pushhttp.PushClient``
+(a pool of kept-alive HTTP/1.1 connections per push service, a timeout per send, no
+redirect followed), which costs a fraction of the shared aiohttp session per push; ntfy
+keeps the session.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import yarl
 from py_vapid import Vapid02
 
 from mowdeck.notifications.channels.ece import encrypt_push, subscription_keys
-from mowdeck.notifications.channels.http import common_answer, post
+from mowdeck.notifications.channels.http import common_answer, failure_of
 from mowdeck.notifications.channels.port import Delivery, DeliveryResult, Severity
+from mowdeck.notifications.channels.pushhttp import PushClient, PushURL, parse_push_url
 from mowdeck.notifications.channels.settings import ChannelSettings
 from mowdeck.notifications.channels.vapid import (
     VapidSigner,
@@ -137,10 +140,9 @@ def _payload(delivery: Delivery, topic: str, url: str | None) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _endpoint(endpoint: str) -> tuple[yarl.URL, str]:
-    # The URL parsed once (aiohttp takes it as is) and its origin, the VAPID audience.
-    url = yarl.URL(endpoint)
-    return url, str(url.origin())
+def _endpoint(endpoint: str) -> tuple[PushURL, str]:
+    # The URL parsed once for the client, and its origin, the VAPID audience.
+    return parse_push_url(endpoint), str(yarl.URL(endpoint).origin())
 
 
 class WebPushChannel:
@@ -150,7 +152,7 @@ class WebPushChannel:
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        client: PushClient,
         vapid: Vapid02,
         *,
         subject: str,
@@ -159,7 +161,7 @@ class WebPushChannel:
         console_url: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._session = session
+        self._client = client
         self._signer = VapidSigner(vapid, subject, clock=clock)
         self._policy = policy
         self._timeout = timeout
@@ -182,7 +184,10 @@ class WebPushChannel:
         refused = check_url(endpoint, self._policy.push_hosts, self._policy)
         if refused is not None:
             return DeliveryResult(status="failed", reason=f"endpoint {refused}")
-        url, audience = _endpoint(endpoint)
+        try:
+            url, audience = _endpoint(endpoint)
+        except ValueError as err:
+            return DeliveryResult(status="failed", reason=f"endpoint cannot be sent to: {err}")
         headers = push_headers(delivery.severity, delivery.kind, delivery.mower_id)
         data = _payload(delivery, headers["Topic"], delivery.console_url or self._console_url)
         keys = target.subscription.keys
@@ -191,29 +196,29 @@ class WebPushChannel:
         except ValueError as err:
             return DeliveryResult(status="failed", reason=str(err))
         headers["Authorization"] = self._signer.authorization(audience)
-        return await post(
-            self._session,
-            url,
-            data=body,
-            headers=headers,
-            timeout=self._timeout,
-            answer=lambda status, h: webpush_answer(status, h, self._clock()),
-        )
+        try:
+            response = await self._client.post(url, body, headers, self._timeout)
+        except (OSError, TimeoutError) as err:
+            return failure_of(err, self._timeout)
+        return webpush_answer(response.status, response.headers, self._clock())
 
     async def close(self) -> None:
-        """Nothing of its own to release; the session is shared."""
+        """Close the channel's connections to the push services."""
+        await self._client.close()
 
 
 def create_webpush_channel(
-    settings: ChannelSettings, http_session: aiohttp.ClientSession
+    settings: ChannelSettings,
+    http_session: aiohttp.ClientSession,  # noqa: ARG001 - Web Push has its own client
 ) -> WebPushChannel:
-    """The ``webpush`` entry point: the VAPID key from the settings, the shared session."""
+    """The ``webpush`` entry point: the VAPID key from the settings, its own push client."""
     vapid = load_vapid(settings)
+    policy = TargetPolicy.from_settings(settings)
     channel = WebPushChannel(
-        http_session,
+        PushClient(policy, limit=settings.notifications_http_connections),
         vapid,
         subject=validate_subject(settings.notifications_vapid_subject),
-        policy=TargetPolicy.from_settings(settings),
+        policy=policy,
         timeout=settings.notifications_send_timeout_seconds,
         console_url=settings.notifications_console_url,
     )

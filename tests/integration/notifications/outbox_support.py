@@ -15,6 +15,7 @@ from py_vapid import Vapid02
 
 from mowdeck.notifications.channels import NotificationChannels, open_channel_session
 from mowdeck.notifications.channels.ntfy import NtfyChannel
+from mowdeck.notifications.channels.pushhttp import PushClient
 from mowdeck.notifications.channels.webpush import WebPushChannel
 from mowdeck.notifications.delivery_metrics import DeliveryMetrics
 from mowdeck.notifications.delivery_ports import DeliveryStore
@@ -54,13 +55,13 @@ class Clock:
 def channels_for(
     session: aiohttp.ClientSession, settings: DeliverySettings, vapid: Vapid02
 ) -> NotificationChannels:
-    """webpush and ntfy over ``session``."""
+    """webpush (its own push client) and ntfy over ``session``."""
     policy = TargetPolicy.from_settings(settings)
     timeout = settings.notifications_send_timeout_seconds
     return NotificationChannels(
         {
             "webpush": WebPushChannel(
-                session, vapid, subject=SUBJECT, policy=policy, timeout=timeout
+                PushClient(policy), vapid, subject=SUBJECT, policy=policy, timeout=timeout
             ),
             "ntfy": NtfyChannel(session, policy=policy, timeout=timeout),
         }
@@ -96,15 +97,15 @@ async def worker_for(
     registry = CollectorRegistry()
     metrics = DeliveryMetrics(registry)
     extra = {} if clock is None else {"clock": clock}
-    worker = DeliveryWorker(
-        store, channels_for(session, settings, vapid), settings, metrics, listen=listen, **extra
-    )
+    channels = channels_for(session, settings, vapid)
+    worker = DeliveryWorker(store, channels, settings, metrics, listen=listen, **extra)
     if start:
         worker.start()
     try:
         yield Running(worker, metrics, registry)
     finally:
         await worker.stop()
+        await channels.close()
         await session.close()
 
 

@@ -7,14 +7,22 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
-import aiohttp
 import pytest
 from py_vapid import Vapid02
 
+from mowdeck.notifications.channels import ChannelSettings
+from mowdeck.notifications.channels.pushhttp import PushClient
 from mowdeck.notifications.channels.webpush import WebPushChannel, push_topic
-from mowdeck.notifications.targets import validate_target
+from mowdeck.notifications.targets import TargetPolicy, validate_target
 from tests.integration.notifications.channels.conftest import POLICY, MakeDelivery
 from tests.support.webpush_receiver import Answer, BrowserSubscription, WebPushReceiver
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[PushClient]:
+    c = PushClient(POLICY)
+    yield c
+    await c.close()
 
 
 @pytest.fixture
@@ -38,10 +46,10 @@ class Clock:
 
 
 def channel_for(
-    session: aiohttp.ClientSession, vapid: Vapid02, clock: Clock | None = None, timeout: float = 5
+    client: PushClient, vapid: Vapid02, clock: Clock | None = None, timeout: float = 5
 ) -> WebPushChannel:
     return WebPushChannel(
-        session,
+        client,
         vapid,
         subject="mailto:ops@mowdeck.example",
         policy=POLICY,
@@ -58,13 +66,13 @@ def target(sub: BrowserSubscription) -> dict[str, object]:
 
 
 async def test_a_push_arrives_decrypted_with_its_headers(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
 ) -> None:
     sub = receiver.subscribe()
-    channel = channel_for(session, vapid)
+    channel = channel_for(client, vapid)
     result = await channel.send(make_delivery(target(sub)))
     assert (result.status, result.http_status) == ("sent", 201)
     assert receiver.problems == []
@@ -90,7 +98,7 @@ async def test_a_push_arrives_decrypted_with_its_headers(
     ids=["critical", "warning", "info"],
 )
 async def test_ttl_and_urgency_reach_the_push_service(  # noqa: PLR0917 - fixtures plus a table row
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
@@ -99,19 +107,19 @@ async def test_ttl_and_urgency_reach_the_push_service(  # noqa: PLR0917 - fixtur
     urgency: str,
 ) -> None:
     sub = receiver.subscribe()
-    await channel_for(session, vapid).send(make_delivery(target(sub), severity=severity))
+    await channel_for(client, vapid).send(make_delivery(target(sub), severity=severity))
     [got] = receiver.received_by(sub)
     assert (got.headers["TTL"], got.headers["Urgency"]) == (ttl, urgency)
 
 
 async def test_back_online_carries_the_topic_of_offline(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
 ) -> None:
     sub = receiver.subscribe()
-    channel = channel_for(session, vapid)
+    channel = channel_for(client, vapid)
     await channel.send(make_delivery(target(sub), kind="mower_offline"))
     await channel.send(make_delivery(target(sub), kind="mower_online", severity="info"))
     await channel.send(make_delivery(target(sub), kind="battery_low"))
@@ -142,7 +150,7 @@ def http_date(seconds_from_now: float) -> str:
     ids=["201", "202", "404", "410", "429-seconds", "429-date", "500", "503", "400", "403", "413"],
 )
 async def test_every_answer_of_the_push_service(  # noqa: PLR0917 - fixtures plus a table row
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
@@ -156,7 +164,7 @@ async def test_every_answer_of_the_push_service(  # noqa: PLR0917 - fixtures plu
         # An HTTP date made when the test runs, not when the table was collected.
         answer.headers["Retry-After"] = http_date(600)
     receiver.answer(sub, answer)
-    result = await channel_for(session, vapid).send(make_delivery(target(sub)))
+    result = await channel_for(client, vapid).send(make_delivery(target(sub)))
     assert (result.status, result.http_status) == (status, http_status)
     if retry_after is None:
         assert result.retry_after is None
@@ -165,7 +173,7 @@ async def test_every_answer_of_the_push_service(  # noqa: PLR0917 - fixtures plu
 
 
 async def test_a_stalled_push_service_is_a_retry_after_the_timeout(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
@@ -173,25 +181,25 @@ async def test_a_stalled_push_service_is_a_retry_after_the_timeout(
     sub = receiver.subscribe()
     receiver.answer(sub, Answer(stall=30))
     started = time.monotonic()
-    result = await channel_for(session, vapid, timeout=0.3).send(make_delivery(target(sub)))
+    result = await channel_for(client, vapid, timeout=0.3).send(make_delivery(target(sub)))
     assert time.monotonic() - started < 5
     assert result.status == "retry"
     assert "no answer within 0.3 s" in result.reason
 
 
 async def test_a_closed_port_is_a_retry(
-    session: aiohttp.ClientSession, vapid: Vapid02, make_delivery: MakeDelivery
+    client: PushClient, vapid: Vapid02, make_delivery: MakeDelivery
 ) -> None:
     async with WebPushReceiver() as gone:
         sub = gone.subscribe()
-    result = await channel_for(session, vapid).send(make_delivery(target(sub)))
+    result = await channel_for(client, vapid).send(make_delivery(target(sub)))
     assert result.status == "retry"
     assert result.reason.startswith("connection failed")
 
 
 @pytest.mark.parametrize("redirect", [301, 302, 307, 308], ids=str)
 async def test_a_redirect_is_not_followed(  # noqa: PLR0917 - fixtures plus a table row
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     other_receiver: WebPushReceiver,
@@ -201,7 +209,7 @@ async def test_a_redirect_is_not_followed(  # noqa: PLR0917 - fixtures plus a ta
     sub = receiver.subscribe()
     elsewhere = other_receiver.subscribe()
     receiver.answer(sub, Answer(redirect, redirect_to=elsewhere.endpoint))
-    channel = channel_for(session, vapid)
+    channel = channel_for(client, vapid)
     result = await channel.send(make_delivery(target(sub)))
     assert (result.status, result.http_status) == ("failed", redirect)
     # The sentinel: a push straight to the redirect target arrives, and is all it got.
@@ -213,13 +221,13 @@ async def test_a_redirect_is_not_followed(  # noqa: PLR0917 - fixtures plus a ta
 
 
 async def test_one_jwt_per_push_service_origin(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     other_receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
 ) -> None:
-    channel = channel_for(session, vapid)
+    channel = channel_for(client, vapid)
     a1, a2 = receiver.subscribe(), receiver.subscribe()
     b1 = other_receiver.subscribe()
     for sub in (a1, a2, b1, a1):
@@ -235,13 +243,13 @@ async def test_one_jwt_per_push_service_origin(
 
 
 async def test_a_jwt_near_expiry_is_signed_again(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
 ) -> None:
     clock = Clock()
-    channel = channel_for(session, vapid, clock)
+    channel = channel_for(client, vapid, clock)
     sub = receiver.subscribe()
     await channel.send(make_delivery(target(sub)))
     clock.now += 10 * 3600
@@ -256,7 +264,7 @@ async def test_a_jwt_near_expiry_is_signed_again(
 
 
 async def test_an_endpoint_outside_the_policy_is_not_called(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
@@ -264,19 +272,19 @@ async def test_an_endpoint_outside_the_policy_is_not_called(
     sub = receiver.subscribe()
     doc = {"channel": "webpush", "subscription": sub.to_json()}
     doc["subscription"]["endpoint"] = sub.endpoint.replace("127.0.0.1", "localhost")  # type: ignore[index]
-    result = await channel_for(session, vapid).send(make_delivery(doc))
+    result = await channel_for(client, vapid).send(make_delivery(doc))
     assert (result.status, result.reason) == ("failed", "endpoint must be an https URL")
     assert receiver.count == 0
 
 
 async def test_a_long_body_is_shortened_to_fit_one_record(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
 ) -> None:
     sub = receiver.subscribe()
-    result = await channel_for(session, vapid).send(make_delivery(target(sub), body="ä" * 5000))
+    result = await channel_for(client, vapid).send(make_delivery(target(sub), body="ä" * 5000))
     assert result.status == "sent"
     [got] = receiver.received_by(sub)
     assert got.payload is not None
@@ -285,7 +293,7 @@ async def test_a_long_body_is_shortened_to_fit_one_record(
 
 
 async def test_keys_that_are_not_a_p256_point_fail_without_a_request(
-    session: aiohttp.ClientSession,
+    client: PushClient,
     vapid: Vapid02,
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
@@ -294,9 +302,38 @@ async def test_keys_that_are_not_a_p256_point_fail_without_a_request(
     doc = {"channel": "webpush", "subscription": broken.to_json()}
     # A point off the curve (a stored row from before validation, or tampered with).
     doc["subscription"]["keys"]["p256dh"] = "BA" + "A" * 85  # type: ignore[index]
-    channel = channel_for(session, vapid)
+    channel = channel_for(client, vapid)
     result = await channel.send(make_delivery(doc))
     assert result.status == "failed"
     assert result.reason.startswith("subscription keys are not valid")
     assert (await channel.send(make_delivery(target(sentinel)))).status == "sent"
     assert [r.subscription_id for r in receiver.received] == [sentinel.id]
+
+
+async def test_a_name_resolving_to_an_internal_address_is_refused_at_send_time(
+    vapid: Vapid02, receiver: WebPushReceiver, make_delivery: MakeDelivery
+) -> None:
+    # A name that passed validation and now resolves to loopback (DNS rebinding).
+    policy = TargetPolicy.from_settings(ChannelSettings(notifications_push_hosts=["localhost"]))
+    client = PushClient(policy)
+    channel = WebPushChannel(
+        client, vapid, subject="mailto:ops@mowdeck.example", policy=policy, timeout=5
+    )
+    sub, sentinel = receiver.subscribe(), receiver.subscribe()
+    doc = {"channel": "webpush", "subscription": sub.to_json()}
+    port = receiver.origin.rsplit(":", 1)[1]
+    doc["subscription"]["endpoint"] = f"https://localhost:{port}/push/{sub.id}"  # type: ignore[index]
+    try:
+        result = await channel.send(make_delivery(doc))
+    finally:
+        await channel.close()
+    assert result.status == "failed"
+    assert result.reason.startswith("refused: localhost resolves to")
+    # The sentinel, sent where the insecure policy allows it, is the only push that arrived.
+    allowed = channel_for(PushClient(POLICY), vapid)
+    try:
+        ok = await allowed.send(make_delivery(target(sentinel)))
+    finally:
+        await allowed.close()
+    assert ok.status == "sent"
+    assert receiver.count == 1
