@@ -33,6 +33,7 @@ from contracts.v1.subjects import EVENTS
 from mowdeck.authn._settings import AuthSettings
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus_permissions import DENYLIST_DELIVER
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DropMessage, RetryLater, settle
 
 __all__ = [
@@ -186,6 +187,7 @@ class JetStreamDenyList:
                 durable=RECORDER,
                 queue=RECORDER,
                 max_ack_pending=1000,
+                deliver_subject=DENYLIST_DELIVER,
             )
             self._recorder = Consumer(bus, spec, self._on_event)
             await self._recorder.start()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mowdeck.kit.bus_permissions import ADMIN, USERS
 
-__all__ = ["auth_config", "configure", "node_config", "run", "write_config"]
+__all__ = ["auth_config", "configure", "fresh_passwords", "node_config", "run", "write_config"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +61,11 @@ def auth_config(passwords: dict[str, str]) -> str:
         ]
     lines += ["  ]", "}", ""]
     return "\n".join(lines)
+
+
+def fresh_passwords() -> dict[str, str]:
+    """A new random password for every user (``admin`` included)."""
+    return {u.name: secrets.token_urlsafe(24) for u in (*USERS, ADMIN)}
 
 
 def node_config(index: int, args: argparse.Namespace) -> str:

@@ -21,6 +21,8 @@ from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.settings import BaseSettings, load_settings
 from mowdeck.kit.streams import Applied
+from mowdeck.realtime.settings import RealtimeSettings, load_realtime_settings
+from mowdeck.realtime.tickets import open_bucket
 
 __all__ = ["StreamsNotAppliedError", "apply_all", "apply_streams", "configure", "run"]
 
@@ -49,14 +51,34 @@ def _replicas(text: str) -> int:
 
 
 async def apply_all(
-    bus: Bus, *, replicas: int = 1, auth: AuthSettings | None = None
+    bus: Bus,
+    *,
+    replicas: int = 1,
+    auth: AuthSettings | None = None,
+    realtime: RealtimeSettings | None = None,
 ) -> list[Applied]:
-    """The admin step on a connected ``bus``: the contracts' streams and the deny-list bucket."""
+    """The admin step on a connected ``bus``: the contracts' streams and two buckets.
+
+    The buckets are the deny-list's (``auth``) and Realtime's stream tickets (``realtime``).
+    """
     applied = await bus.ensure_streams(STREAMS, replicas=replicas)
     auth = auth or AuthSettings()
     action = await create_denylist_bucket(bus, auth)
     applied.append(Applied(stream=f"KV_{auth.denylist_bucket}", action=action))
+    realtime = realtime or RealtimeSettings()
+    found = await _exists(bus, f"KV_{realtime.realtime_ticket_bucket}")
+    await open_bucket(bus.js, realtime.realtime_ticket_bucket, realtime.realtime_ticket_ttl_seconds)
+    applied.append(
+        Applied(
+            stream=f"KV_{realtime.realtime_ticket_bucket}",
+            action="unchanged" if found else "created",
+        )
+    )
     return applied
+
+
+async def _exists(bus: Bus, stream: str) -> bool:
+    return not await bus.missing_streams([stream])
 
 
 async def apply_streams(
@@ -81,6 +103,7 @@ async def apply_streams(
             bus,
             replicas=settings.stream_replicas if replicas is None else replicas,
             auth=auth or load_auth_settings(),
+            realtime=load_realtime_settings(),
         )
     except (MowdeckError, nats.errors.Error) as err:
         raise StreamsNotAppliedError(f"streams not applied: {err}") from err

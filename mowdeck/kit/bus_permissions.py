@@ -31,7 +31,9 @@ from contracts.v1.subjects import (
 
 __all__ = [
     "ADMIN",
+    "DENYLIST_DELIVER",
     "DENYLIST_STREAM",
+    "TICKETS_STREAM",
     "USERS",
     "BusUser",
     "inbox_prefix",
@@ -42,6 +44,12 @@ __all__ = [
 # The deny-list's key-value bucket (AuthSettings.denylist_bucket) is this stream.
 DENYLIST_BUCKET = "MOWDECK_DENYLIST"
 DENYLIST_STREAM = f"KV_{DENYLIST_BUCKET}"
+# The deny-list's recorder is one durable shared by every HTTP service, so by several bus
+# users: its deliveries go to this subject, not to one user's inbox.
+DENYLIST_DELIVER = "mowdeck.denylist.recorder"
+# Realtime's stream tickets (RealtimeSettings.realtime_ticket_bucket).
+TICKETS_BUCKET = "realtime-tickets"
+TICKETS_STREAM = f"KV_{TICKETS_BUCKET}"
 
 
 def inbox_prefix(name: str) -> str:
@@ -105,7 +113,16 @@ USERS: tuple[BusUser, ...] = (
             *_stream_info(EVENTS.name),
             *_DENYLIST,
         ),
-        subscribe=(FLEET_MOWERS_LIST, _inbox("fleet")),
+        # Core subscriptions: results for waiting requests, other replicas' mower changes
+        # and grant changes (cache invalidation).
+        subscribe=(
+            FLEET_MOWERS_LIST,
+            RESULT_FILTER,
+            MOWER_EVENT_FILTER,
+            "event.identity.grants.changed",
+            DENYLIST_DELIVER,
+            _inbox("fleet"),
+        ),
         streams=(COMMANDS.name, EVENTS.name, DENYLIST_STREAM),
     ),
     BusUser(
@@ -132,7 +149,7 @@ USERS: tuple[BusUser, ...] = (
             *reader_of(TELEMETRY.name, COMMANDS.name, EVENTS.name),
             *_DENYLIST,
         ),
-        subscribe=(_inbox("telemetry"),),
+        subscribe=(DENYLIST_DELIVER, _inbox("telemetry")),
         streams=(TELEMETRY.name, COMMANDS.name, EVENTS.name, DENYLIST_STREAM),
     ),
     BusUser(
@@ -144,7 +161,7 @@ USERS: tuple[BusUser, ...] = (
             *reader_of(TELEMETRY.name, EVENTS.name),
             *_DENYLIST,
         ),
-        subscribe=(_inbox("notifications"),),
+        subscribe=(DENYLIST_DELIVER, _inbox("notifications")),
         streams=(TELEMETRY.name, EVENTS.name, DENYLIST_STREAM),
     ),
     BusUser(
@@ -155,10 +172,16 @@ USERS: tuple[BusUser, ...] = (
             f"$JS.API.DIRECT.GET.{TELEMETRY.name}.>",
             f"$JS.API.DIRECT.GET.{TELEMETRY.name}",
             f"$JS.API.STREAM.MSG.GET.{TELEMETRY.name}",
+            # Its stream tickets: a key-value bucket the admin step makes.
+            f"$KV.{TICKETS_BUCKET}.>",
+            f"$JS.API.STREAM.INFO.{TICKETS_STREAM}",
+            f"$JS.API.DIRECT.GET.{TICKETS_STREAM}.>",
+            f"$JS.API.DIRECT.GET.{TICKETS_STREAM}",
+            f"$JS.API.STREAM.MSG.GET.{TICKETS_STREAM}",
             *_DENYLIST,
         ),
-        subscribe=(_inbox("realtime"),),
-        streams=(TELEMETRY.name, COMMANDS.name, EVENTS.name, DENYLIST_STREAM),
+        subscribe=(DENYLIST_DELIVER, _inbox("realtime")),
+        streams=(TELEMETRY.name, COMMANDS.name, EVENTS.name, DENYLIST_STREAM, TICKETS_STREAM),
     ),
     BusUser(
         name="cli",

@@ -9,11 +9,16 @@ import signal
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import aiohttp
+import nats
 import pytest
 
 from mowdeck import demo
 from mowdeck.cli import main
+from mowdeck.gateway.service import GatewayService
+from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer
 
 
@@ -93,3 +98,60 @@ def test_a_port_in_use_is_one_line(
     assert "mowdeck demo: cannot start the services:" in err
     assert "address already in use" in err
     assert "Traceback" not in err
+
+
+async def _connections(monitor_url: str) -> list[dict[str, Any]]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{monitor_url}/connz", params={"auth": "true", "limit": "100"}) as r,
+    ):
+        body = await r.json()
+    return list(body["connections"])
+
+
+@pytest.mark.slow
+async def test_the_demo_bus_refuses_strangers_and_every_service_is_its_own_user(
+    demo_tmp: Path,
+) -> None:
+    async with demo.running_demo(_args()) as running:
+        nats_bus = running.nats
+        assert nats_bus is not None
+        assert nats_bus.monitor_url is not None
+        errors: list[Exception] = []
+
+        async def collect(err: Exception) -> None:
+            errors.append(err)
+
+        with pytest.raises(Exception, match=r"(?i)authorization"):
+            await nats.connect(
+                nats_bus.url,
+                allow_reconnect=False,
+                max_reconnect_attempts=0,
+                connect_timeout=2,
+                error_cb=collect,
+            )
+        assert any("authorization violation" in str(e).lower() for e in errors)
+        with pytest.raises(Exception, match=r"(?i)authorization"):
+            await nats.connect(
+                nats_bus.url, user="fleet", password="guessed", allow_reconnect=False
+            )
+
+        # Every connection is authenticated, and each service runs as its own user on a
+        # connection of its own (the gateway has two: its bus and its emergency lane).
+        connections = await _connections(nats_bus.monitor_url)
+        users = {c["name"]: c.get("authorized_user") for c in connections}
+        assert users == {
+            "fleet": "fleet",
+            "telemetry": "telemetry",
+            "notifications": "notifications",
+            "realtime": "realtime",
+            "gateway-0": "gateway",
+            "gateway-0-estop": "gateway",
+            "demo-scenario": "fleet",
+        }
+        assert len(connections) == len(users)  # no other, no shared one
+
+        # Work crosses users: the gateway learned its mowers from Fleet (fleet.mowers.list
+        # answered by Fleet's user, its events) and holds a link to each of them.
+        [gateway] = [s for s in running.services if isinstance(s, GatewayService)]
+        await eventually(lambda: len(gateway.connections) == len(running.mowers), timeout=30)

@@ -42,6 +42,7 @@ def test_streams_are_created_then_merged(
     assert capsys.readouterr().out.splitlines() == [
         *(f"{s.name}: created" for s in STREAMS),
         "KV_MOWDECK_DENYLIST: created",
+        "KV_realtime-tickets: created",
     ]
 
     asyncio.run(_lengthen_telemetry(own_nats_server.url, 6 * 3600.0))
