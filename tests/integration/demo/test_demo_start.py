@@ -14,9 +14,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from contracts.v1 import MowerListRequest
 from mowdeck import demo
 from mowdeck.cli import main
 from mowdeck.gateway.service import GatewayService
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.seed import list_mowers
 from tests.support.eventually import eventually
 from tests.support.natscluster import refused_at_connect
 from tests.support.natsserver import NatsServer
@@ -140,3 +143,19 @@ async def test_the_demo_bus_refuses_strangers_and_every_service_is_its_own_user(
         # answered by Fleet's user, its events) and holds a link to each of them.
         [gateway] = [s for s in running.services if isinstance(s, GatewayService)]
         await eventually(lambda: len(gateway.connections) == len(running.mowers), timeout=30)
+
+        # The real Fleet answers fleet.mowers.list to the gateway's and Telemetry's users,
+        # on each asker's own inbox prefix.
+        for asker in ("gateway", "telemetry"):
+            bus = await Bus.connect(
+                nats_bus.url,
+                name=f"test-{asker}",
+                credentials=nats_bus.credentials(asker),
+                user=asker,
+            )
+            try:
+                listed = await list_mowers(bus, MowerListRequest(), timeout=5)
+                assert sorted(r.mower_id for r in listed) == sorted(running.mowers), asker
+                assert bus.refused == 0
+            finally:
+                await bus.drain()
