@@ -220,6 +220,12 @@ class Bus:
                 await self.js.stream_info(name)
             except NotFoundError:
                 missing.append(name)
+            except nats.errors.TimeoutError as err:
+                # A refused request is never answered: name the right that is lacking.
+                raise BusError(
+                    f"no answer to the info of stream {name}: may this user publish to"
+                    f" $JS.API.STREAM.INFO.{name}? (refused so far: {self.refused})"
+                ) from err
         return missing
 
     async def require_streams(

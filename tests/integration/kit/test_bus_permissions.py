@@ -21,7 +21,7 @@ from nats.aio.client import Client
 
 from contracts.v1.subjects import STREAMS
 from mowdeck.commands.nats_config import write_config
-from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.bus import Bus, BusError, NatsCredentials
 from mowdeck.kit.bus_permissions import ADMIN, USERS, inbox_prefix
 from mowdeck.kit.publisher import Publisher
 from tests.support.natscluster import NatsCluster
@@ -285,3 +285,23 @@ async def test_a_reply_sent_to_another_users_inbox_is_not_read_by_a_third(
     assert await telemetry.refused_subscribe(f"{inbox_prefix('gateway')}.>")
     reply = await gateway.nc.request("fleet.mowers.list", b"", timeout=2)
     assert reply.data == b"list"
+
+
+async def test_a_stream_a_user_may_not_look_at_is_an_error_naming_the_right(
+    server: tuple[NatsCluster, dict[str, str]],
+    connect,  # type: ignore[no-untyped-def]
+) -> None:
+    node, passwords = server
+    bus = await Bus.connect(
+        node.url,
+        name="cli",
+        credentials=NatsCredentials(user="cli", password=passwords["cli"]),
+        user="cli",
+    )
+    bus.js = bus.nc.jetstream(timeout=1.0)
+    try:
+        assert await bus.missing_streams(["EVENTS"]) == []  # its own: looked at, found
+        with pytest.raises(BusError, match=r"\$JS\.API\.STREAM\.INFO\.TELEMETRY"):
+            await bus.require_streams(["TELEMETRY"])
+    finally:
+        await bus.drain()
