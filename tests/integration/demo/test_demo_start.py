@@ -115,8 +115,12 @@ async def _connections(monitor_url: str) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 async def test_the_demo_bus_refuses_strangers_and_every_service_is_its_own_user(
-    demo_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The servers' temp folders stay in the system's: the embedded PostgreSQL runs as a
+    # user of its own, which may not enter pytest's private folders.
+    for name in ("MOWDECK_NATS_URL", "MOWDECK_DATABASE_URL", "MOWDECK_JWT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
     with structlog.testing.capture_logs() as logs:
         async with demo.running_demo(_args()) as running:
             await _check_bus_users(running)
