@@ -27,13 +27,7 @@ from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
 from mowdeck.demo_bus import DemoBus, start_demo_nats
 from mowdeck.demo_scenario import run_scenario
-from mowdeck.demo_support import (
-    DemoConsole,
-    console_origins,
-    demo_auth,
-    free_port,
-    ready_mower,
-)
+from mowdeck.demo_support import console_origins, demo_auth, free_port, ready_mower
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -50,7 +44,7 @@ from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import load_notifications_settings
 from mowdeck.notifications.targets import LogTarget
-from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes
+from mowdeck.realtime.console import OneTimeCodes
 from mowdeck.realtime.service import RealtimeService
 from mowdeck.realtime.settings import load_realtime_settings
 from mowdeck.realtime.stale import ReadModelLatestStates
@@ -81,8 +75,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=int,
         default=8080,
-        help="Fleet's port; Telemetry (+1), the gateway (+2), Notifications (+3), the "
-        "console (+4) and the simulator (+10) use the next ones (0: free ports)",
+        help="Fleet's port; Telemetry (+1), the gateway (+2), Notifications (+3), Realtime "
+        "with the console (+4) and the simulator (+10) use the next ones (0: free ports)",
     )
     parser.add_argument(
         "--state-dir",
@@ -127,7 +121,8 @@ async def _subscribe_demo_user(store: PostgresNotificationStore) -> None:
 
 def _realtime(
     environ: dict[str, str],
-    telemetry: TelemetryService,
+    services: tuple[FleetService, TelemetryService, NotificationsService],
+    codes: OneTimeCodes,
     *,
     auth: AuthSettings,
     authz: AuthzSettings,
@@ -135,15 +130,22 @@ def _realtime(
     authorizer: LocalAuthorizer,
 ) -> RealtimeService:
     # Realtime reads the states the stream no longer holds through Telemetry's store,
-    # which exists once Telemetry has started.
+    # which exists once Telemetry has started; its console calls the APIs started before.
+    fleet, telemetry, notifications = services
     assert telemetry.store is not None
+    console = {
+        "MOWDECK_REALTIME_CONSOLE_FLEET_URL": fleet.url,
+        "MOWDECK_REALTIME_CONSOLE_TELEMETRY_URL": telemetry.url,
+        "MOWDECK_REALTIME_CONSOLE_NOTIFICATIONS_URL": notifications.url,
+    }
     return RealtimeService(
-        load_realtime_settings(environ),
+        load_realtime_settings({**environ, **console}),
         auth_settings=auth,
         authz_settings=authz,
         bus=bus,
         authorizer=authorizer,
         states=ReadModelLatestStates(telemetry.store),
+        console_codes=codes,
     )
 
 
@@ -185,9 +187,10 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
 
         auth, key_file = demo_auth(Path(args.state_dir))
         token = TokenIssuer(auth).mint(DEMO_USER, DEMO_ACCOUNT, ttl_s=24 * 3600)
-        # The console is served before the APIs start: their CORS origins name it.
-        console_port = _port(args.port, 4) or free_port(args.host)
-        origins = console_origins(args.host, console_port)
+        # Realtime serves the console and starts last: the APIs' CORS origins name its
+        # port, chosen now.
+        realtime_port = _port(args.port, 4) or free_port(args.host)
+        origins = console_origins(args.host, realtime_port)
         env["MOWDECK_HTTP_CORS_ORIGINS"] = msgspec.json.encode(origins).decode()
         authz = AuthzSettings(authz="local")
 
@@ -261,9 +264,11 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             # Mostly a port in use: say which, without a traceback.
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
         stack.push_async_callback(stop_all, services, timeout=30.0)  # Realtime joins below
+        codes = OneTimeCodes(ttl_s=600)
         realtime = _realtime(
-            service_env("realtime", 5),
-            telemetry,
+            {**os.environ, **env, **nats.env("realtime"), "MOWDECK_HTTP_PORT": str(realtime_port)},
+            (fleet, telemetry, notifications),
+            codes,
             auth=auth,
             authz=authz,
             bus=bus,
@@ -276,18 +281,6 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
-        console_url = await _start_console(
-            stack,
-            ConsoleConfig(
-                fleet_url=fleet.url,
-                telemetry_url=telemetry.url,
-                notifications_url=notifications.url,
-                realtime_url=realtime.url,
-            ),
-            token,
-            host=args.host,
-            port=console_port,
-        )
         # The scenario tells its stories with the first three mowers: examples use another.
         scenario_mowers = [r.mower_id for r in sim.registrations()[:3]]
         example, waits = ready_mower(sim.fleet, busy=scenario_mowers)
@@ -308,27 +301,13 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             sim_url=sim.url,
             realtime_url=realtime.url,
             mowers=[r.mower_id for r in sim.registrations()],
-            console_url=console_url,
+            console_url=f"{realtime.url}/?code={codes.issue(token)}",
             example=example,
             example_waits=waits,
             key_file=key_file,
             services=services,
             nats=nats,
         )
-
-
-async def _start_console(
-    stack: contextlib.AsyncExitStack, config: ConsoleConfig, token: str, *, host: str, port: int
-) -> str:
-    """Serve the console until ``stack`` closes; its URL with a one-time code for ``token``."""
-    codes = OneTimeCodes(ttl_s=600)
-    console = DemoConsole(config, codes, host=host, port=port)
-    try:
-        await console.start()
-    except OSError as err:
-        raise DemoError(f"cannot start the console: {err.strerror or err}") from err
-    stack.push_async_callback(console.stop)
-    return f"{console.url}/?code={codes.issue(token)}"
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
@@ -386,15 +365,16 @@ def banner(demo: Demo) -> str:
     return f"""
 Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
 
-  Console    {demo.console_url}
-             (open it in a browser; the code in it signs you in once, for 10 minutes)
+  Console        {demo.console_url}
+                 (open it in a browser: the code signs you in once, within 10 minutes;
+                 afterwards open {demo.realtime_url}/ and paste the token below)
 
-  Fleet      {demo.fleet_url}
-  Telemetry  {demo.telemetry_url}
-  Notifications {demo.notifications_url}
-  Gateway    {demo.gateway_url}/metrics
-  Simulator  {demo.sim_url}/sim/mowers
-  Realtime   {demo.realtime_url}/v1/stream
+  Fleet          {demo.fleet_url}
+  Telemetry      {demo.telemetry_url}
+  Notifications  {demo.notifications_url}
+  Gateway        {demo.gateway_url}/metrics
+  Simulator      {demo.sim_url}/sim/mowers
+  Realtime       {demo.realtime_url}/v1/stream
 
 Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
   export TOKEN={demo.token}

@@ -1,4 +1,5 @@
-"""What the demo adds for a person trying it: a lasting key, the console, a ready mower."""
+"""What the demo adds for a person trying it: a lasting key, the console's origins, a ready
+mower."""
 
 from __future__ import annotations
 
@@ -10,14 +11,11 @@ from collections.abc import Collection
 from pathlib import Path
 
 import msgspec
-from aiohttp import web
 
 from mowdeck.authn import AuthSettings, load_auth_settings
-from mowdeck.kit.http import HttpServer, problem_middleware
-from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes, console_routes
 from simulator.fleet import SimulatorFleet
 
-__all__ = ["DemoConsole", "console_origins", "demo_auth", "demo_secret", "free_port", "ready_mower"]
+__all__ = ["console_origins", "demo_auth", "demo_secret", "free_port", "ready_mower"]
 
 
 def demo_auth(state_dir: Path) -> tuple[AuthSettings, str]:
@@ -69,6 +67,7 @@ def ready_mower(
 
 
 def free_port(host: str) -> int:
+    """A port free on ``host`` now, for a server started a little later."""
     with socket.socket() as probe:
         probe.bind((host, 0))
         port: int = probe.getsockname()[1]
@@ -76,26 +75,6 @@ def free_port(host: str) -> int:
 
 
 def console_origins(host: str, port: int) -> list[str]:
+    """The origins a browser may load the console from, served on ``host:port``."""
     names = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
     return sorted(f"http://{name}:{port}" for name in names)
-
-
-class DemoConsole:
-    """The operator console as a service of the demo, until Realtime serves it."""
-
-    name = "console"
-
-    def __init__(self, config: ConsoleConfig, codes: OneTimeCodes, *, host: str, port: int):
-        app = web.Application(middlewares=[problem_middleware])
-        app.add_routes(console_routes(config, codes))
-        self._http = HttpServer(app, host, port)
-
-    async def start(self) -> None:
-        await self._http.start()
-
-    async def stop(self) -> None:
-        await self._http.stop()
-
-    @property
-    def url(self) -> str:
-        return self._http.url

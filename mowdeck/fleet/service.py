@@ -37,11 +37,11 @@ from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
     HttpServer,
     Readiness,
-    cors_middleware,
     problem_middleware,
     request_metrics,
     task_alive,
@@ -221,13 +221,13 @@ class FleetService:
     def _app(self, fleet: Fleet, verifier: TokenVerifier, denylist: DenyList) -> web.Application:
         app = web.Application(
             middlewares=[
-                cors_middleware(self.settings.http_cors_origins),
                 request_metrics(self.metrics_registry, service="fleet"),
                 problem_middleware,
                 auth_middleware(verifier, denylist=denylist),
                 fleet_errors,
             ]
         )
+        CorsPolicy(self.settings.http_cors_origins).install(app)
         app[FLEET] = fleet
         with_ops_routes(app, self.readiness, self.metrics_registry)
         app.add_routes(routes())

@@ -1,8 +1,10 @@
 """Cross-origin reads from browsers, limited to configured origins (``http_cors_origins``).
 
-Headers are added in ``on_response_prepare``, so streamed responses (Server-Sent Events)
-get them too; preflight ``OPTIONS`` requests are answered before authentication, which a
-preflight never carries.
+The one CORS mechanism of every service: ``CorsPolicy(origins).install(app)``. Headers
+are added in ``on_response_prepare``, so every answer gets them, streamed ones (Server-Sent
+Events) and errors too; preflight ``OPTIONS`` requests are answered by the app's first
+middleware, before metrics and authentication (a preflight never carries a token): 204
+with the allowed methods and headers for an allowed origin, 403 for any other.
 """
 
 from __future__ import annotations
@@ -10,14 +12,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 
-__all__ = ["CorsPolicy", "cors_middleware"]
+__all__ = ["CorsPolicy"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _ALLOW_HEADERS = "Authorization, Content-Type, Last-Event-ID"
-_ALLOW_METHODS = "GET, POST, OPTIONS"
+_ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
+# What a page may read beyond the simple response headers: when to retry, where a new
+# resource is.
+_EXPOSE_HEADERS = "Location, Retry-After"
 _MAX_AGE = "600"
 
 
@@ -40,27 +44,15 @@ class CorsPolicy:
         return origin.rstrip("/") == own or self.allows(origin)
 
     def install(self, app: web.Application) -> None:
-        """Add the response headers to every answer of ``app``."""
-
-        async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
-            origin = request.headers.get("Origin")
-            if origin is not None and self.allows(origin):
-                response.headers["Access-Control-Allow-Origin"] = origin
-                response.headers["Access-Control-Expose-Headers"] = "Retry-After"
-                response.headers.add("Vary", "Origin")
-
-        app.on_response_prepare.append(on_prepare)
-
-
-def cors_middleware(policy: CorsPolicy) -> Middleware:
-    """Answers preflights (204 when the origin is allowed, 403 otherwise)."""
+        """Answer preflights first in ``app`` and add the headers to every answer of it."""
+        app.middlewares.insert(0, self._preflight)
+        app.on_response_prepare.append(self._on_prepare)
 
     @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def _preflight(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method != "OPTIONS" or "Access-Control-Request-Method" not in request.headers:
             return await handler(request)
-        origin = request.headers.get("Origin", "")
-        if not policy.allows(origin):
+        if not self.allows(request.headers.get("Origin", "")):
             return web.Response(status=403)
         return web.Response(
             status=204,
@@ -71,4 +63,12 @@ def cors_middleware(policy: CorsPolicy) -> Middleware:
             },
         )
 
-    return middleware
+    async def _on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return
+        # Answers differ by origin: a cache must not hand one origin's to another.
+        response.headers.add("Vary", "Origin")
+        if self.allows(origin):
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Expose-Headers"] = _EXPOSE_HEADERS

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -23,7 +23,6 @@ __all__ = [
     "Problem",
     "Readiness",
     "authz_unavailable",
-    "cors_middleware",
     "json_response",
     "problem_middleware",
     "read_json",
@@ -353,39 +352,3 @@ class HttpServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-
-_CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
-_CORS_HEADERS = "Authorization, Content-Type, Last-Event-ID"
-
-
-def cors_middleware(origins: Collection[str]) -> Middleware:
-    """Let pages from ``origins`` call the API from a browser (none: same origin only).
-
-    Place it first: a preflight carries no token, and every answer (401s and 404s too)
-    needs the header for the page to read it.
-    """
-    allowed = frozenset(o.rstrip("/") for o in origins)
-
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        origin = request.headers.get("Origin")
-        if origin is None or origin not in allowed:
-            return await handler(request)
-        if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
-            return web.Response(
-                status=204,
-                headers={
-                    "Access-Control-Allow-Origin": origin,
-                    "Access-Control-Allow-Methods": _CORS_METHODS,
-                    "Access-Control-Allow-Headers": _CORS_HEADERS,
-                    "Access-Control-Max-Age": "600",
-                    "Vary": "Origin",
-                },
-            )
-        response = await handler(request)
-        response.headers["Access-Control-Allow-Origin"] = origin
-        response.headers["Vary"] = "Origin"
-        return response
-
-    return middleware

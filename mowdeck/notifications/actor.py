@@ -24,7 +24,7 @@ import pykka
 
 from actors import ActorFactory, Dispatcher, DispatcherActor, LoopBridge, Snapshot
 from contracts.v1 import MowerState
-from mowdeck.notifications.plan import Plan, plan_states
+from mowdeck.notifications.plan import Plan, contact_only, plan_states
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules import Thresholds
 from mowdeck.notifications.watch import MowerWatch, decode_watch, encode_watch
@@ -42,11 +42,14 @@ __all__ = [
 
 
 class WatchAnswer(msgspec.Struct, frozen=True):
-    """A mower's answer: the watch it evaluated against, and the plan of its states."""
+    """A mower's answer: the watch it evaluated against, the plan of its states, the
+    watch after them, and whether the plan only moved the watch's contact (a heartbeat,
+    which the batch may store as a touch: ``plan.contact_only``)."""
 
     base: MowerWatch | None
     plan: Plan
     watch: MowerWatch | None
+    contact_only: bool = False
 
 
 class PlanSink:
@@ -126,7 +129,8 @@ class WatchActor(DispatcherActor):
                 raise
             after = plan.writes[-1].watch if plan.writes else base
             self.watch = after
-            message.sink.deliver(self.mower_id, WatchAnswer(base, plan, after))
+            answer = WatchAnswer(base, plan, after, contact_only(base, plan))
+            message.sink.deliver(self.mower_id, answer)
             return None
         if isinstance(message, Adopt):
             self.watch = message.watch

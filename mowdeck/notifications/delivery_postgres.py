@@ -75,9 +75,8 @@ async def queue_deliveries(
     """The delivery rows of new inbox items ``(user_id, held)``, in the caller's transaction."""
     sent = sorted({user for user, held in inserted if not held})
     held = sorted({user for user, is_held in inserted if is_held})
-    queued = 0
     if sent:
-        status = await conn.execute(
+        await conn.fetchrow(
             sql.QUEUE_DELIVERIES,
             sent,
             event.kind,
@@ -88,7 +87,6 @@ async def queue_deliveries(
             _encode(event.params).decode(),
             event.occurred_at,
         )
-        queued = rows_affected(status)
     if held:
         now = datetime.now(UTC)
         users, ends = [], []
@@ -104,8 +102,6 @@ async def queue_deliveries(
             ends.append(summary_due(quiet, row["timezone"], event.occurred_at, now))
         if users:
             await conn.execute(sql.QUEUE_SUMMARIES, users, ends, SUMMARY_KEY)
-    if queued:
-        await conn.execute(sql.NOTIFY)
 
 
 class PostgresDeliveries:

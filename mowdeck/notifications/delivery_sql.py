@@ -33,12 +33,18 @@ _COLUMNS = """target_id, user_id, channel, kind, mower_id, severity, dedupe_key,
 # One row per target of the users in $1 (those whose new item is not held), due at once:
 # due since the event occurred (so the oldest due age tells how late delivery is), or
 # now for an event from a clock running ahead.
+# The workers are woken in the same statement when rows were queued (one round trip less
+# in the fan-out's transaction); PostgreSQL delivers the notification at commit.
 QUEUE_DELIVERIES = f"""
-INSERT INTO notification_deliveries ({_COLUMNS})
-SELECT t.id, t.user_id, t.channel, $2, $3, $4, $5, $6, $7::jsonb, $8, least($8, now())
-FROM notification_targets AS t WHERE t.user_id = ANY($1::text[])
-ORDER BY t.id
-ON CONFLICT (target_id, dedupe_key) DO NOTHING
+WITH queued AS (
+    INSERT INTO notification_deliveries ({_COLUMNS})
+    SELECT t.id, t.user_id, t.channel, $2, $3, $4, $5, $6, $7::jsonb, $8, least($8, now())
+    FROM notification_targets AS t WHERE t.user_id = ANY($1::text[])
+    ORDER BY t.id
+    ON CONFLICT (target_id, dedupe_key) DO NOTHING
+    RETURNING 1
+), counted AS (SELECT count(*) AS n FROM queued)
+SELECT n, CASE WHEN n > 0 THEN pg_notify('{CHANNEL}', '') END AS woke FROM counted
 """
 QUIET_OF = """
 SELECT user_id, timezone, quiet_start, quiet_end, quiet_allow_critical
@@ -58,7 +64,6 @@ SET params = jsonb_set(notification_deliveries.params, '{{count}}',
     to_jsonb((notification_deliveries.params->>'count')::int + 1))
 WHERE notification_deliveries.state = 'due'
 """
-NOTIFY = f"SELECT pg_notify('{CHANNEL}', '')"
 
 # -- the workers -----------------------------------------------------------------------------
 

@@ -2,10 +2,11 @@
 
 Per batch: decode (malformed payloads and subjects naming another mower are terminated,
 other TELEMETRY subjects acknowledged unread), ask each mower's ``WatchActor`` to run
-the rules, then in one transaction lock the batch's watches FOR UPDATE (in mower id
-order), plan again on the stored watch every mower whose actor evaluated against another
-one (another replica, the offline scan or a link event wrote it meanwhile), write the
-watches and the pending events, commit, and only then acknowledge. The next batch is
+the rules, then one transaction (``statebatch.StateBatchWriter``) locks the batch's
+watches FOR UPDATE (in mower id order), plans again on the stored watch every mower
+whose actor evaluated against another one (another replica, the offline scan or a link
+event wrote it meanwhile), touches the heartbeats, writes the other watches and the
+pending events, commits, and only then the batch is acknowledged. The next batch is
 decoded and evaluated while this one commits. A batch that fails is nak'd whole and its
 actors are stopped, so they restart from the stored watches.
 """
@@ -29,19 +30,13 @@ from contracts.v1 import ContractError, MowerState, decode_state
 from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
 from mowdeck.kit.batching import BatchLoop, nak_all
 from mowdeck.kit.wire import ack_all
-from mowdeck.notifications.actor import (
-    Adopt,
-    Evaluate,
-    PlanSink,
-    WatchAnswer,
-    WatchSnapshots,
-    evaluate,
-)
+from mowdeck.notifications.actor import Adopt, Evaluate, PlanSink, WatchAnswer, WatchSnapshots
 from mowdeck.notifications.errors import StoreConflictError
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.plan import Plan
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.statebatch import StateBatchWriter
 from mowdeck.notifications.watch import MowerWatch
 
 __all__ = ["StatePipeline", "count_plan", "transact"]
@@ -134,6 +129,7 @@ class StatePipeline:
             name="notifications-states",
         )
         self.on_message = self._loop.on_message
+        self._writer = StateBatchWriter(store, thresholds)
         self._subjects: dict[str, uuid.UUID] = {}
         self._keys: dict[uuid.UUID, str] = {}
 
@@ -208,6 +204,8 @@ class StatePipeline:
             else:
                 refs[mower_id] = ref
         if missing:
+            # A new actor holds what it reads now, whatever this replica wrote before.
+            self._writer.forget(missing)
             # One query for every new mower's watch, then all actors start together.
             await self._snapshots.prefetch(missing)
             started = await supervisor.get_or_start_many(self._key(m) for m in missing)
@@ -232,36 +230,16 @@ class StatePipeline:
         return {m: sink.answers.get(m) for m in mowers}
 
     async def _commit(self, prepared: _Prepared) -> None:
-        mowers, answers = prepared.mowers, prepared.answers
-        replanned: dict[uuid.UUID, MowerWatch | None] = {}
-
-        def planner(stored: dict[uuid.UUID, MowerWatch]) -> Plan:
-            replanned.clear()
-            plan = Plan()
-            for mower_id, answer in answers.items():
-                watch = stored.get(mower_id)
-                part = answer.plan
-                if watch != answer.base:
-                    part = evaluate(
-                        mower_id,
-                        watch,
-                        states=mowers[mower_id].states,
-                        now=prepared.now,
-                        consuming_since=prepared.consuming_since,
-                        thresholds=self._thresholds,
-                    )
-                    replanned[mower_id] = part.writes[-1].watch if part.writes else watch
-                plan.writes.extend(part.writes)
-                plan.events.extend(part.events)
-                plan.suppressed.extend(part.suppressed)
-                for reason, count in part.ignored.items():
-                    plan.ignored[reason] = plan.ignored.get(reason, 0) + count
-            return plan
-
+        mowers = prepared.mowers
         msgs = [m for e in mowers.values() for m in e.msgs]
         started = time.perf_counter()
         try:
-            plan = await transact(self._store, list(answers), planner)
+            result = await self._writer.commit(
+                prepared.answers,
+                {m: e.states for m, e in mowers.items()},
+                prepared.now,
+                prepared.consuming_since,
+            )
         except Exception:
             log.exception("state batch failed; redelivering", mowers=len(mowers))
             # The actors evaluated against watches that were never committed: restart
@@ -272,13 +250,14 @@ class StatePipeline:
         metrics = self._metrics
         metrics.commit_seconds.labels(source="states").observe(time.perf_counter() - started)
         metrics.states_evaluated.inc(len(msgs))
-        count_plan(metrics, plan, "states")
-        for mower_id, watch in replanned.items():
+        metrics.watches_written.labels(source="contact").inc(len(result.touched))
+        count_plan(metrics, result.plan, "states")
+        for mower_id, watch in result.replanned.items():
             ref = self._supervisor.get(self._key(mower_id))
             if ref is not None:
                 ref.tell(Adopt(watch))
         await ack_all(msgs)
-        if plan.events:
+        if result.plan.events:
             self._on_events()
 
 

@@ -24,6 +24,7 @@ from mowdeck.notifications.model import (
     InboxItem,
     InboxPage,
     PendingEvent,
+    Stamp,
     WatchWrite,
 )
 from mowdeck.notifications.preferences import Preferences
@@ -38,6 +39,9 @@ class _Pending:
     event: RuleEvent
     attempts: int = 0
     claimed_until: datetime | None = None
+
+
+_replace = msgspec.structs.replace
 
 
 def _earlier(stored: datetime | None, new: datetime | None) -> datetime | None:
@@ -58,6 +62,7 @@ class InMemoryNotificationStore(InMemoryDeliveries):
         self._init_deliveries()
         self._lock = asyncio.Lock()
         self.watch_rows: dict[uuid.UUID, tuple[MowerWatch, datetime | None]] = {}
+        self.versions: dict[uuid.UUID, int] = {}
         self.pending: dict[int, _Pending] = {}
         self.inbox: dict[uuid.UUID, InboxItem] = {}
         self.preferences: dict[str, tuple[uuid.UUID, Preferences]] = {}
@@ -209,6 +214,7 @@ class InMemoryNotificationStore(InMemoryDeliveries):
         """Delete everything about the mower and drop it from selections."""
         deleted = self._forget_deliveries(mower_id=mower_id)
         deleted += 1 if self.watch_rows.pop(mower_id, None) is not None else 0
+        self.versions.pop(mower_id, None)
         for pending_id in [p for p, row in self.pending.items() if row.event.mower_id == mower_id]:
             del self.pending[pending_id]
             deleted += 1
@@ -227,12 +233,18 @@ class _WatchTransaction:
         self._store = store
         self._locked: set[uuid.UUID] = set()
         self._claimed: set[uuid.UUID] = set()
-        self._writes: list[WatchWrite] = []
+        self._writes: list[WatchWrite | MowerWatch] = []
         self._events: list[RuleEvent] = []
 
     async def lock(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MowerWatch]:
         self._locked.update(mower_ids)
         return await self._store.read_watches(sorted(mower_ids, key=lambda m: m.int))
+
+    async def lock_versions(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Stamp]:
+        self._locked.update(mower_ids)
+        watches = await self._store.read_watches(mower_ids)
+        versions = self._store.versions
+        return {m: Stamp(versions.get(m, 0), w.observed_at) for m, w in watches.items()}
 
     async def claim_due(self, now: datetime, limit: int) -> list[MowerWatch]:
         due = [
@@ -253,12 +265,41 @@ class _WatchTransaction:
         self._writes.extend(watches)  # applied in order: the last write of a mower wins
         self._events.extend(events)
 
+    async def touch(self, watches: Sequence[MowerWatch]) -> None:
+        for watch in watches:
+            if watch.mower_id not in self._locked or watch.mower_id not in self._store.watch_rows:
+                raise ValueError(f"watch of {watch.mower_id} touched without locking it")
+        self._writes.extend(watches)
+
     def commit(self) -> None:
-        rows = self._store.watch_rows
+        rows, versions = self._store.watch_rows, self._store.versions
+        bumped: set[uuid.UUID] = set()
         for write in self._writes:
+            if isinstance(write, MowerWatch):
+                stored, due = rows[write.mower_id]
+                rows[write.mower_id] = (_contact(stored, write), due)
+                continue
             mower_id = write.watch.mower_id
             due = write.silence_due_at
             if mower_id not in self._claimed and mower_id in rows:
                 due = _earlier(rows[mower_id][1], due)
-            rows[mower_id] = (write.watch, due)
+            if not write.changed:
+                rows[mower_id] = (rows[mower_id][0], due)
+                continue
+            if mower_id not in bumped:  # PostgreSQL: one version per statement and row
+                bumped.add(mower_id)
+                versions[mower_id] = versions.get(mower_id, -1) + 1
+            watch = write.watch
+            if mower_id in rows:
+                watch = _contact(watch, rows[mower_id][0])
+            rows[mower_id] = (watch, due)
         self._store.add_pending(self._events)
+
+
+def _contact(watch: MowerWatch, other: MowerWatch) -> MowerWatch:
+    """``watch`` with the newer of each contact time (they never go back)."""
+    observed = max(watch.observed_at, other.observed_at)
+    contact = max(watch.contact_at, other.contact_at)
+    if observed == watch.observed_at and contact == watch.contact_at:
+        return watch
+    return _replace(watch, observed_at=observed, contact_at=contact)

@@ -7,6 +7,7 @@ import binascii
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import msgspec
 
@@ -22,8 +23,17 @@ __all__ = [
     "InboxItem",
     "InboxPage",
     "PendingEvent",
+    "Stamp",
     "WatchWrite",
 ]
+
+
+class Stamp(NamedTuple):
+    """What a locked watch row says of the document without reading it: the number of
+    its writes, and the time of the newest state applied."""
+
+    version: int
+    observed_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +42,13 @@ class WatchWrite:
 
     ``silence_due_at`` is ``rules.silence_due(watch, ...)``. Written by a state batch it
     only ever moves the stored time earlier; written back by the scan that claimed the
-    watch it is stored as given (see ``NotificationStore.watches``).
+    watch it is stored as given (see ``NotificationStore.watches``). ``changed`` False:
+    the watch is the stored one (a scan that found nothing), only the due time is new.
     """
 
     watch: MowerWatch
     silence_due_at: datetime | None
+    changed: bool = True
 
 
 class PendingEvent(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import msgspec
+
 from contracts.v1 import MowerState
 from mowdeck.notifications.events import Outcome, RuleEvent, Suppressed
 from mowdeck.notifications.model import WatchWrite
@@ -30,7 +32,17 @@ from mowdeck.notifications.rules import (
 )
 from mowdeck.notifications.watch import MowerWatch
 
-__all__ = ["LinkEvent", "Plan", "mower_ids", "plan_links", "plan_silence", "plan_states"]
+__all__ = [
+    "LinkEvent",
+    "Plan",
+    "contact_only",
+    "mower_ids",
+    "plan_links",
+    "plan_silence",
+    "plan_states",
+]
+
+_replace = msgspec.structs.replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,5 +140,17 @@ def plan_silence(
         outcome = evaluate_silence(watch, now, consuming_since, thresholds)
         plan._take(outcome)
         due = silence_due(outcome.watch, thresholds, consuming_since)
-        plan.writes.append(WatchWrite(outcome.watch, due))
+        plan.writes.append(WatchWrite(outcome.watch, due, changed=outcome.watch is not watch))
     return plan
+
+
+def contact_only(base: MowerWatch | None, plan: Plan) -> bool:
+    """Whether ``plan`` (of one mower's states against ``base``) only moved the watch's
+    contact: no event, nothing suppressed, and the written watch is ``base`` but for
+    ``observed_at`` and ``contact_at``. Such a plan may be stored as a touch."""
+    if base is None or plan.events or plan.suppressed or len(plan.writes) != 1:
+        return False
+    after = plan.writes[0].watch
+    return after.observed_at >= base.observed_at and base == _replace(
+        after, observed_at=base.observed_at, contact_at=base.contact_at
+    )

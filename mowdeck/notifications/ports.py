@@ -8,10 +8,11 @@ when the transaction lost a race and was rolled back (plan it again from fresh l
 
 How the service uses it:
 
-- A batch of states: ``async with store.watches() as tx``: ``tx.lock(mower_ids)``, run
-  ``rules.evaluate_state`` per state in arrival order, ``tx.write(watch_writes,
-  events)``; the commit stores the watches and the pending events together. On
-  ``StoreConflictError`` run the batch again.
+- A batch of states: ``async with store.watches() as tx``: ``tx.lock_versions(mower_ids)``
+  (the stamps), ``tx.lock(unsure)`` for the watches the actors may not hold as stored,
+  run ``rules.evaluate_state`` again where they differ, ``tx.touch(heartbeats)``,
+  ``tx.write(watch_writes, events)``; the commit stores the watches and the pending
+  events together (``statebatch.py``). On ``StoreConflictError`` run the batch again.
 - Link events: the same, with ``rules.evaluate_link``.
 - The offline scan, on every replica: ``async with store.watches() as tx``:
   ``tx.claim_due(now, limit)``, ``rules.evaluate_silence`` each, ``tx.write(...)``.
@@ -36,6 +37,7 @@ from mowdeck.notifications.model import (
     InboxItem,
     InboxPage,
     PendingEvent,
+    Stamp,
     WatchWrite,
 )
 from mowdeck.notifications.preferences import Preferences
@@ -56,6 +58,11 @@ class WatchTransaction(Protocol):
         """
         ...
 
+    async def lock_versions(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Stamp]:
+        """Lock as ``lock`` does (the same order), without reading the watches: the stored
+        ``Stamp`` of each (its version counts the writes that changed the watch)."""
+        ...
+
     async def claim_due(self, now: datetime, limit: int) -> list[MowerWatch]:
         """Lock up to ``limit`` watches whose silence is due by ``now``, skipping watches
         another transaction holds; most overdue first."""
@@ -68,8 +75,14 @@ class WatchTransaction(Protocol):
         programming error (``ValueError``).
 
         For a claimed watch ``silence_due_at`` is stored as given; for a locked one the
-        stored time only moves earlier (it is a lower bound the scan corrects).
+        stored time only moves earlier (it is a lower bound the scan corrects). A write
+        with ``changed`` stores the watch as a new version; without, only the due time.
         """
+        ...
+
+    async def touch(self, watches: Sequence[MowerWatch]) -> None:
+        """Store only the ``observed_at`` and ``contact_at`` of locked watches (neither
+        ever goes back); the rest of each, its version and due time stay as stored."""
         ...
 
 

@@ -26,6 +26,7 @@ from mowdeck.notifications.model import (
     InboxItem,
     InboxPage,
     PendingEvent,
+    Stamp,
     WatchWrite,
 )
 from mowdeck.notifications.preferences import Preferences, QuietHours
@@ -42,6 +43,7 @@ _encode = msgspec.json.Encoder().encode
 _params = msgspec.json.Decoder(dict[str, Param])
 _kinds = msgspec.json.Decoder(dict[str, bool])
 _uuid_int = operator.attrgetter("int")
+_replace = msgspec.structs.replace
 
 
 @contextmanager
@@ -56,6 +58,14 @@ def _translated(operation: str) -> Iterator[None]:
         if sqlstate in _CONFLICTS:
             raise StoreConflictError(f"{operation} lost a race: {err}") from err
         raise StoreError(f"{operation} failed: {err}") from err
+
+
+def _watch(row: asyncpg.Record) -> MowerWatch:
+    """The watch of a ``sql._WATCH`` row: its document with the contact columns put in."""
+    watch = decode_watch(row[1])
+    if watch.observed_at == row[2] and watch.contact_at == row[3]:
+        return watch
+    return _replace(watch, observed_at=row[2], contact_at=row[3])
 
 
 def _event(row: asyncpg.Record) -> RuleEvent:
@@ -125,7 +135,7 @@ class PostgresNotificationStore(PostgresDeliveries):
         """The stored watches of ``mower_ids``."""
         with _translated("watch read"):
             rows = await self._pool.fetch(sql.READ_WATCHES, list(mower_ids))
-        return {row[0]: decode_watch(row[1]) for row in rows}
+        return {row[0]: _watch(row) for row in rows}
 
     # -- fan-out ---------------------------------------------------------------------
 
@@ -304,16 +314,31 @@ class _WatchTransaction:
         ids = sorted(set(mower_ids), key=_uuid_int)
         rows = await self._conn.fetch(sql.LOCK_WATCHES, ids)
         self._lockable.update(ids)
-        watches = {row[0]: decode_watch(row[1]) for row in rows}
+        watches = {row[0]: _watch(row) for row in rows}
         self._held.update(watches)
         return watches
 
+    async def lock_versions(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Stamp]:
+        ids = sorted(set(mower_ids), key=_uuid_int)
+        rows = await self._conn.fetch(sql.LOCK_VERSIONS, ids)
+        self._lockable.update(ids)
+        stamps = {row[0]: Stamp(row[1], row[2]) for row in rows}
+        self._held.update(stamps)
+        return stamps
+
     async def claim_due(self, now: datetime, limit: int) -> list[MowerWatch]:
         rows = await self._conn.fetch(sql.CLAIM_DUE, now, limit)
-        watches = [decode_watch(row[1]) for row in rows]
+        watches = [_watch(row) for row in rows]
         self._claimed.update(row[0] for row in rows)
         self._held.update(row[0] for row in rows)
         return watches
+
+    async def touch(self, watches: Sequence[MowerWatch]) -> None:
+        for watch in watches:
+            if watch.mower_id not in self._held:
+                raise ValueError(f"watch of {watch.mower_id} touched without locking it")
+        if watches:
+            await self._conn.execute(sql.TOUCH_WATCHES, *sql.touch_columns(watches))
 
     async def write(self, watches: Sequence[WatchWrite], events: Sequence[RuleEvent]) -> None:
         update: list[WatchWrite] = []
@@ -330,7 +355,8 @@ class _WatchTransaction:
         conn = self._conn
         if update:
             exact = [w.watch.mower_id in self._claimed for w in update]
-            await conn.execute(sql.UPDATE_WATCHES, *sql.watch_columns(update), exact)
+            changed = [w.changed for w in update]
+            await conn.execute(sql.UPDATE_WATCHES, *sql.watch_columns(update), changed, exact)
         if insert:
             status = await conn.execute(sql.INSERT_WATCHES, *sql.watch_columns(insert))
             if rows_affected(status) != len(insert):

@@ -21,11 +21,11 @@ from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import DenyList, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError
+from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.http import (
     Problem,
     Readiness,
     authz_unavailable,
-    cors_middleware,
     json_response,
     problem_middleware,
     read_json,
@@ -281,13 +281,13 @@ def create_app(
     ``targets``), ``extra_routes`` and ops routes."""
     app = web.Application(
         middlewares=[
-            cors_middleware(deps.settings.http_cors_origins),
             request_metrics(metrics_registry, service="notifications"),
             problem_middleware,
             auth_middleware(verifier, denylist=denylist),
             _store_errors,
         ]
     )
+    CorsPolicy(deps.settings.http_cors_origins).install(app)
     app[DEPS] = deps
     with_ops_routes(app, readiness, metrics_registry)
     app.add_routes([*routes(), *extra_routes])

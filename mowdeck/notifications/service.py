@@ -2,37 +2,35 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 import structlog
-from nats.js import api
 from prometheus_client import CollectorRegistry
 
-from actors import Dispatcher, LoopBridge, ShardSupervisor
-from contracts.v1.subjects import EVENTS, MOWER_EVENT_FILTER, TELEMETRY
+from actors import ShardSupervisor
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
-from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus, NatsCredentials
-from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
-from mowdeck.kit.periodic import Periodic
 from mowdeck.kit.seed import FleetSeed
-from mowdeck.notifications.actor import WatchSnapshots, actor_factory
 from mowdeck.notifications.channels.http import open_channel_session
 from mowdeck.notifications.channels.loader import NotificationChannels, load_channels
+from mowdeck.notifications.consumers import STATES_DURABLE, Consumers, start_consumers
 from mowdeck.notifications.consuming import ConsumingSince
 from mowdeck.notifications.delivery_metrics import DeliveryMetrics
+from mowdeck.notifications.engine import (
+    Engine,
+    start_offline_scan,
+    start_pipeline,
+    start_watch_actors,
+)
 from mowdeck.notifications.fanout import Decisions, FanOut
-from mowdeck.notifications.identity import IdentityEvents, MowerNames
+from mowdeck.notifications.identity import MowerNames
 from mowdeck.notifications.ingest import StatePipeline
-from mowdeck.notifications.links import LinkEvents, decode_link
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.offline import OfflineScan
 from mowdeck.notifications.outbox import DeliveryWorker
@@ -43,15 +41,9 @@ from mowdeck.notifications.settings import NotificationsSettings
 from mowdeck.notifications.targets import TargetPolicy
 from mowdeck.notifications.targets_routes import TargetDeps
 
-__all__ = ["NotificationsService"]
+__all__ = ["STATES_DURABLE", "NotificationsService"]
 
 log = structlog.get_logger("mowdeck.notifications")
-
-STATES_DURABLE = "notifications-states"
-LINKS_DURABLE = "notifications-links"
-IDENTITY_DURABLE = "notifications-identity"
-IDENTITY_FILTER = "event.identity.user.*"
-GRANTS_SUBJECT = "event.identity.grants.changed"
 
 
 def _now() -> datetime:
@@ -164,76 +156,34 @@ class NotificationsService:
         if authorizer is None:
             authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
             res.push(authorizer.close, name="authorizer")
-        thresholds, clock = s.thresholds, self._clock
+        clock = self._clock
         self.consuming = consuming = ConsumingSince(bus.nc, clock)
-
-        dispatcher = Dispatcher(workers=s.notifications_actor_workers, name="notifications")
-        dispatcher.start()
-        res.push(lambda: asyncio.to_thread(dispatcher.stop), name="actor dispatcher")
-        snapshots = WatchSnapshots(store)
-        self._supervisor = supervisor = ShardSupervisor(
-            dispatcher, actor_factory(dispatcher, thresholds), snapshots
-        )
-        res.push(supervisor.stop_all, name="actor supervisor")
+        actors = start_watch_actors(store, s, res)
+        self._supervisor = actors.supervisor
 
         decisions = Decisions(authorizer, s.decision_cache_ttl, clock)
         self.names = names = MowerNames(store, self._forget_actor)
         wake = await self._start_fanout(bus, store, decisions, names)
-
-        seed = FleetSeed(
-            bus,
-            apply=names.apply,
-            remove=names.remove,
-            follow_events=True,
-            request_timeout=s.notifications_seed_timeout_seconds,
-            name="notifications-fleet-seed",
-        )
         if self._seed_enabled:
+            seed = FleetSeed(
+                bus,
+                apply=names.apply,
+                remove=names.remove,
+                follow_events=True,
+                request_timeout=s.notifications_seed_timeout_seconds,
+                name="notifications-fleet-seed",
+            )
             await seed.start()
             res.push(seed.stop, name="fleet seed")
             self.readiness.watch("fleet seed", lambda: seed.healthy)
 
-        self.pipeline = pipeline = StatePipeline(
-            store,
-            supervisor=supervisor,
-            snapshots=snapshots,
-            bridge=LoopBridge(asyncio.get_running_loop()),
-            thresholds=thresholds,
-            metrics=self.metrics,
-            consuming_since=lambda: consuming.since,
-            clock=clock,
-            on_events=wake,
-            batch_max=s.notifications_state_batch_max,
-            linger=s.notifications_state_batch_linger_ms / 1000,
+        engine = Engine(store, s, self.metrics, consuming, clock, wake)
+        self.pipeline = pipeline = start_pipeline(engine, actors, res, self.readiness)
+        parts = Consumers(
+            store, actors.supervisor, decisions, pipeline, consuming, self.metrics, wake
         )
-        pipeline.start()
-        res.push(pipeline.stop, name="state pipeline")
-        self.readiness.watch("state pipeline", task_alive(lambda: pipeline.task))
-        self.readiness.watch("watch workers", lambda: dispatcher.workers_alive)
-        await self._consume(
-            bus=bus,
-            store=store,
-            supervisor=supervisor,
-            decisions=decisions,
-            pipeline=pipeline,
-            wake=wake,
-        )
-
-        self.scan = scan = OfflineScan(
-            store,
-            thresholds=thresholds,
-            consuming=consuming,
-            metrics=self.metrics,
-            clock=clock,
-            on_events=wake,
-            batch=s.notifications_offline_scan_batch,
-        )
-        timer = Periodic(
-            "notifications-offline-scan", s.notifications_offline_scan_seconds, scan.round
-        )
-        timer.start()
-        res.push(timer.stop, name="offline scan")
-        self.readiness.watch("offline scan", task_alive(lambda: timer.task))
+        await start_consumers(bus, s, parts, res, self.readiness)
+        self.scan = start_offline_scan(engine, res, self.readiness)
 
         auth = self._auth_settings or load_auth_settings()
         verifier = self._verifier or TokenVerifier(auth)
@@ -294,67 +244,6 @@ class NotificationsService:
         self.readiness.watch("fan-out", task_alive(lambda: fanout.task))
         return fanout.wake
 
-    async def _consume(
-        self,
-        *,
-        bus: Bus,
-        store: NotificationStore,
-        supervisor: ShardSupervisor,
-        decisions: Decisions,
-        pipeline: StatePipeline,
-        wake: Callable[[], object],
-    ) -> None:
-        s, res = self.settings, self._resources
-        assert self.consuming is not None
-        consuming = self.consuming
-        identity = IdentityEvents(store, decisions)
-
-        async def on_identity(msg: Any) -> None:
-            await settle(msg, identity.handle, consumer=IDENTITY_DURABLE)
-
-        links = LinkEvents(
-            store,
-            supervisor=supervisor,
-            thresholds=s.thresholds,
-            metrics=self.metrics,
-            consuming_since=lambda: consuming.since,
-            on_events=wake,
-        )
-        link_consumer = MicroBatchConsumer(
-            bus,
-            _spec(EVENTS.name, MOWER_EVENT_FILTER, LINKS_DURABLE),
-            decode=decode_link,
-            commit=links.commit,
-            batch_max=s.notifications_state_batch_max,
-            linger=s.notifications_state_batch_linger_ms / 1000,
-        )
-        await link_consumer.start()
-        res.push(link_consumer.stop, name="links consumer")
-        self.readiness.watch("links consumer", lambda: link_consumer.alive)
-        for name, spec, callback in (
-            ("identity", _spec(EVENTS.name, IDENTITY_FILTER, IDENTITY_DURABLE), on_identity),
-            # The whole stream, as Telemetry reads it: a filter narrower than the stream's
-            # subjects costs JetStream about twice the CPU per delivery; the pipeline
-            # acknowledges whatever is not telemetry.mower.<id>.
-            (
-                "states",
-                _spec(TELEMETRY.name, TELEMETRY.subjects[0], STATES_DURABLE),
-                pipeline.on_message,
-            ),
-        ):
-            consumer = Consumer(bus, spec, callback)
-            await consumer.start()
-            res.push(consumer.stop, name=f"{name} consumer")
-            self.readiness.watch(f"{name} consumer", _alive(consumer))
-        grants = await bus.js.subscribe(
-            GRANTS_SUBJECT,
-            stream=EVENTS.name,
-            ordered_consumer=True,
-            deliver_policy=api.DeliverPolicy.NEW,
-            cb=identity.on_grants,
-        )
-        res.push(grants.unsubscribe, name="grants subscription")
-
     async def _forget_actor(self, mower_id: uuid.UUID) -> None:
         # A removed mower's actor must not keep its watch: a later state starts afresh.
         if self._supervisor is not None:
@@ -369,11 +258,3 @@ class NotificationsService:
 
 def _nothing() -> None:
     return None
-
-
-def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
-    return ConsumerSpec(stream=stream, subject=subject, durable=durable, queue=durable)
-
-
-def _alive(consumer: Consumer) -> Callable[[], bool]:
-    return lambda: consumer.alive

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Protocol
 
@@ -12,12 +12,14 @@ import msgspec
 from aiohttp import web
 
 from mowdeck.kit.http import Problem, json_response, read_json
+from mowdeck.realtime.settings import RealtimeSettings
 
 __all__ = [
     "CONSOLE_PUBLIC_PATHS",
     "CodeExchange",
     "ConsoleConfig",
     "OneTimeCodes",
+    "console_config",
     "console_routes",
 ]
 
@@ -46,6 +48,17 @@ class ConsoleConfig(msgspec.Struct, frozen=True, kw_only=True):
     telemetry_url: str
     notifications_url: str = ""
     realtime_url: str | None = ""
+
+
+def console_config(settings: RealtimeSettings) -> ConsoleConfig:
+    """The page's configuration from ``MOWDECK_REALTIME_CONSOLE_*``; the stream is the
+    page's own origin, the Realtime service serving it."""
+    return ConsoleConfig(
+        fleet_url=settings.realtime_console_fleet_url.rstrip("/"),
+        telemetry_url=settings.realtime_console_telemetry_url.rstrip("/"),
+        notifications_url=settings.realtime_console_notifications_url.rstrip("/"),
+        realtime_url="",
+    )
 
 
 class CodeExchange(Protocol):
@@ -102,11 +115,11 @@ def console_routes(
     async def index(_: web.Request) -> web.Response:
         return web.Response(body=page, content_type="text/html", headers=no_cache)
 
-    async def asset(request: web.Request) -> web.Response:
-        found = assets.get(request.match_info["name"])
-        if found is None:
-            raise Problem(404, "Not Found", type_="not-found")
-        return web.Response(body=found[0], content_type=found[1], headers=no_cache)
+    def asset(body: bytes, kind: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(_: web.Request) -> web.Response:
+            return web.Response(body=body, content_type=kind, headers=no_cache)
+
+        return handler
 
     async def config_json(_: web.Request) -> web.Response:
         return json_response(config)
@@ -122,15 +135,18 @@ def console_routes(
             raise Problem(
                 400,
                 "Bad Request",
-                "the code is unknown, used or expired: open the link the demo printed last",
+                "the sign-in code is unknown, used or expired (each is good once): "
+                "paste a token instead",
                 type_="invalid-code",
             )
         return json_response({"token": token})
 
+    # One route per asset: any other path under /console/ is the router's 404, before
+    # authentication asks a signed-out browser for a token.
     routes = [
         web.get("/", index),
         web.get("/console/config.json", config_json),
-        web.get("/console/{name}", asset),
+        *(web.get(f"/console/{name}", asset(*found)) for name, found in assets.items()),
     ]
     if exchange is not None:
         routes.append(web.post("/console/exchange", redeem))

@@ -1,4 +1,5 @@
-"""The HTTP API: ``GET /v1/stream`` (SSE), ``GET /v1/ws`` and ``POST /v1/stream/tickets``."""
+"""The HTTP API: ``GET /v1/stream`` (SSE), ``GET /v1/ws``, ``POST /v1/stream/tickets`` and
+the operator console at ``/``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import AuthenticationError, Principal, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import AuthzUnavailableError
-from mowdeck.kit.cors import CorsPolicy, cors_middleware
+from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.http import (
     Problem,
     Readiness,
@@ -27,6 +28,12 @@ from mowdeck.kit.http import (
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.buffer import SendBuffer
 from mowdeck.realtime.client import Client, Transport
+from mowdeck.realtime.console import (
+    CONSOLE_PUBLIC_PATHS,
+    CodeExchange,
+    console_config,
+    console_routes,
+)
 from mowdeck.realtime.errors import TicketError
 from mowdeck.realtime.frames import EVENT_TYPES
 from mowdeck.realtime.positions import parse_position
@@ -257,14 +264,18 @@ def create_app(
     verifier: TokenVerifier,
     readiness: Readiness,
     registry: CollectorRegistry,
+    *,
+    exchange: CodeExchange | None = None,
 ) -> web.Application:
-    """The Realtime HTTP application with ops routes."""
-    public = ("/healthz", "/readyz", "/metrics", *STREAM_PATHS)  # streams check for themselves
+    """The Realtime HTTP application: the streams, the operator console at ``/`` (with
+    ``POST /console/exchange`` for one-time sign-in codes when given an ``exchange``) and
+    ops routes."""
+    # The streams check their callers themselves; a signed-out browser loads the console.
+    public = ("/healthz", "/readyz", "/metrics", *STREAM_PATHS, *CONSOLE_PUBLIC_PATHS)
     app = web.Application(
         middlewares=[
             request_metrics(registry, service="realtime"),
             problem_middleware,
-            cors_middleware(deps.cors),
             auth_middleware(verifier, public_paths=public),
         ]
     )
@@ -276,6 +287,7 @@ def create_app(
             web.get("/v1/stream", get_stream),
             web.get("/v1/ws", get_ws),
             web.post("/v1/stream/tickets", post_ticket),
+            *console_routes(console_config(deps.settings), exchange),
         ]
     )
     return app

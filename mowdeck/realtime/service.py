@@ -21,6 +21,7 @@ from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.periodic import Periodic
 from mowdeck.realtime.access import Access
+from mowdeck.realtime.console import CodeExchange
 from mowdeck.realtime.hub import Hub
 from mowdeck.realtime.metrics import RealtimeMetrics
 from mowdeck.realtime.routes import RealtimeDeps, create_app
@@ -66,11 +67,15 @@ class RealtimeService:
         states: LatestStates | None = None,
         tickets: Tickets | None = None,
         metrics_registry: CollectorRegistry | None = None,
+        console_codes: CodeExchange | None = None,
         on_started: Callable[[], object] | None = None,
     ) -> None:
         """``on_started()`` runs once the service listens (the process's command uses it
-        to freeze what lives after start-up)."""
+        to freeze what lives after start-up). With ``console_codes`` the console's page
+        exchanges one-time codes from sign-in links for tokens (the demo's); without, it
+        asks for a token to paste."""
         self.settings = settings
+        self._console_codes = console_codes
         self._on_started = on_started
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
@@ -166,7 +171,9 @@ class RealtimeService:
             settings=s,
             cors=CorsPolicy(s.http_cors_origins),
         )
-        app = create_app(deps, verifier, self.readiness, self.metrics_registry)
+        app = create_app(
+            deps, verifier, self.readiness, self.metrics_registry, exchange=self._console_codes
+        )
         self._http = await res.serve(app, s.http_host, s.http_port)
         res.push(self._close_streams, name="open streams")
         self.readiness.set_ready()

@@ -40,6 +40,13 @@ class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
     realtime_stale_after_seconds: Positive = 30.0
     # How long a resume may take to replay the streams before the client is resynced.
     realtime_replay_timeout_seconds: Positive = 10.0
+    # Where the operator console served at ``/`` finds the APIs it calls, as a browser
+    # reaches them (not the addresses services use among themselves). Empty Fleet or
+    # Telemetry URL: the page's own origin (a proxy in front routes the paths); empty
+    # Notifications URL: the console shows no inbox.
+    realtime_console_fleet_url: str = ""
+    realtime_console_telemetry_url: str = ""
+    realtime_console_notifications_url: str = ""
     # The collector's young-generation threshold, set by ``mowdeck realtime`` for its
     # process (0 keeps Python's 700): at 700, with 20,000 deliveries a second, young
     # collections ran every few milliseconds and each promoted in-flight objects, so

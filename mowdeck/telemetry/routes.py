@@ -20,11 +20,11 @@ from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import DenyList, Principal, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, mower_object, user_ref
+from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.http import (
     Problem,
     Readiness,
     authz_unavailable,
-    cors_middleware,
     json_response,
     problem_middleware,
     request_metrics,
@@ -226,12 +226,12 @@ def create_app(
     """The Telemetry HTTP application with ops routes."""
     app = web.Application(
         middlewares=[
-            cors_middleware(deps.settings.http_cors_origins),
             request_metrics(registry, service="telemetry"),
             problem_middleware,
             auth_middleware(verifier, denylist=denylist),
         ]
     )
+    CorsPolicy(deps.settings.http_cors_origins).install(app)
     app[DEPS] = deps
     with_ops_routes(app, readiness, registry)
     app.add_routes(

@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import random
+import resource
 import time
 import uuid
 from collections.abc import Sequence
@@ -162,12 +163,16 @@ async def naive(bus: Bus, pool: asyncpg.Pool, states: list[MowerState]) -> float
             outcome = evaluate_state(watch, state, datetime.now(UTC), thresholds)
             if outcome.watch is not None and outcome.watch is not watch:
                 await conn.execute(
-                    "INSERT INTO notification_watches (mower_id, account_id, watch)"
-                    " VALUES ($1, $2, $3::jsonb) ON CONFLICT (mower_id)"
-                    " DO UPDATE SET watch = excluded.watch, updated_at = now()",
+                    "INSERT INTO notification_watches"
+                    " (mower_id, account_id, watch, observed_at, contact_at)"
+                    " VALUES ($1, $2, $3::jsonb, $4, $5) ON CONFLICT (mower_id)"
+                    " DO UPDATE SET watch = excluded.watch, observed_at = excluded.observed_at,"
+                    " contact_at = excluded.contact_at, updated_at = now()",
                     state.mower_id,
                     state.account_id,
                     encode_watch(outcome.watch).decode(),
+                    outcome.watch.observed_at,
+                    outcome.watch.contact_at,
                 )
             if outcome.events:
                 await conn.execute(sql.INSERT_PENDING, *sql.event_columns(outcome.events))
@@ -196,6 +201,12 @@ async def setup(pool: asyncpg.Pool, fleet: Fleet) -> LocalAuthorizer:
             await store.put_preferences(user, account, Preferences(scope="all"))
     await authorizer.write(tuples)
     return authorizer
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time (user and system), where the service runs."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def p99(samples: list[float]) -> float:
@@ -243,8 +254,15 @@ async def latency(
             due = began + sent / rate
             await asyncio.sleep(max(0.0, due - loop.time()))
     # The last notifications: until every state is consumed and the feed went quiet.
+    # How long each took after the last publish tells a rules backlog from a fan-out one.
+    done = loop.time()
     await asyncio.wait_for(drained(bus, STATES_DURABLE, 0), 120)
+    consumed = loop.time()
     await asyncio.wait_for(fanned_out(pool), 120)
+    print(
+        f"state to inbox: after the last publish, states consumed in {consumed - done:.2f} s,"
+        f" pending events fanned out {loop.time() - consumed:.2f} s later"
+    )
     await asyncio.sleep(0.5)  # the feed's last messages
     await sub.unsubscribe()
     print(f"state to inbox: published {sent} states at {sent / seconds:,.0f}/s")
@@ -296,19 +314,23 @@ async def run(smoke: bool) -> None:
                 verifier=TokenVerifier(AUTH),
                 seed=False,
             )
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             await service.start()
             try:
                 await drained(bus, STATES_DURABLE, len(load))
                 elapsed = time.perf_counter() - started
+                cpu_us = (cpu_seconds() - cpu) / len(load) * 1e6
                 rate = len(load) / elapsed
                 print(
                     f"rules: {len(load)} states ({fired} firing) in {elapsed:.2f} s"
-                    f" ({rate:,.0f}/s); naive {naive_rate:,.0f}/s ({rate / naive_rate:.1f}x)"
+                    f" ({rate:,.0f}/s, {cpu_us:.0f} us CPU per state in this process);"
+                    f" naive {naive_rate:,.0f}/s ({rate / naive_rate:.1f}x)"
                 )
                 # -- state to inbox while ingesting at 5,000/s --------------------------
                 await asyncio.wait_for(fanned_out(pool), 300)  # the backlog's events first
+                cpu = cpu_seconds()
                 samples = await latency(bus, pool, fleet, live_seconds, 5000)
+                print(f"state to inbox: {cpu_seconds() - cpu:.1f} s CPU in this process")
                 print(f"state to inbox: {len(samples)} notifications, p99 {p99(samples):.1f} ms")
             finally:
                 await service.stop()

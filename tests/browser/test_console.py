@@ -157,10 +157,25 @@ async def test_the_console_on_the_demo_starts_and_stops_a_mower(
     await page.wait_for_timeout(3000)  # a few more track points for the picture
     await page.screenshot(path=str(shots / "console-demo-mowing.png"))
 
+    # The track on the map and the battery chart from Telemetry's history (reloaded
+    # every 10 s while the mower is selected).
+    assert await page.locator("#map path.track").count() >= 1
+    await page.locator("#chart path").first.wait_for(timeout=30000)
+
     await page.click("#stop-selected")
     await _wait_for_activity(page, demo.mower, "stopped", 30)
     await page.locator('#timeline li[data-kind="emergency_stop"] .st-executed').wait_for()
     await page.screenshot(path=str(shots / "console-demo-stopped.png"))
+
+    # STOP ALL: an emergency stop to every mower of the account, each one stopped.
+    await page.click("#stop-all")
+    sent = page.locator(".toast-console", has_text="to all 4 mowers")
+    await sent.wait_for(timeout=10000)
+    await page.wait_for_function(
+        """() => [...document.querySelectorAll('#mowers [data-activity]')]
+            .every((cell) => ['stopped', 'error'].includes(cell.dataset.activity))""",
+        timeout=30000,
+    )
     assert errors.seen == []
 
 

@@ -81,6 +81,11 @@ def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
         realtime = re.search(r"Realtime\s+(http://\S+)", banner)
         assert realtime, banner
         assert "event: snapshot" in _first_event(realtime.group(1), token.group(1))
+        # The console the banner prints first is Realtime's page.
+        console = re.search(r"Console\s+(http://[^/\s]+)/\?code=\S+", banner)
+        assert console and realtime.group(1).startswith(console.group(1) + "/"), banner
+        with urllib.request.urlopen(f"{console.group(1)}/", timeout=30) as page:  # noqa: S310
+            assert b"/console/app.js" in page.read()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, log.read_text()[-3000:]
     finally:

@@ -1,8 +1,9 @@
 """The ``webpush`` channel: VAPID, aes128gcm payloads, TTL/Urgency/Topic, one shared session.
 
-Encryption is pywebpush's ``WebPusher.encode`` (a fresh ECDH key per message, as RFC 8291
-requires); sending is ours, over the shared aiohttp session, so there is a timeout, no
-redirect is followed and the VAPID JWT is signed once per push service.
+Encryption is ``ece.encrypt_push`` (aes128gcm with a fresh ECDH key and salt per message,
+as RFC 8291 requires; the subscription's keys decoded once); sending is ours, over the
+shared aiohttp session, so there is a timeout, no redirect is followed and the VAPID JWT
+is signed once per push service.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import msgspec
 import structlog
 import yarl
 from py_vapid import Vapid02
-from pywebpush import WebPusher
 
+from mowdeck.notifications.channels.ece import encrypt_push, subscription_keys
 from mowdeck.notifications.channels.http import common_answer, post
 from mowdeck.notifications.channels.port import Delivery, DeliveryResult, Severity
 from mowdeck.notifications.channels.settings import ChannelSettings
@@ -32,7 +33,6 @@ from mowdeck.notifications.channels.vapid import (
 )
 from mowdeck.notifications.targets import (
     TargetPolicy,
-    WebPushSubscription,
     WebPushTarget,
     check_url,
 )
@@ -73,6 +73,20 @@ TOPIC_FAMILY = {"mower_offline": "link", "mower_online": "link"}
 MAX_PLAINTEXT = 3993
 
 
+# Built once per severity; each push copies one and adds its Topic.
+_BASE_HEADERS: Mapping[Severity, Mapping[str, str]] = {
+    severity: {
+        "TTL": str(options.ttl),
+        "Urgency": options.urgency,
+        "Content-Encoding": "aes128gcm",
+        "Content-Type": "application/octet-stream",
+    }
+    for severity, options in PUSH_OPTIONS.items()
+}
+
+
+# Cached: the same few kinds repeat per mower, and the hash is per push otherwise.
+@functools.lru_cache(maxsize=8192)
 def push_topic(kind: str, mower_id: str) -> str:
     """The ``Topic`` of a kind and mower: 24 URL-safe characters (at most 32 allowed)."""
     family = TOPIC_FAMILY.get(kind, kind)
@@ -82,14 +96,7 @@ def push_topic(kind: str, mower_id: str) -> str:
 
 def push_headers(severity: Severity, kind: str, mower_id: str) -> dict[str, str]:
     """``TTL``, ``Urgency``, ``Topic`` and ``Content-Encoding`` of one push."""
-    options = PUSH_OPTIONS[severity]
-    return {
-        "TTL": str(options.ttl),
-        "Urgency": options.urgency,
-        "Topic": push_topic(kind, mower_id),
-        "Content-Encoding": "aes128gcm",
-        "Content-Type": "application/octet-stream",
-    }
+    return {**_BASE_HEADERS[severity], "Topic": push_topic(kind, mower_id)}
 
 
 def webpush_answer(status: int, headers: Mapping[str, str], now: float) -> DeliveryResult:
@@ -136,13 +143,6 @@ def _endpoint(endpoint: str) -> tuple[yarl.URL, str]:
     return url, str(url.origin())
 
 
-@functools.lru_cache(maxsize=4096)
-def _pusher(subscription: WebPushSubscription) -> WebPusher:
-    # A WebPusher decodes the subscription's keys once; ``encode`` keeps no other state
-    # (its ECDH key is fresh per call), so one per subscription can be reused.
-    return WebPusher(msgspec.to_builtins(subscription))
-
-
 class WebPushChannel:
     """Sends Web Push messages to browsers' push services."""
 
@@ -185,7 +185,11 @@ class WebPushChannel:
         url, audience = _endpoint(endpoint)
         headers = push_headers(delivery.severity, delivery.kind, delivery.mower_id)
         data = _payload(delivery, headers["Topic"], delivery.console_url or self._console_url)
-        body = _pusher(target.subscription).encode(data, content_encoding="aes128gcm")["body"]
+        keys = target.subscription.keys
+        try:
+            body = encrypt_push(subscription_keys(keys.p256dh, keys.auth), data)
+        except ValueError as err:
+            return DeliveryResult(status="failed", reason=str(err))
         headers["Authorization"] = self._signer.authorization(audience)
         return await post(
             self._session,

@@ -24,6 +24,7 @@ from mowdeck.authz import (
     mower_object,
 )
 from mowdeck.kit.bus import Bus
+from mowdeck.realtime.console import CodeExchange
 from mowdeck.realtime.service import RealtimeService
 from mowdeck.realtime.settings import RealtimeSettings
 from mowdeck.realtime.stale import LatestStates, MemoryLatestStates
@@ -84,7 +85,11 @@ async def make_service(
     """Start replicas (each with its own NATS connection); all stop after the test."""
     started: list[RealtimeService] = []
 
-    async def factory(states: LatestStates | None = None, **overrides: Any) -> RealtimeService:
+    async def factory(
+        states: LatestStates | None = None,
+        console_codes: CodeExchange | None = None,
+        **overrides: Any,
+    ) -> RealtimeService:
         values: dict[str, Any] = {"nats_url": nats_server.url, "http_port": 0}
         values.update(overrides)
         service = RealtimeService(
@@ -92,6 +97,7 @@ async def make_service(
             authorizer=authorizer,
             verifier=TokenVerifier(AUTH),
             states=states or latest_states,
+            console_codes=console_codes,
         )
         await service.start()
         started.append(service)

@@ -11,7 +11,7 @@ import pytest
 
 from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.kinds import SEVERITY, Kind
-from mowdeck.notifications.model import InboxCursor, InboxEntry, WatchWrite
+from mowdeck.notifications.model import InboxCursor, InboxEntry, Stamp, WatchWrite
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences, QuietHours
 from mowdeck.notifications.watch import MowerWatch
@@ -171,6 +171,65 @@ class StoreContract:
             assert await tx.claim_due(at(299), 10) == []
             assert [w.mower_id for w in await tx.claim_due(at(10**6), 10)] == [claimed[0].mower_id]
         assert len(await store.claim_pending(at(0), 10, LEASE)) == 1
+
+    async def test_a_stamp_counts_the_writes_that_change_the_watch(
+        self, store: NotificationStore
+    ) -> None:
+        await store_watches(store, [(watch_of(), 120)])
+        async with store.watches() as tx:
+            assert await tx.lock_versions([OTHER_MOWER, MOWER]) == {MOWER: Stamp(0, at(0))}
+        await store_watches(store, [(watch_of(seconds=10, battery=70), 130)])
+        async with store.watches() as tx:
+            assert await tx.lock_versions([MOWER]) == {MOWER: Stamp(1, at(10))}
+            # The scan found nothing: only the due time is new, not the version.
+            [claimed] = await tx.claim_due(at(10**6), 10)
+        async with store.watches() as tx:
+            [claimed] = await tx.claim_due(at(10**6), 10)
+            await tx.write([WatchWrite(claimed, at(500), changed=False)], [])
+        async with store.watches() as tx:
+            assert await tx.lock_versions([MOWER]) == {MOWER: Stamp(1, at(10))}
+            assert await tx.claim_due(at(499), 10) == []
+            assert [w.mower_id for w in await tx.claim_due(at(500), 10)] == [MOWER]
+
+    async def test_a_touch_moves_only_the_contact(self, store: NotificationStore) -> None:
+        watch = watch_of(battery=70)
+        await store_watches(store, [(watch, 120)])
+        heard = msgspec.structs.replace(watch, observed_at=at(10), contact_at=at(11))
+        async with store.watches() as tx:
+            await tx.lock_versions([MOWER])
+            await tx.touch([heard])
+        assert await store.read_watches([MOWER]) == {MOWER: heard}
+        async with store.watches() as tx:
+            assert await tx.lock_versions([MOWER]) == {MOWER: Stamp(0, at(10))}
+            assert await tx.lock([MOWER]) == {MOWER: heard}
+            # The due time stayed: a later contact only makes the exact one later.
+            assert await tx.claim_due(at(120), 10) == [heard]
+
+    async def test_contact_never_goes_back(self, store: NotificationStore) -> None:
+        watch = watch_of(battery=70)
+        await store_watches(store, [(watch, 120)])
+        newer = msgspec.structs.replace(watch, observed_at=at(20), contact_at=at(21))
+        older = msgspec.structs.replace(watch, observed_at=at(10), contact_at=at(11))
+        for heard in (newer, older):
+            async with store.watches() as tx:
+                await tx.lock_versions([MOWER])
+                await tx.touch([heard])
+        assert await store.read_watches([MOWER]) == {MOWER: newer}
+        # A whole write planned on an older contact keeps the newer one too.
+        async with store.watches() as tx:
+            await tx.lock([MOWER])
+            await tx.write([WatchWrite(msgspec.structs.replace(older, battery=60), at(130))], [])
+        [stored] = (await store.read_watches([MOWER])).values()
+        assert (stored.battery, stored.observed_at, stored.contact_at) == (60, at(20), at(21))
+
+    async def test_a_watch_must_be_locked_to_be_touched(self, store: NotificationStore) -> None:
+        await store_watches(store, [(watch_of(), 120), (watch_of(OTHER_MOWER), 120)])
+        heard = msgspec.structs.replace(watch_of(), observed_at=at(10), contact_at=at(11))
+        async with store.watches() as tx:
+            await tx.lock_versions([OTHER_MOWER])
+            with pytest.raises(ValueError, match="without locking"):
+                await tx.touch([heard])
+        assert await store.read_watches([MOWER]) == {MOWER: watch_of()}
 
     # -- pending events ----------------------------------------------------------------
 

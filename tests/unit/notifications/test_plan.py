@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from mowdeck.notifications.plan import LinkEvent, mower_ids, plan_links, plan_silence, plan_states
+from mowdeck.notifications.plan import (
+    LinkEvent,
+    contact_only,
+    mower_ids,
+    plan_links,
+    plan_silence,
+    plan_states,
+)
 from mowdeck.notifications.rules import silence_due
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, THRESHOLDS, at, first_watch, state
 
@@ -68,3 +75,36 @@ def test_the_scan_after_a_restart_postpones_instead_of_sending() -> None:
     assert plan.events == []
     assert plan.writes[0].silence_due_at == at(1110)
     assert silence_due(watch, THRESHOLDS) == at(120)
+
+
+def test_a_heartbeat_only_moves_the_contact() -> None:
+    watch = first_watch(0)
+    heartbeat = plan_states({MOWER: watch}, [state(10)], at(10), THRESHOLDS)
+    assert contact_only(watch, heartbeat)
+
+
+def test_a_change_an_event_or_a_first_state_is_more_than_contact() -> None:
+    watch = first_watch(0, battery=25)
+    cases = {
+        "battery moved": plan_states({MOWER: watch}, [state(10, battery=24)], at(10), THRESHOLDS),
+        "battery_low": plan_states({MOWER: watch}, [state(10, battery=19)], at(10), THRESHOLDS),
+        "job started": plan_states(
+            {MOWER: watch}, [state(10, battery=25, activity="mowing")], at(10), THRESHOLDS
+        ),
+        "not newer": plan_states({MOWER: watch}, [state(0, battery=25)], at(10), THRESHOLDS),
+    }
+    assert {name: contact_only(watch, plan) for name, plan in cases.items()} == dict.fromkeys(
+        cases, False
+    )
+    first = plan_states({}, [state(0)], at(0), THRESHOLDS)
+    assert not contact_only(None, first)
+
+
+def test_the_scan_marks_a_watch_it_did_not_change() -> None:
+    quiet = first_watch(0, now=100)
+    silent = first_watch(0, mower_id=OTHER_MOWER)
+    plan = plan_silence([quiet, silent], at(150), at(-3600), THRESHOLDS)
+    assert [(w.watch.mower_id, w.changed) for w in plan.writes] == [
+        (MOWER, False),
+        (OTHER_MOWER, True),
+    ]

@@ -13,8 +13,10 @@ from mowdeck.realtime.console import (
     CONSOLE_PUBLIC_PATHS,
     ConsoleConfig,
     OneTimeCodes,
+    console_config,
     console_routes,
 )
+from mowdeck.realtime.settings import load_realtime_settings
 
 CONFIG = ConsoleConfig(fleet_url="http://f", telemetry_url="http://t", notifications_url="http://n")
 
@@ -91,4 +93,25 @@ async def test_the_exchange_turns_a_code_into_its_token_once(
 def test_every_route_a_signed_out_browser_loads_is_public() -> None:
     paths = {route.path for route in console_routes(CONFIG, OneTimeCodes())}
     assert {"/", "/console/config.json", "/console/exchange"} <= set(CONSOLE_PUBLIC_PATHS)
-    assert paths - {"/console/{name}"} <= set(CONSOLE_PUBLIC_PATHS)
+    assert paths <= set(CONSOLE_PUBLIC_PATHS)
+
+
+def test_the_configuration_comes_from_the_settings() -> None:
+    settings = load_realtime_settings(
+        {
+            "MOWDECK_REALTIME_CONSOLE_FLEET_URL": "http://fleet.example/",
+            "MOWDECK_REALTIME_CONSOLE_TELEMETRY_URL": "http://telemetry.example",
+            "MOWDECK_REALTIME_CONSOLE_NOTIFICATIONS_URL": "http://notifications.example",
+        }
+    )
+    # The stream is the page's own origin: Realtime serves the page.
+    assert console_config(settings) == ConsoleConfig(
+        fleet_url="http://fleet.example",
+        telemetry_url="http://telemetry.example",
+        notifications_url="http://notifications.example",
+        realtime_url="",
+    )
+    # Unset: Fleet and Telemetry at the page's origin, no inbox.
+    assert console_config(load_realtime_settings({})) == ConsoleConfig(
+        fleet_url="", telemetry_url="", notifications_url="", realtime_url=""
+    )

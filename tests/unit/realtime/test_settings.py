@@ -20,6 +20,9 @@ DEFAULTS = {
     "realtime_stale_after_seconds": 30.0,
     "realtime_replay_timeout_seconds": 10.0,
     "realtime_gc_young_threshold": 50_000,
+    "realtime_console_fleet_url": "",
+    "realtime_console_telemetry_url": "",
+    "realtime_console_notifications_url": "",
 }
 
 

@@ -282,3 +282,21 @@ async def test_a_long_body_is_shortened_to_fit_one_record(
     assert got.payload is not None
     assert got.payload["body"].endswith("…")
     assert got.payload["title"] == "Battery low"
+
+
+async def test_keys_that_are_not_a_p256_point_fail_without_a_request(
+    session: aiohttp.ClientSession,
+    vapid: Vapid02,
+    receiver: WebPushReceiver,
+    make_delivery: MakeDelivery,
+) -> None:
+    broken, sentinel = receiver.subscribe(), receiver.subscribe()
+    doc = {"channel": "webpush", "subscription": broken.to_json()}
+    # A point off the curve (a stored row from before validation, or tampered with).
+    doc["subscription"]["keys"]["p256dh"] = "BA" + "A" * 85  # type: ignore[index]
+    channel = channel_for(session, vapid)
+    result = await channel.send(make_delivery(doc))
+    assert result.status == "failed"
+    assert result.reason.startswith("subscription keys are not valid")
+    assert (await channel.send(make_delivery(target(sentinel)))).status == "sent"
+    assert [r.subscription_id for r in receiver.received] == [sentinel.id]
