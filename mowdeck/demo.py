@@ -1,7 +1,8 @@
 """``mowdeck demo``: every service and simulated mowers in one process, on embedded servers.
 
-Without ``MOWDECK_NATS_URL`` an embedded NATS server is started, without
-``MOWDECK_DATABASE_URL`` an embedded PostgreSQL; both are removed again on exit.
+Without ``MOWDECK_NATS_URL`` an embedded NATS server is started (one user per service,
+each service on its own connection: ``demo_bus.py``), without ``MOWDECK_DATABASE_URL`` an
+embedded PostgreSQL; both are removed again on exit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import structlog
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
+from mowdeck.demo_bus import DemoBus, start_demo_nats
 from mowdeck.demo_scenario import run_scenario
 from mowdeck.demo_support import console_origins, demo_auth, free_port, ready_mower
 from mowdeck.errors import MowdeckError
@@ -32,7 +34,7 @@ from mowdeck.fleet.settings import load_fleet_settings
 from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.embedded import EmbeddedNats, EmbeddedPostgres
+from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
@@ -101,6 +103,8 @@ class Demo:
     key_file: str = ""
     services: list[Service] = field(default_factory=list)
     realtime_url: str = ""
+    # The embedded NATS and its users (None: a configured server, one shared connection).
+    nats: DemoBus | None = None
 
 
 def _port(base: int, offset: int) -> int:
@@ -122,7 +126,7 @@ def _realtime(
     *,
     auth: AuthSettings,
     authz: AuthzSettings,
-    bus: Bus,
+    bus: Bus | None,
     authorizer: LocalAuthorizer,
 ) -> RealtimeService:
     # Realtime reads the states the stream no longer holds through Telemetry's store,
@@ -152,11 +156,8 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         # Each server's removal is registered before its start: a start that fails or is
         # interrupted half way still leaves no process and no temp folder behind.
         nats_url = os.environ.get("MOWDECK_NATS_URL")
-        if not nats_url:
-            nats = EmbeddedNats()
-            stack.callback(nats.close)
-            nats.start()
-            nats_url = nats.url
+        nats = DemoBus(url=nats_url) if nats_url else start_demo_nats(stack)
+        nats_url = nats.url
         database_url = os.environ.get("MOWDECK_DATABASE_URL")
         if not database_url:
             pg = EmbeddedPostgres()
@@ -197,16 +198,18 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         stack.push_async_callback(pool.close)
         authorizer = LocalAuthorizer(PostgresTupleStore(pool))
         await authorizer.write(grant_tuples(DEMO_ACCOUNT, DEMO_USER, "admin"))
-        # The services share this bus; the gateway's emergency lane connects on its own.
+        # The admin step of `mowdeck streams`, before any service; then each service
+        # connects as its own user (on a configured server: one shared connection).
         fast_path = load_settings(BaseSettings, {**os.environ, **env}).nats_fast_path
-        bus = await Bus.connect(nats_url, name="demo", fast_path=fast_path)
-        stack.push_async_callback(bus.drain)
-        await bus.ensure_streams()  # the admin step of `mowdeck streams`, before any service
+        await nats.admin_step(stack, {**os.environ, **env}, fast_path=fast_path)
+        bus = nats.shared
+
+        def service_env(user: str, port_offset: int) -> dict[str, str]:
+            port = str(_port(args.port, port_offset))
+            return {**os.environ, **env, **nats.env(user), "MOWDECK_HTTP_PORT": port}
 
         fleet = FleetService(
-            load_fleet_settings(
-                {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 0))}
-            ),
+            load_fleet_settings(service_env("fleet", 0)),
             auth_settings=auth,
             authz_settings=authz,
             bus=bus,
@@ -214,9 +217,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             authorizer=authorizer,
         )
         telemetry = freezing_service(  # as `mowdeck telemetry` runs it
-            load_telemetry_settings(
-                {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 1))}
-            ),
+            load_telemetry_settings(service_env("telemetry", 1)),
             auth_settings=auth,
             authz_settings=authz,
             bus=bus,
@@ -224,9 +225,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             authorizer=authorizer,
         )
         notifications = NotificationsService(
-            load_notifications_settings(
-                {**os.environ, **env, "MOWDECK_HTTP_PORT": str(_port(args.port, 3))}
-            ),
+            load_notifications_settings(service_env("notifications", 3)),
             auth_settings=auth,
             authz_settings=authz,
             bus=bus,
@@ -238,6 +237,8 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             GatewaySettings(
                 nats_url=nats_url,
                 nats_fast_path=fast_path,
+                nats_user=nats.env("gateway").get("MOWDECK_NATS_USER"),
+                nats_password=nats.env("gateway").get("MOWDECK_NATS_PASSWORD"),
                 http_host=args.host,
                 http_port=_port(args.port, 2),
                 gateway_device_hosts=json.loads(device_hosts),
@@ -265,7 +266,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         stack.push_async_callback(stop_all, services, timeout=30.0)  # Realtime joins below
         codes = OneTimeCodes(ttl_s=600)
         realtime = _realtime(
-            {**os.environ, **env, "MOWDECK_HTTP_PORT": str(realtime_port)},
+            {**os.environ, **env, **nats.env("realtime"), "MOWDECK_HTTP_PORT": str(realtime_port)},
             (fleet, telemetry, notifications),
             codes,
             auth=auth,
@@ -283,8 +284,12 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         # The scenario tells its stories with the first three mowers: examples use another.
         scenario_mowers = [r.mower_id for r in sim.registrations()[:3]]
         example, waits = ready_mower(sim.fleet, busy=scenario_mowers)
+        # The scenario issues commands as Fleet does, so as Fleet's user.
+        commands = await nats.connect(
+            stack, user="fleet", name="demo-scenario", fast_path=fast_path
+        )
         scenario = asyncio.get_running_loop().create_task(
-            run_scenario(bus, sim, DEMO_ACCOUNT), name="demo-scenario"
+            run_scenario(commands, sim, DEMO_ACCOUNT), name="demo-scenario"
         )
         stack.push_async_callback(_cancel, scenario)
         yield Demo(
@@ -301,6 +306,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             example_waits=waits,
             key_file=key_file,
             services=services,
+            nats=nats,
         )
 
 

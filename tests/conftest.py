@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
+from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
@@ -69,10 +70,14 @@ def nats_fast_path() -> bool:
 
 @pytest.fixture
 async def bus(nats_server: NatsServer, nats_fast_path: bool) -> AsyncIterator[Bus]:
-    """A connected bus on fresh streams (every stream of earlier tests is deleted)."""
+    """A connected bus on fresh streams (every stream of earlier tests is deleted).
+
+    The streams are made as the admin step makes them (``mowdeck streams``): services
+    only wait for them.
+    """
     b = await Bus.connect(nats_server.url, name="test", fast_path=nats_fast_path)
     await _wipe_streams(b)
-    await b.ensure_streams()
+    await apply_all(b)
     yield b
     await b.drain()
 

@@ -5,6 +5,7 @@ from mowdeck.authn._denylist import (
     DenyList,
     JetStreamDenyList,
     MemoryDenyList,
+    create_denylist_bucket,
     running_denylist,
 )
 from mowdeck.authn._keys import ALGORITHMS
@@ -25,6 +26,7 @@ __all__ = [
     "TokenIssuer",
     "TokenVerifier",
     "auth_middleware",
+    "create_denylist_bucket",
     "load_auth_settings",
     "principal",
     "running_denylist",

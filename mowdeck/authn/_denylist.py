@@ -6,7 +6,9 @@ which must outlast any token). Its one writer is the recorder every ``JetStreamD
 runs: a durable consumer (``denylist-recorder``, one queue group over all services) of
 ``identity.user.disabled`` / ``.deleted`` on the EVENTS stream. An event published while no
 service runs is recorded when the first one starts. Each instance watches the bucket and
-keeps the denied ids in memory, so a check is a set lookup.
+keeps the denied ids in memory, so a check is a set lookup. The bucket is made by the
+admin step (``mowdeck streams``, ``create_denylist_bucket``) with the streams; a service
+only binds to it.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ import msgspec
 import structlog
 from nats.aio.msg import Msg
 from nats.js.api import KeyValueConfig
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, BucketNotFoundError
 from nats.js.kv import KeyValue
 
 from contracts.v1 import UserRef, decode_event
 from contracts.v1.subjects import EVENTS
 from mowdeck.authn._settings import AuthSettings
+from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus_permissions import DENYLIST_DELIVER
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DropMessage, RetryLater, settle
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "DenyList",
     "JetStreamDenyList",
     "MemoryDenyList",
+    "create_denylist_bucket",
     "running_denylist",
 ]
 
@@ -182,18 +187,18 @@ class JetStreamDenyList:
                 durable=RECORDER,
                 queue=RECORDER,
                 max_ack_pending=1000,
+                deliver_subject=DENYLIST_DELIVER,
             )
             self._recorder = Consumer(bus, spec, self._on_event)
             await self._recorder.start()
 
     async def _open(self, bus: Bus) -> KeyValue:
-        config = KeyValueConfig(bucket=self._bucket, ttl=self._ttl, history=1)
         try:
-            return await bus.js.create_key_value(config)
-        except BadRequestError as err:
-            # Made by another release with other limits: use it as it is, and say so.
-            log.warning("deny-list bucket kept as configured", bucket=self._bucket, error=str(err))
             return await bus.js.key_value(self._bucket)
+        except BucketNotFoundError as err:
+            raise DenyListMissingError(
+                f"the deny-list bucket {self._bucket} does not exist: run `mowdeck streams`"
+            ) from err
 
     async def _follow(self, watcher: KeyValue.KeyWatcher, loaded: asyncio.Future[None]) -> None:
         try:
@@ -289,6 +294,28 @@ class JetStreamDenyList:
         except Exception as err:
             raise RetryLater(f"deny-list not written: {err}", delay=1.0) from err
         log.info("user put on the deny-list", user_id=denial.user_id, reason=denial.reason)
+
+
+class DenyListMissingError(MowdeckError):
+    """The deny-list's bucket was not made by the admin step."""
+
+
+async def create_denylist_bucket(bus: Bus, settings: AuthSettings) -> str:
+    """Make the deny-list's bucket (the admin step); ``created`` or ``unchanged``."""
+    try:
+        await bus.js.key_value(settings.denylist_bucket)
+        return "unchanged"
+    except BucketNotFoundError:
+        pass
+    config = KeyValueConfig(
+        bucket=settings.denylist_bucket, ttl=settings.denylist_ttl_seconds, history=1
+    )
+    try:
+        await bus.js.create_key_value(config)
+    except BadRequestError as err:
+        raise DenyListMissingError(f"cannot create {settings.denylist_bucket}: {err}") from err
+    log.info("deny-list bucket created", bucket=settings.denylist_bucket)
+    return "created"
 
 
 @contextlib.asynccontextmanager

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 
 from contracts.v1 import EventEnvelope, GrantsChanged, Struct, UserRef
 from mowdeck.errors import MowdeckError
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.settings import BaseSettings, load_settings
 
 __all__ = ["EventNotPublishedError", "publish_identity_event"]
 
@@ -33,15 +34,23 @@ async def publish_identity_event(
     payload: GrantsChanged | UserRef,
     *,
     account_id: uuid.UUID | None = None,
+    credentials: NatsCredentials | None = None,
 ) -> EventEnvelope[Struct]:
-    """Publish one ``identity.*`` event and wait until the EVENTS stream stored it."""
+    """Publish one ``identity.*`` event and wait until the EVENTS stream stored it.
+
+    It connects as the bus user ``cli`` with ``credentials``, by default those of the
+    environment (``MOWDECK_NATS_USER``/``_PASSWORD``/``_NKEY_SEED_FILE``).
+    """
+    if credentials is None:
+        credentials = NatsCredentials.from_settings(load_settings(BaseSettings))
     event: EventEnvelope[Struct] = EventEnvelope.new(
         event_type, payload, producer=PRODUCER, now=datetime.now(UTC), account_id=account_id
     )
     try:
         # Bus.connect waits for NATS for ever (right for a service, wrong for a command).
         bus = await asyncio.wait_for(
-            Bus.connect(nats_url, name=PRODUCER), timeout=CONNECT_TIMEOUT_SECONDS
+            Bus.connect(nats_url, name=PRODUCER, credentials=credentials, user="cli"),
+            timeout=CONNECT_TIMEOUT_SECONDS,
         )
     except (TimeoutError, MowdeckError) as err:
         raise EventNotPublishedError(f"cannot reach NATS at {nats_url}: {err!r}") from err

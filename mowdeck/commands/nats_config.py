@@ -4,7 +4,10 @@ Writes into ``--dir``: ``auth.conf`` (the users and their permissions from
 ``kit/bus_permissions.py``), ``nats-<i>.conf`` per node (JetStream, the cluster routes,
 ``include auth.conf``) and ``<user>.env`` per user with ``MOWDECK_NATS_USER`` and
 ``MOWDECK_NATS_PASSWORD``. Passwords already in an env file are kept, unless the user is
-named with ``--rotate``; new ones are random.
+named with ``--rotate``; new ones are random. With ``--auth nkey`` each user is an NKey
+instead: ``<user>.nk`` holds its seed (kept like a password, new with ``--rotate``), the
+server knows only its public key, and ``<user>.env`` names the seed file
+(``MOWDECK_NATS_NKEY_SEED_FILE``, under ``--secrets-path`` as the service sees it).
 """
 
 from __future__ import annotations
@@ -15,9 +18,20 @@ import os
 import secrets
 from pathlib import Path
 
+import nkeys
+
 from mowdeck.kit.bus_permissions import ADMIN, USERS
 
-__all__ = ["auth_config", "configure", "node_config", "run", "write_config"]
+__all__ = [
+    "auth_config",
+    "configure",
+    "fresh_passwords",
+    "new_seed",
+    "node_config",
+    "public_key",
+    "run",
+    "write_config",
+]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +44,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-port", type=int, default=4222)
     parser.add_argument("--cluster-port", type=int, default=6222)
     parser.add_argument("--store-dir", default="/data", help="JetStream store on each node")
+    parser.add_argument(
+        "--auth",
+        choices=("password", "nkey"),
+        default="password",
+        help="user and password per service (default), or an NKey seed file per service",
+    )
+    parser.add_argument(
+        "--secrets-path",
+        default=None,
+        help="where the services find the seed files (default: --dir)",
+    )
     parser.add_argument(
         "--rotate",
         action="append",
@@ -48,19 +73,41 @@ def _list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(_q(i) for i in items) + "]"
 
 
-def auth_config(passwords: dict[str, str]) -> str:
-    """The ``authorization`` block: every user, its password and permissions."""
+def auth_config(
+    passwords: dict[str, str] | None = None, *, public_keys: dict[str, str] | None = None
+) -> str:
+    """The ``authorization`` block: every user, its password (or NKey) and permissions."""
     lines = ["authorization {", "  users = ["]
     for u in (*USERS, ADMIN):
+        if public_keys is not None:
+            who = f"nkey: {_q(public_keys[u.name])}"
+        else:
+            assert passwords is not None
+            who = f"user: {_q(u.name)}, password: {_q(passwords[u.name])}"
         lines += [
             f"    # {u.name}: {u.purpose}",
-            f"    {{ user: {_q(u.name)}, password: {_q(passwords[u.name])}, permissions: {{",
+            f"    {{ {who}, permissions: {{",
             f"        publish: {{ allow: {_list(u.publish)} }},",
             f"        subscribe: {{ allow: {_list(u.subscribe)} }},",
             "        allow_responses: true } },",
         ]
     lines += ["  ]", "}", ""]
     return "\n".join(lines)
+
+
+def new_seed() -> str:
+    """A new NKey user seed (``SU...``)."""
+    return bytes(nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_USER)).decode()
+
+
+def public_key(seed: str) -> str:
+    """The public key (``U...``) of an NKey seed."""
+    return bytes(nkeys.from_seed(seed.encode()).public_key).decode()
+
+
+def fresh_passwords() -> dict[str, str]:
+    """A new random password for every user (``admin`` included)."""
+    return {u.name: secrets.token_urlsafe(24) for u in (*USERS, ADMIN)}
 
 
 def node_config(index: int, args: argparse.Namespace) -> str:
@@ -92,11 +139,27 @@ def _read_password(path: Path) -> str | None:
     return None
 
 
-def write_config(args: argparse.Namespace) -> list[Path]:
-    """Write every file; returns their paths."""
+def _write_nkeys(args: argparse.Namespace, rotate: set[str]) -> tuple[str, list[Path]]:
     folder: Path = args.dir
-    folder.mkdir(parents=True, exist_ok=True)
-    rotate = set(args.rotate)
+    inside = Path(getattr(args, "secrets_path", None) or folder.resolve())
+    keys: dict[str, str] = {}
+    written: list[Path] = []
+    for u in (*USERS, ADMIN):
+        seed_file = folder / f"{u.name}.nk"
+        kept = None
+        if seed_file.exists() and not {"all", u.name} & rotate:
+            kept = seed_file.read_text().strip() or None
+        seed = kept or new_seed()
+        _write_secret(seed_file, seed + "\n")
+        keys[u.name] = public_key(seed)
+        env = folder / f"{u.name}.env"
+        _write_secret(env, f"MOWDECK_NATS_NKEY_SEED_FILE={inside / seed_file.name}\n")
+        written += [seed_file, env]
+    return auth_config(public_keys=keys), written
+
+
+def _write_passwords(args: argparse.Namespace, rotate: set[str]) -> tuple[str, list[Path]]:
+    folder: Path = args.dir
     passwords: dict[str, str] = {}
     written: list[Path] = []
     for u in (*USERS, ADMIN):
@@ -106,8 +169,20 @@ def write_config(args: argparse.Namespace) -> list[Path]:
         text = f"MOWDECK_NATS_USER={u.name}\nMOWDECK_NATS_PASSWORD={passwords[u.name]}\n"
         _write_secret(env, text)
         written.append(env)
+    return auth_config(passwords), written
+
+
+def write_config(args: argparse.Namespace) -> list[Path]:
+    """Write every file; returns their paths."""
+    folder: Path = args.dir
+    folder.mkdir(parents=True, exist_ok=True)
+    rotate = set(args.rotate)
+    if getattr(args, "auth", "password") == "nkey":
+        text, written = _write_nkeys(args, rotate)
+    else:
+        text, written = _write_passwords(args, rotate)
     auth = folder / "auth.conf"
-    _write_secret(auth, auth_config(passwords))
+    _write_secret(auth, text)
     written.append(auth)
     for i in range(args.nodes):
         node = folder / f"nats-{i}.conf"

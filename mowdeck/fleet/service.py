@@ -36,7 +36,7 @@ from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
@@ -123,8 +123,22 @@ class FleetService:
         s, res = self.settings, self._resources
         self._gc_pauses.install()
         res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(self._bus, s.nats_url, name="fleet", fast_path=s.nats_fast_path)
-        await bus.ensure_streams(replicas=s.stream_replicas)
+        bus = await res.bus(
+            self._bus,
+            s.nats_url,
+            name="fleet",
+            fast_path=s.nats_fast_path,
+            credentials=NatsCredentials.from_settings(s),
+            user="fleet",
+        )
+        await res.require_streams(
+            bus,
+            "fleet",
+            readiness=self.readiness,
+            registry=self.metrics_registry,
+            host=s.http_host,
+            port=s.http_port,
+        )
         pool = await res.pool(self._pool, s.database_url, **pool_options(s.fleet_db_pool_size))
         authorizer = self._authorizer
         if authorizer is None:

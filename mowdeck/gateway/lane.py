@@ -23,7 +23,7 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.wire import has_inline_status, plain_headers, subscribe_direct
 
 __all__ = ["EmergencyLane"]
@@ -51,9 +51,11 @@ class EmergencyLane:
         handle: Callable[[Msg], None],
         marker: bytes | None = None,
         fast_path: bool = True,
+        credentials: NatsCredentials | None = None,
     ) -> None:
         self._url = nats_url
         self._fast_path = fast_path
+        self._credentials = credentials
         self._name = name
         self._subject = subject
         self._handle = handle
@@ -97,7 +99,13 @@ class EmergencyLane:
         self._stop = asyncio.Event()
         bus: Bus | None = None
         try:
-            bus = await Bus.connect(self._url, name=self._name, fast_path=self._fast_path)
+            bus = await Bus.connect(
+                self._url,
+                name=self._name,
+                fast_path=self._fast_path,
+                credentials=self._credentials,
+                user="gateway",
+            )
             self.nc = bus.nc
             await subscribe_direct(bus.nc, self._subject, self._on_raw, fallback=self._on_message)
             await bus.nc.flush()  # ready once the server has the subscription, not before

@@ -27,7 +27,7 @@ from mowdeck.gateway.registrations import ShardRegistrations
 from mowdeck.gateway.routing import ControllerRouter
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.gateway.subscriptions import command_consumer, emergency_lane
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.consumer import Consumer
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import (
@@ -116,9 +116,21 @@ class GatewayService:
     async def _start(self) -> None:
         s, own = self.settings, self._resources
         self.bus = bus = await own.bus(
-            self._given_bus, s.nats_url, name=self._producer, fast_path=s.nats_fast_path
+            self._given_bus,
+            s.nats_url,
+            name=self._producer,
+            fast_path=s.nats_fast_path,
+            credentials=NatsCredentials.from_settings(s),
+            user="gateway",
         )
-        await bus.ensure_streams(replicas=s.stream_replicas)
+        await own.require_streams(
+            bus,
+            "gateway",
+            readiness=self.readiness,
+            registry=self.metrics_registry,
+            host=s.http_host,
+            port=s.http_port,
+        )
         loop = asyncio.get_running_loop()
         self.dispatcher.start()
         own.push(lambda: asyncio.to_thread(self.dispatcher.stop), name="controller workers")

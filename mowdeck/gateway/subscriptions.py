@@ -8,7 +8,7 @@ from contracts.v1.subjects import COMMAND_FILTER, COMMANDS
 from mowdeck.gateway.intake import EMERGENCY_MARKER, CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.settings import GatewaySettings
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 
 __all__ = ["command_consumer", "emergency_lane"]
@@ -50,4 +50,5 @@ def emergency_lane(settings: GatewaySettings, intake: CommandIntake, *, name: st
         handle=intake.on_lane_message,
         marker=EMERGENCY_MARKER,
         fast_path=settings.nats_fast_path,
+        credentials=NatsCredentials.from_settings(settings),
     )

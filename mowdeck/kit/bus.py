@@ -19,6 +19,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 from contracts.v1 import CommandEnvelope, CommandResult, EventEnvelope, MowerState, Struct, encode
 from contracts.v1.subjects import STREAMS, StreamSpec
 from mowdeck.kit import wire
+from mowdeck.kit.bus_permissions import inbox_prefix
 from mowdeck.kit.errors import BusError, ExpiredCommandError
 from mowdeck.kit.publisher import Ack, Publisher, pub_ack
 from mowdeck.kit.settings import BaseSettings
@@ -119,6 +120,7 @@ class Bus:
         connect_timeout: float = 5.0,
         fast_path: bool = True,
         credentials: NatsCredentials | None = None,
+        user: str | None = None,
     ) -> Bus:
         """Connect, retrying until NATS answers, then reconnecting for ever.
 
@@ -130,7 +132,9 @@ class Bus:
         may list several seeds separated by commas (the nodes of a cluster): the client
         connects to one and fails over to the others, and to those the cluster announces.
         ``credentials`` name the service's own NATS user; what the server refuses it is
-        logged (``nats permission refused``) and counted (``refused``).
+        logged (``nats permission refused``) and counted (``refused``). ``user`` is which
+        bus user of ``kit/bus_permissions.py`` this connection is: its replies then arrive
+        on that user's own inbox prefix, the only one its permissions let it read.
         """
         refusals = _Refusals()
         servers = seed_urls(url)
@@ -163,6 +167,8 @@ class Bus:
             "pending_size": 64 * 1024 * 1024,
             **(credentials.options() if credentials else {}),
         }
+        if user is not None:
+            options["inbox_prefix"] = inbox_prefix(user)
         nc = wire.new_client(fast_path=fast_path)
         try:
             await nc.connect(servers, **options)
@@ -205,6 +211,49 @@ class Bus:
                 Applied(stream=spec.name, action="updated", changed=plan.changed, kept=plan.kept)
             )
         return applied
+
+    async def missing_streams(self, names: Iterable[str]) -> list[str]:
+        """Those of the streams ``names`` that do not exist (yet) on the server."""
+        missing: list[str] = []
+        for name in names:
+            try:
+                await self.js.stream_info(name)
+            except NotFoundError:
+                missing.append(name)
+            except nats.errors.TimeoutError as err:
+                # A refused request is never answered: name the right that is lacking.
+                raise BusError(
+                    f"no answer to the info of stream {name}: may this user publish to"
+                    f" $JS.API.STREAM.INFO.{name}? (refused so far: {self.refused})"
+                ) from err
+        return missing
+
+    async def require_streams(
+        self,
+        names: Iterable[str],
+        *,
+        on_missing: Callable[[list[str]], Awaitable[None]] | None = None,
+        every: float = 1.0,
+    ) -> None:
+        """Return once every stream of ``names`` exists; services never create them.
+
+        Creating streams is the admin step (``mowdeck streams``). While one is missing,
+        ``on_missing`` is told which (each time the answer changes), the wait is logged,
+        and the streams are looked at again every ``every`` seconds.
+        """
+        wanted = list(names)
+        reported: list[str] = []
+        while missing := await self.missing_streams(wanted):
+            if missing != reported:
+                reported = missing
+                log.warning(
+                    "streams missing: run `mowdeck streams`", streams=missing, client=self.name
+                )
+                if on_missing is not None:
+                    await on_missing(missing)
+            await asyncio.sleep(every)
+        if reported:
+            log.info("streams found", streams=wanted, client=self.name)
 
     # Publishing goes through one ``Publisher`` (kit/publisher.py); these delegates are for
     # the occasional publish (tests, tools) that waits for its ack.

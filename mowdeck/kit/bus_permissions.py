@@ -1,12 +1,16 @@
 """Who may publish and subscribe what on the bus: one NATS user per service, as data.
 
 ``mowdeck nats-config`` writes these into the server configuration; docs/operations.md
-shows the same table. Every user may receive replies on ``_INBOX.>`` (publish acks,
-request replies, push-consumer deliveries) and may answer a request it received
-(``allow_responses``); everything else is listed here. A service reading a stream gets the
-JetStream API of consumers on that stream only (create, info, delete, next, acks, flow
-control), and ``$JS.API.STREAM.INFO`` of it: it can bind its consumers but not change a
-stream, which is the admin step's (``mowdeck streams``).
+shows the same table. Each user receives replies (publish acks, request replies,
+push-consumer deliveries) on an inbox prefix of its own, ``_INBOX_<user>.>``
+(``inbox_prefix``; the kit connects with it), so no service can read another's replies;
+it may answer a request it received (``allow_responses``); everything else is listed
+here. A service reading a stream gets the JetStream API of consumers on that stream only
+(create, info, delete, next, acks, flow control), and ``$JS.API.STREAM.INFO`` of it: it
+can bind its consumers and check that its streams exist (``streams``) but not change a
+stream, which is the admin step's (``mowdeck streams``). Every HTTP service keeps the
+shared deny-list (``mowdeck/authn/_denylist.py``): it watches its bucket, records
+identity events from EVENTS and writes the bucket.
 """
 
 from __future__ import annotations
@@ -20,13 +24,41 @@ from contracts.v1.subjects import (
     FLEET_MOWERS_LIST,
     MOWER_EVENT_FILTER,
     RESULT_FILTER,
+    STREAMS,
     TELEMETRY,
     TELEMETRY_FILTER,
 )
 
-__all__ = ["ADMIN", "USERS", "BusUser", "reader_of", "user"]
+__all__ = [
+    "ADMIN",
+    "DENYLIST_DELIVER",
+    "DENYLIST_STREAM",
+    "TICKETS_STREAM",
+    "USERS",
+    "BusUser",
+    "inbox_prefix",
+    "reader_of",
+    "user",
+]
 
-INBOX = "_INBOX.>"
+# The deny-list's key-value bucket (AuthSettings.denylist_bucket) is this stream.
+DENYLIST_BUCKET = "MOWDECK_DENYLIST"
+DENYLIST_STREAM = f"KV_{DENYLIST_BUCKET}"
+# The deny-list's recorder is one durable shared by every HTTP service, so by several bus
+# users: its deliveries go to this subject, not to one user's inbox.
+DENYLIST_DELIVER = "mowdeck.denylist.recorder"
+# Realtime's stream tickets (RealtimeSettings.realtime_ticket_bucket).
+TICKETS_BUCKET = "realtime-tickets"
+TICKETS_STREAM = f"KV_{TICKETS_BUCKET}"
+
+
+def inbox_prefix(name: str) -> str:
+    """The inbox prefix of bus user ``name``: its replies and deliveries arrive under it."""
+    return f"_INBOX_{name}"
+
+
+def _inbox(name: str) -> str:
+    return f"{inbox_prefix(name)}.>"
 
 
 class BusUser(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,6 +68,8 @@ class BusUser(msgspec.Struct, frozen=True, kw_only=True):
     purpose: str
     publish: tuple[str, ...]
     subscribe: tuple[str, ...]
+    # The streams the service needs: it is not ready while one is missing (kit/lifecycle.py).
+    streams: tuple[str, ...] = ()
 
 
 def reader_of(*streams: str) -> tuple[str, ...]:
@@ -57,8 +91,15 @@ def reader_of(*streams: str) -> tuple[str, ...]:
 
 
 def _stream_info(*streams: str) -> tuple[str, ...]:
-    # Publishing services check their streams exist when they start (ensure_streams).
+    # Publishing services check their streams exist when they start (require_streams).
     return ("$JS.API.INFO", *(f"$JS.API.STREAM.INFO.{s}" for s in streams))
+
+
+# The deny-list of every HTTP service: watch the bucket, record identity events, write.
+_DENYLIST = (
+    f"$KV.{DENYLIST_BUCKET}.>",
+    *reader_of(DENYLIST_STREAM, EVENTS.name),
+)
 
 
 USERS: tuple[BusUser, ...] = (
@@ -70,8 +111,19 @@ USERS: tuple[BusUser, ...] = (
             MOWER_EVENT_FILTER,
             *reader_of(COMMANDS.name),
             *_stream_info(EVENTS.name),
+            *_DENYLIST,
         ),
-        subscribe=(FLEET_MOWERS_LIST, INBOX),
+        # Core subscriptions: results for waiting requests, other replicas' mower changes
+        # and grant changes (cache invalidation).
+        subscribe=(
+            FLEET_MOWERS_LIST,
+            RESULT_FILTER,
+            MOWER_EVENT_FILTER,
+            "event.identity.grants.changed",
+            DENYLIST_DELIVER,
+            _inbox("fleet"),
+        ),
+        streams=(COMMANDS.name, EVENTS.name, DENYLIST_STREAM),
     ),
     BusUser(
         name="gateway",
@@ -86,19 +138,31 @@ USERS: tuple[BusUser, ...] = (
             *_stream_info(TELEMETRY.name),
         ),
         # The emergency lane sees every command as it is published (core subscription).
-        subscribe=(COMMAND_FILTER, INBOX),
+        subscribe=(COMMAND_FILTER, _inbox("gateway")),
+        streams=(COMMANDS.name, EVENTS.name, TELEMETRY.name),
     ),
     BusUser(
         name="telemetry",
         purpose="consumes states, results and mower events into read models",
-        publish=(FLEET_MOWERS_LIST, *reader_of(TELEMETRY.name, COMMANDS.name, EVENTS.name)),
-        subscribe=(INBOX,),
+        publish=(
+            FLEET_MOWERS_LIST,
+            *reader_of(TELEMETRY.name, COMMANDS.name, EVENTS.name),
+            *_DENYLIST,
+        ),
+        subscribe=(DENYLIST_DELIVER, _inbox("telemetry")),
+        streams=(TELEMETRY.name, COMMANDS.name, EVENTS.name, DENYLIST_STREAM),
     ),
     BusUser(
         name="notifications",
         purpose="consumes states and events, announces what it sent",
-        publish=("event.notifications.*", *reader_of(TELEMETRY.name, EVENTS.name)),
-        subscribe=(INBOX,),
+        publish=(
+            "event.notifications.*",
+            FLEET_MOWERS_LIST,
+            *reader_of(TELEMETRY.name, EVENTS.name),
+            *_DENYLIST,
+        ),
+        subscribe=(DENYLIST_DELIVER, _inbox("notifications")),
+        streams=(TELEMETRY.name, EVENTS.name, DENYLIST_STREAM),
     ),
     BusUser(
         name="realtime",
@@ -108,14 +172,23 @@ USERS: tuple[BusUser, ...] = (
             f"$JS.API.DIRECT.GET.{TELEMETRY.name}.>",
             f"$JS.API.DIRECT.GET.{TELEMETRY.name}",
             f"$JS.API.STREAM.MSG.GET.{TELEMETRY.name}",
+            # Its stream tickets: a key-value bucket the admin step makes.
+            f"$KV.{TICKETS_BUCKET}.>",
+            f"$JS.API.STREAM.INFO.{TICKETS_STREAM}",
+            f"$JS.API.DIRECT.GET.{TICKETS_STREAM}.>",
+            f"$JS.API.DIRECT.GET.{TICKETS_STREAM}",
+            f"$JS.API.STREAM.MSG.GET.{TICKETS_STREAM}",
+            *_DENYLIST,
         ),
-        subscribe=(INBOX,),
+        subscribe=(DENYLIST_DELIVER, _inbox("realtime")),
+        streams=(TELEMETRY.name, COMMANDS.name, EVENTS.name, DENYLIST_STREAM, TICKETS_STREAM),
     ),
     BusUser(
         name="cli",
         purpose="mowdeck grant and mowdeck user: identity events",
         publish=("event.identity.>", *_stream_info(EVENTS.name)),
-        subscribe=(INBOX,),
+        subscribe=(_inbox("cli"),),
+        streams=(EVENTS.name,),
     ),
 )
 
@@ -123,7 +196,8 @@ ADMIN = BusUser(
     name="admin",
     purpose="mowdeck streams: creates and updates the streams",
     publish=("$JS.API.>",),
-    subscribe=(INBOX,),
+    subscribe=(_inbox("admin"),),
+    streams=tuple(s.name for s in STREAMS),
 )
 
 

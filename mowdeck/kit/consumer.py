@@ -106,7 +106,11 @@ class ConsumerSpec:
         max_deliver: int = -1,
         max_ack_pending: int = 20_000,
         deliver_policy: api.DeliverPolicy = api.DeliverPolicy.ALL,
+        deliver_subject: str | None = None,
     ) -> None:
+        # None: an inbox of the connection (its bus user's prefix). A durable that several
+        # bus users share names a subject all of them may subscribe to instead.
+        self.deliver_subject = deliver_subject
         self.stream = stream
         self.subject = subject
         self.durable = durable
@@ -127,6 +131,7 @@ class ConsumerSpec:
             max_ack_pending=self.max_ack_pending,
             deliver_policy=self.deliver_policy,
             filter_subject=self.subject,
+            deliver_subject=self.deliver_subject,
         )
 
 
@@ -201,6 +206,13 @@ class Consumer:
         # would refuse the subscription: JetStream lets the filter change in place.
         if current.filter_subject != spec.subject and not current.filter_subjects:
             drift["filter_subject"] = spec.subject
+        # Deliveries must reach a subject this connection may read: a durable made before
+        # each bus user had its own inbox prefix (or by another user) delivers elsewhere.
+        deliver = spec.deliver_subject or current.deliver_subject
+        if spec.deliver_subject is None and not _own_inbox(self._bus, current.deliver_subject):
+            deliver = self._bus.nc.new_inbox()
+        if deliver != current.deliver_subject:
+            drift["deliver_subject"] = deliver
         if not drift:
             return
         try:
@@ -248,3 +260,11 @@ class Consumer:
                 with contextlib.suppress(Exception):
                     await self._sub.unsubscribe()
             self._sub = None
+
+
+def _own_inbox(bus: Bus, subject: str | None) -> bool:
+    """Whether ``subject`` is under the inbox prefix of ``bus``'s connection."""
+    if subject is None:
+        return True  # not a push consumer: nothing to deliver to
+    prefix = bus.nc.new_inbox().rsplit(".", 1)[0]
+    return subject.startswith(prefix + ".")

@@ -48,10 +48,25 @@ def nats_server_binary() -> str:
 
 
 class EmbeddedNats:
-    """A ``nats-server`` with JetStream on a free port; its store survives ``restart()``."""
+    """A ``nats-server`` with JetStream on a free port; its store survives ``restart()``.
 
-    def __init__(self, port: int | None = None, store_dir: str | None = None) -> None:
+    ``config`` is a configuration read first (the demo's users and permissions, written
+    beside the store, readable by its owner only); the port, address and store given here
+    win over it. ``monitor_port`` serves the monitoring endpoints
+    (``/connz``, ``/varz``) on 127.0.0.1.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        store_dir: str | None = None,
+        *,
+        config: str | None = None,
+        monitor_port: int | None = None,
+    ) -> None:
         self.port = port or free_port()
+        self.config = config
+        self.monitor_port = monitor_port
         self._tmp = (
             None
             if store_dir
@@ -64,6 +79,11 @@ class EmbeddedNats:
     def url(self) -> str:
         """The client URL."""
         return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str | None:
+        """The monitoring base URL, when ``monitor_port`` was given."""
+        return None if self.monitor_port is None else f"http://127.0.0.1:{self.monitor_port}"
 
     @property
     def pid(self) -> int:
@@ -84,6 +104,14 @@ class EmbeddedNats:
             "-sd",
             self.store_dir,
         ]
+        if self.config is not None:
+            path = Path(self.store_dir, "nats.conf")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.config)
+            args += ["-c", str(path)]
+        if self.monitor_port is not None:
+            args += ["-m", str(self.monitor_port)]
         self._proc = subprocess.Popen(  # noqa: S603 - a fixed binary with fixed arguments
             # Its own session: a Ctrl-C meant for the demo must not kill the bus under it.
             args,

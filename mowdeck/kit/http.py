@@ -215,6 +215,8 @@ class Readiness:
     def __init__(self) -> None:
         self.ready = False
         self.reason = "starting"
+        # The streams the service waits for (the admin step has not created them yet).
+        self.missing_streams: list[str] = []
         self._watched: dict[str, Callable[[], bool]] = {}
 
     def watch(self, name: str, alive: Callable[[], bool]) -> None:
@@ -239,11 +241,37 @@ class Readiness:
         """Accept traffic."""
         self.ready = True
         self.reason = "ready"
+        self.missing_streams = []
 
     def set_not_ready(self, reason: str) -> None:
         """Refuse traffic with a reason."""
         self.ready = False
         self.reason = reason
+        self.missing_streams = []
+
+    def set_streams_missing(self, streams: list[str]) -> None:
+        """Refuse traffic: the streams the service needs do not exist yet."""
+        self.ready = False
+        self.reason = "streams missing: " + ", ".join(streams)
+        self.missing_streams = list(streams)
+
+    def problem(self) -> Problem:
+        """Why the service is not ready, as the problem ``/readyz`` answers."""
+        if self.missing_streams:
+            return Problem(
+                503,
+                "Service Unavailable",
+                f"{self.reason}; create them with `mowdeck streams` (admin credentials)",
+                type_="streams-missing",
+                extra={"reason": self.reason, "missing_streams": self.missing_streams},
+            )
+        return Problem(
+            503,
+            "Service Unavailable",
+            self.reason,
+            type_="not-ready",
+            extra={"reason": self.reason},
+        )
 
 
 READINESS = web.AppKey("readiness", Readiness)
@@ -270,7 +298,9 @@ def task_alive(task: Callable[[], asyncio.Future[Any] | None]) -> Callable[[], b
 
 async def _ready(request: web.Request) -> web.Response:
     readiness = request.app[READINESS]
-    return json_response({"status": readiness.reason}, status=200 if readiness.ready else 503)
+    if readiness.ready:
+        return json_response({"status": readiness.reason})
+    return _problem_response(readiness.problem(), request.path)
 
 
 async def _metrics(request: web.Request) -> web.Response:

@@ -17,9 +17,11 @@ from typing import Any, Protocol, TypeVar
 import asyncpg
 import structlog
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
-from mowdeck.kit.bus import Bus
-from mowdeck.kit.http import HttpServer
+from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.bus_permissions import user as bus_user
+from mowdeck.kit.http import HttpServer, Readiness, with_ops_routes
 
 __all__ = ["Resources", "Service", "run_services", "start_all", "stop_all"]
 
@@ -53,16 +55,69 @@ class Resources:
     def __init__(self) -> None:
         self._stack = AsyncExitStack()
 
-    async def bus(self, given: Bus | None, url: str, *, name: str, fast_path: bool = True) -> Bus:
+    async def bus(
+        self,
+        given: Bus | None,
+        url: str,
+        *,
+        name: str,
+        fast_path: bool = True,
+        credentials: NatsCredentials | None = None,
+        user: str | None = None,
+    ) -> Bus:
         """``given``, or a bus connected to ``url`` and drained at close.
 
-        ``fast_path`` is the service's ``nats_fast_path`` (``MOWDECK_NATS_FAST_PATH``).
+        ``fast_path`` is the service's ``nats_fast_path`` (``MOWDECK_NATS_FAST_PATH``);
+        ``credentials`` its own NATS user (``NatsCredentials.from_settings``) and ``user``
+        which user of ``kit/bus_permissions.py`` that is (its inbox prefix).
         """
         if given is not None:
             return given
-        bus = await Bus.connect(url, name=name, fast_path=fast_path)
+        bus = await Bus.connect(
+            url, name=name, fast_path=fast_path, credentials=credentials, user=user
+        )
         self.push(bus.drain, name=f"bus {name}")
         return bus
+
+    async def require_streams(
+        self,
+        bus: Bus,
+        user: str,
+        *,
+        readiness: Readiness,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        every: float = 1.0,
+    ) -> None:
+        """Wait until the streams bus user ``user`` needs exist; services never create them.
+
+        While one is missing the service already listens on ``host:port`` with its ops
+        routes only: ``/readyz`` answers 503 naming the missing streams, ``/healthz`` 200
+        (it is alive, waiting for the admin step ``mowdeck streams``). Once they exist that
+        listener is closed again and the start goes on.
+        """
+        names = bus_user(user).streams
+        if not await bus.missing_streams(names):
+            return
+        app = web.Application()
+        with_ops_routes(app, readiness, registry)
+        waiting = HttpServer(app, host, port)
+
+        listening = False
+
+        async def report(missing: list[str]) -> None:
+            nonlocal listening
+            readiness.set_streams_missing(missing)
+            if not listening:
+                await waiting.start()
+                listening = True
+
+        try:
+            await bus.require_streams(names, on_missing=report, every=every)
+        finally:
+            await waiting.stop()
+        readiness.set_not_ready("starting")
 
     async def pool(self, given: asyncpg.Pool | None, dsn: str, **pool_options: Any) -> asyncpg.Pool:
         """``given``, or a pool created on ``dsn`` with ``pool_options`` and closed at close."""

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from actors import ShardSupervisor
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.seed import FleetSeed
@@ -124,9 +124,21 @@ class NotificationsService:
     async def _start(self) -> None:
         s, res = self.settings, self._resources
         self.bus = bus = await res.bus(
-            self._bus, s.nats_url, name="notifications", fast_path=s.nats_fast_path
+            self._bus,
+            s.nats_url,
+            name="notifications",
+            fast_path=s.nats_fast_path,
+            credentials=NatsCredentials.from_settings(s),
+            user="notifications",
         )
-        await bus.ensure_streams()
+        await res.require_streams(
+            bus,
+            "notifications",
+            readiness=self.readiness,
+            registry=self.metrics_registry,
+            host=s.http_host,
+            port=s.http_port,
+        )
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
             pool = await res.pool(

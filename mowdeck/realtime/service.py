@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
@@ -108,8 +108,21 @@ class RealtimeService:
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(self._bus, s.nats_url, name="realtime")
-        await bus.ensure_streams()
+        bus = await res.bus(
+            self._bus,
+            s.nats_url,
+            name="realtime",
+            credentials=NatsCredentials.from_settings(s),
+            user="realtime",
+        )
+        await res.require_streams(
+            bus,
+            "realtime",
+            readiness=self.readiness,
+            registry=self.metrics_registry,
+            host=s.http_host,
+            port=s.http_port,
+        )
         authorizer = self._authorizer
         if authorizer is None:
             authz = self._authz_settings or load_authz_settings()

@@ -22,7 +22,7 @@ from contracts.v1.subjects import (
 )
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
-from mowdeck.kit.bus import Bus
+from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
@@ -134,9 +134,21 @@ class TelemetryService:
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
         self.bus = bus = await res.bus(
-            self._bus, s.nats_url, name="telemetry", fast_path=s.nats_fast_path
+            self._bus,
+            s.nats_url,
+            name="telemetry",
+            fast_path=s.nats_fast_path,
+            credentials=NatsCredentials.from_settings(s),
+            user="telemetry",
         )
-        await bus.ensure_streams(replicas=s.stream_replicas)
+        await res.require_streams(
+            bus,
+            "telemetry",
+            readiness=self.readiness,
+            registry=self.metrics_registry,
+            host=s.http_host,
+            port=s.http_port,
+        )
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
             pool = await res.pool(None, s.database_url, **pool_options(s.telemetry_db_pool_size))

@@ -28,7 +28,9 @@ import aiohttp
 
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import LocalAuthorizer, PostgresTupleStore, grant_tuples
+from mowdeck.commands.streams import apply_all
 from mowdeck.fleet import FleetService, FleetSettings
+from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
@@ -181,6 +183,9 @@ async def _generate(url: str, token: str, mowers: list[str], args: argparse.Name
 
 async def _serve(db: str, nats_url: str, args: argparse.Namespace) -> dict[str, Any]:
     await migrate(db, discover(sql_root(), ["fleet", "authz"]))
+    admin = await Bus.connect(nats_url, name="bench-streams")
+    await apply_all(admin)  # the admin step (mowdeck streams): Fleet only waits for it
+    await admin.drain()
     settings = FleetSettings(nats_url=nats_url, database_url=db, http_port=0, log_level="warning")
     service = FleetService(settings, auth_settings=AUTH, connection_kinds={"simulator"})
     await service.start()

@@ -52,6 +52,7 @@ from contracts.v1.subjects import (
     result_subject,
     telemetry_subject,
 )
+from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.garbage_collector import set_young_threshold
@@ -648,7 +649,7 @@ async def main_async(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mowdeck-bench-gw-"))
     try:
         bus = await Bus.connect(nats.url, name="bench")
-        await bus.ensure_streams()
+        await apply_all(bus)  # the admin step (mowdeck streams)
         gateway_env = {}
         if args.max_in_flight:
             gateway_env["MOWDECK_GATEWAY_MAX_IN_FLIGHT"] = str(args.max_in_flight)

@@ -46,6 +46,7 @@ from mowdeck.authz import (
     grant_tuples,
     mower_object,
 )
+from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
@@ -141,7 +142,7 @@ async def fresh_stream(bus: Bus) -> None:
     """Empty TELEMETRY and its consumers."""
     with contextlib.suppress(Exception):
         await bus.js.delete_stream(TELEMETRY.name)
-    await bus.ensure_streams()
+    await apply_all(bus)  # the admin step (mowdeck streams)
 
 
 async def naive(bus: Bus, pool: asyncpg.Pool, states: list[MowerState]) -> float:

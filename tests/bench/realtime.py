@@ -44,6 +44,7 @@ from mowdeck.authz import (
     grant_tuples,
     mower_object,
 )
+from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.realtime.cli import tuned_service
 from mowdeck.realtime.settings import RealtimeSettings
@@ -348,7 +349,7 @@ async def _conduct(args: argparse.Namespace) -> None:
     try:
         args.nats = nats_server.url
         bus = await Bus.connect(args.nats, name="bench")
-        await bus.ensure_streams()
+        await apply_all(bus)  # the admin step (mowdeck streams)
         # Every mower has a state in the stream before the service starts: its snapshot
         # cache (the last message per subject) then holds 10,000 states.
         nc = bus.nc

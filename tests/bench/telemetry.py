@@ -58,6 +58,7 @@ from mowdeck.authz import (
     grant_tuples,
     mower_object,
 )
+from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
@@ -235,7 +236,7 @@ async def fresh_stream(bus: Bus) -> None:
     """Empty TELEMETRY and its consumers."""
     with contextlib.suppress(Exception):  # absent on the first call
         await bus.js.delete_stream(TELEMETRY.name)
-    await bus.ensure_streams()
+    await apply_all(bus)  # the admin step (mowdeck streams)
 
 
 async def naive(bus: Bus, pool: asyncpg.Pool, batch: list[MowerState]) -> float:

@@ -17,6 +17,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from contracts.v1 import CommandEnvelope, SetBladeHeight
+from mowdeck.commands.streams import apply_all
 from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
@@ -44,6 +45,7 @@ async def trace() -> list[dict[str, object]]:
     )
     bus = await Bus.connect(nats.url, name="trace")
     try:
+        await apply_all(bus)  # the admin step (mowdeck streams): services only wait for it
         await gateway.start()
         while not all(c.connected for c in gateway.connections.values()):
             await asyncio.sleep(0.02)

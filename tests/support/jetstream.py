@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 
 __all__ = ["fresh_streams", "unsettled"]
@@ -27,11 +28,11 @@ async def unsettled(
 
 
 async def fresh_streams(url: str) -> None:
-    """Delete every stream on the server at ``url`` and create the contract's streams."""
+    """Delete every stream on the server at ``url`` and run the admin step (``mowdeck streams``)."""
     bus = await Bus.connect(url, name="test-streams")
     try:
         for info in await bus.js.streams_info():
             await bus.js.delete_stream(info.config.name)
-        await bus.ensure_streams()
+        await apply_all(bus)
     finally:
         await bus.drain()

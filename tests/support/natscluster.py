@@ -20,7 +20,7 @@ from nats.js.errors import Error as JetStreamError
 
 from mowdeck.kit.embedded import free_port, nats_server_binary
 
-__all__ = ["NatsCluster"]
+__all__ = ["NatsCluster", "refused_at_connect"]
 
 CLUSTER_NAME = "mowdeck-test"
 
@@ -181,3 +181,23 @@ class NatsCluster:
                 node.stop(signal.SIGTERM)
         finally:
             self._tmp.cleanup()
+
+
+async def refused_at_connect(url: str, **options: Any) -> str:
+    """Why the server refused a connection with ``options`` (lower case); "" if it took it.
+
+    The client is closed either way: a refused nats-py client keeps its socket otherwise.
+    """
+    errors: list[str] = []
+
+    async def collect(err: Exception) -> None:
+        errors.append(str(err).lower())
+
+    nc = nats.aio.client.Client()
+    try:
+        await nc.connect(url, allow_reconnect=False, connect_timeout=2, error_cb=collect, **options)
+    except Exception as err:
+        errors.append(str(err).lower())
+    finally:
+        await nc.close()
+    return " ".join(errors)

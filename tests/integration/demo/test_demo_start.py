@@ -9,11 +9,20 @@ import signal
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
+import structlog
 
+from contracts.v1 import MowerListRequest
 from mowdeck import demo
 from mowdeck.cli import main
+from mowdeck.gateway.service import GatewayService
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.seed import list_mowers
+from tests.support.eventually import eventually
+from tests.support.natscluster import refused_at_connect
 from tests.support.natsserver import NatsServer
 
 
@@ -93,3 +102,88 @@ def test_a_port_in_use_is_one_line(
     assert "mowdeck demo: cannot start the services:" in err
     assert "address already in use" in err
     assert "Traceback" not in err
+
+
+async def _connections(monitor_url: str) -> list[dict[str, Any]]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{monitor_url}/connz", params={"auth": "true", "limit": "100"}) as r,
+    ):
+        body = await r.json()
+    return list(body["connections"])
+
+
+@pytest.mark.slow
+async def test_the_demo_bus_refuses_strangers_and_every_service_is_its_own_user(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The servers' temp folders stay in the system's: the embedded PostgreSQL runs as a
+    # user of its own, which may not enter pytest's private folders.
+    for name in ("MOWDECK_NATS_URL", "MOWDECK_DATABASE_URL", "MOWDECK_JWT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    with structlog.testing.capture_logs() as logs:
+        async with demo.running_demo(_args()) as running:
+            await _check_bus_users(running)
+            await _command_through(running)
+    refused = [e for e in logs if e["event"] == "nats permission refused"]
+    assert refused == []
+
+
+async def _command_through(running: demo.Demo) -> None:
+    # A command crosses four users' permissions: Fleet publishes it, the gateway executes
+    # it and publishes the result, Fleet's waiting request hears the result.
+    example = running.example or running.mowers[0]
+    url = f"{running.fleet_url}/v1/mowers/{example}/commands?wait=20"
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {running.token}"}) as http,
+        http.post(url, json={"command": {"kind": "set_blade_height", "height_mm": 40}}) as r,
+    ):
+        body = await r.json()
+    # 200 with a final status ("executed", or "failed" by the mower), not 202 "pending".
+    assert r.status == 200, body
+    assert body["status"] in {"executed", "failed", "rejected"}, body
+
+
+async def _check_bus_users(running: demo.Demo) -> None:
+    nats_bus = running.nats
+    assert nats_bus is not None
+    assert nats_bus.monitor_url is not None
+    assert "authorization violation" in await refused_at_connect(nats_bus.url)
+    wrong = await refused_at_connect(nats_bus.url, user="fleet", password="guessed")
+    assert "authorization violation" in wrong
+
+    # Every connection is authenticated, and each service runs as its own user on a
+    # connection of its own (the gateway has two: its bus and its emergency lane).
+    connections = await _connections(nats_bus.monitor_url)
+    users = {c["name"]: c.get("authorized_user") for c in connections}
+    assert users == {
+        "fleet": "fleet",
+        "telemetry": "telemetry",
+        "notifications": "notifications",
+        "realtime": "realtime",
+        "gateway-0": "gateway",
+        "gateway-0-estop": "gateway",
+        "demo-scenario": "fleet",
+    }
+    assert len(connections) == len(users)  # no other, no shared one
+
+    # Work crosses users: the gateway learned its mowers from Fleet (fleet.mowers.list
+    # answered by Fleet's user, its events) and holds a link to each of them.
+    [gateway] = [s for s in running.services if isinstance(s, GatewayService)]
+    await eventually(lambda: len(gateway.connections) == len(running.mowers), timeout=30)
+
+    # The real Fleet answers fleet.mowers.list to the gateway's and Telemetry's users,
+    # on each asker's own inbox prefix.
+    for asker in ("gateway", "telemetry"):
+        bus = await Bus.connect(
+            nats_bus.url,
+            name=f"test-{asker}",
+            credentials=nats_bus.credentials(asker),
+            user=asker,
+        )
+        try:
+            listed = await list_mowers(bus, MowerListRequest(), timeout=5)
+            assert sorted(r.mower_id for r in listed) == sorted(running.mowers), asker
+            assert bus.refused == 0
+        finally:
+            await bus.drain()

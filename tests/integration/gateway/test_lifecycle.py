@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from mowdeck.gateway.service import GatewayService
+from mowdeck.kit.bus import Bus
 from tests.integration.gateway.conftest import settings_for
 from tests.support.natsserver import NatsServer
 
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.timeout(30)
 
 async def test_a_gateway_whose_start_fails_halfway_releases_what_it_started(
     nats_server: NatsServer,
+    bus: Bus,  # the streams, made as the admin step makes them
 ) -> None:
     with socket.socket() as taken:  # the HTTP port, the last thing a start takes
         taken.bind(("127.0.0.1", 0))

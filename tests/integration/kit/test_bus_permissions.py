@@ -21,8 +21,8 @@ from nats.aio.client import Client
 
 from contracts.v1.subjects import STREAMS
 from mowdeck.commands.nats_config import write_config
-from mowdeck.kit.bus import Bus, NatsCredentials
-from mowdeck.kit.bus_permissions import ADMIN, USERS
+from mowdeck.kit.bus import Bus, BusError, NatsCredentials
+from mowdeck.kit.bus_permissions import ADMIN, USERS, inbox_prefix
 from mowdeck.kit.publisher import Publisher
 from tests.support.natscluster import NatsCluster
 
@@ -105,7 +105,12 @@ async def connect(
             errors.append(str(err))
 
         nc = await nats.connect(
-            node.url, user=name, password=passwords[name], error_cb=on_error, connect_timeout=2
+            node.url,
+            user=name,
+            password=passwords[name],
+            error_cb=on_error,
+            connect_timeout=2,
+            inbox_prefix=inbox_prefix(name),  # as Bus.connect(user=name) sets it
         )
         opened.append(nc)
         return Conn(nc, errors)
@@ -214,6 +219,7 @@ async def test_a_refused_publish_is_an_error_logged_and_counted_not_a_hang(
         node.url,
         name="telemetry",
         credentials=NatsCredentials(user="telemetry", password=passwords["telemetry"]),
+        user="telemetry",
     )
     bus._publisher = Publisher(bus.nc, deadline=0.5)
     try:
@@ -223,5 +229,79 @@ async def test_a_refused_publish_is_an_error_logged_and_counted_not_a_hang(
             await bus.nc.flush()
         assert bus.refused == 1
         assert any(e["event"] == "nats permission refused" for e in logs)
+    finally:
+        await bus.drain()
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_each_user_reads_replies_on_its_own_inbox_prefix_only(connect, name: str) -> None:  # type: ignore[no-untyped-def]
+    conn = await connect(name)
+    assert not await conn.refused_subscribe(f"{inbox_prefix(name)}.>")
+    assert await conn.refused_subscribe("_INBOX.>")  # nats-py's default prefix: everyone's
+    assert await conn.refused_subscribe(">")
+    for other in NAMES:
+        if other != name:
+            assert await conn.refused_subscribe(f"{inbox_prefix(other)}.>"), other
+            assert await conn.refused_subscribe(f"{inbox_prefix(other)}.abc"), other
+
+
+async def test_fleet_answers_the_mower_list_to_the_gateway_telemetry_and_notifications(
+    connect,  # type: ignore[no-untyped-def]
+) -> None:
+    fleet = await connect("fleet")
+    asked: list[str] = []
+
+    async def answer(msg: nats.aio.msg.Msg) -> None:
+        asked.append(msg.reply)
+        await msg.respond(b"mowers of " + msg.data)
+
+    await fleet.nc.subscribe("fleet.mowers.list", queue="fleet", cb=answer)
+    await fleet.nc.flush()
+    for name in ("gateway", "telemetry", "notifications"):
+        conn = await connect(name)
+        reply = await conn.nc.request("fleet.mowers.list", name.encode(), timeout=2)
+        assert reply.data == f"mowers of {name}".encode()
+        assert asked[-1].startswith(f"{inbox_prefix(name)}.")  # the asker's own inbox
+        assert conn.errors == []
+    assert len(asked) == 3
+    assert fleet.errors == []
+
+
+async def test_a_reply_sent_to_another_users_inbox_is_not_read_by_a_third(
+    connect,  # type: ignore[no-untyped-def]
+) -> None:
+    # Telemetry cannot listen in on the gateway's replies: its subscription is refused,
+    # and the gateway still gets its answer.
+    fleet, gateway, telemetry = (
+        await connect("fleet"),
+        await connect("gateway"),
+        await connect("telemetry"),
+    )
+
+    async def answer(msg: nats.aio.msg.Msg) -> None:
+        await msg.respond(b"list")
+
+    await fleet.nc.subscribe("fleet.mowers.list", cb=answer)
+    assert await telemetry.refused_subscribe(f"{inbox_prefix('gateway')}.>")
+    reply = await gateway.nc.request("fleet.mowers.list", b"", timeout=2)
+    assert reply.data == b"list"
+
+
+async def test_a_stream_a_user_may_not_look_at_is_an_error_naming_the_right(
+    server: tuple[NatsCluster, dict[str, str]],
+    connect,  # type: ignore[no-untyped-def]
+) -> None:
+    node, passwords = server
+    bus = await Bus.connect(
+        node.url,
+        name="cli",
+        credentials=NatsCredentials(user="cli", password=passwords["cli"]),
+        user="cli",
+    )
+    bus.js = bus.nc.jetstream(timeout=1.0)
+    try:
+        assert await bus.missing_streams(["EVENTS"]) == []  # its own: looked at, found
+        with pytest.raises(BusError, match=r"\$JS\.API\.STREAM\.INFO\.TELEMETRY"):
+            await bus.require_streams(["TELEMETRY"])
     finally:
         await bus.drain()

@@ -43,13 +43,16 @@ async def test_ops_routes_and_problems() -> None:
             async with http.get("/healthz") as r:
                 assert r.status == 200
             async with http.get("/readyz") as r:
-                assert (r.status, (await r.json())["status"]) == (503, "starting")
+                body = await r.json(content_type=None)
+                assert r.content_type == "application/problem+json"
+                assert (r.status, body["reason"]) == (503, "starting")
             readiness.set_ready()
             async with http.get("/readyz") as r:
                 assert r.status == 200
             readiness.set_not_ready("shutting down")
             async with http.get("/readyz") as r:
-                assert (r.status, (await r.json())["status"]) == (503, "shutting down")
+                body = await r.json(content_type=None)
+                assert (r.status, body["reason"]) == (503, "shutting down")
             async with http.get("/metrics") as r:
                 assert "demo_things_total 3.0" in await r.text()
             async with http.get("/boom") as r:

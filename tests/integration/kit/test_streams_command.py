@@ -39,7 +39,11 @@ def test_streams_are_created_then_merged(
 ) -> None:
     monkeypatch.setenv("MOWDECK_NATS_URL", own_nats_server.url)
     assert main(["streams"]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"{s.name}: created" for s in STREAMS]
+    assert capsys.readouterr().out.splitlines() == [
+        *(f"{s.name}: created" for s in STREAMS),
+        "KV_MOWDECK_DENYLIST: created",
+        "KV_realtime-tickets: created",
+    ]
 
     asyncio.run(_lengthen_telemetry(own_nats_server.url, 6 * 3600.0))
     assert main(["streams", "--replicas", "3"]) == 0
