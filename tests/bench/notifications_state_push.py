@@ -37,6 +37,7 @@ from mowdeck.authz import (
     grant_tuples,
     mower_object,
 )
+from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.channels.webpush import push_topic
@@ -117,7 +118,7 @@ async def run_state_to_push(rate: float, seconds: float) -> Latency:
         bus = await Bus.connect(server.url, name="bench-push")
         pool = await asyncpg.create_pool(dsn, min_size=2, max_size=16)
         try:
-            await bus.ensure_streams()
+            await apply_all(bus)  # the admin step (mowdeck streams)
             return await _measure(bus, pool, server.url, dsn, rate=rate, seconds=seconds)
         finally:
             await pool.close()

@@ -91,7 +91,10 @@ def main() -> None:
     parser.add_argument("--code", help="import mowdeck from this directory")
     parser.add_argument("--compare", help="alternate with the code in this directory")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--smoke", action="store_true", help="a few hundred deliveries, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.deliveries = 300
     if args.compare:
         before: list[float] = []
         after: list[float] = []

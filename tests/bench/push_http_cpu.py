@@ -135,7 +135,10 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", choices=["aiohttp_shipped", "aiohttp_lean", "pushclient"])
+    parser.add_argument("--smoke", action="store_true", help="a few hundred posts, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.posts, args.rounds = 200, 1
     proc, info = start_receiver(1, 1_000_000)
     try:
         asyncio.run(run(args, info))
