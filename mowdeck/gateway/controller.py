@@ -11,7 +11,7 @@ never runs after a stop.
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -115,7 +115,9 @@ class Controller:
     def __init__(self, registration: MowerRegistration) -> None:
         self.registration = registration
         self.connected = False
-        self._queue: deque[_Queued] = deque()
+        # A list, not a deque: a mower's queue is short, and an empty deque costs 760 bytes
+        # against a list's 56, in every one of a shard's thousands of controllers.
+        self._queue: list[_Queued] = []
         self._in_flight: CommandEnvelope | None = None
         self._emergency_in_flight: set[uuid.UUID] = set()
         # Ids as integers: untracked by the garbage collector, unlike UUID objects.
@@ -191,7 +193,7 @@ class Controller:
         # The device stops on its own; the gateway's drive session ends with it.
         self._driving = False
         self._drive_token += 1
-        keep: deque[_Queued] = deque()
+        keep: list[_Queued] = []
         for queued in self._queue:
             if sequence is None or queued.sequence < self._estop_sequence:
                 effects.append(result_effect(queued.envelope, "rejected", now, PREEMPTED))
@@ -244,7 +246,7 @@ class Controller:
     def _next(self, now: datetime) -> list[Effect]:
         effects: list[Effect] = []
         while self._queue and self._in_flight is None:
-            queued = self._queue.popleft()
+            queued = self._queue.pop(0)
             env = queued.envelope
             if self._preempted(queued.sequence, now):
                 effects.append(result_effect(env, "rejected", now, PREEMPTED))

@@ -79,7 +79,12 @@ async def test_sigkill_under_load_loses_nothing_and_repeats_nothing(
     for m in ids:
         await sim.inject(m, LatencyFault(ms=150))
     mowers_json = msgspec.json.encode(mowers).decode()
-    env_vars = {"MOWDECK_COMMAND_ACK_WAIT_SECONDS": ACK_WAIT}
+    # The bound above the 400 commands: the killed process holds every one it did not
+    # answer, so all of them come back as redeliveries.
+    env_vars = {
+        "MOWDECK_COMMAND_ACK_WAIT_SECONDS": ACK_WAIT,
+        "MOWDECK_GATEWAY_MAX_IN_FLIGHT": "1000",
+    }
     port = free_port()
     proc = spawn_gateway(nats_server.url, mowers_json, port, log, **env_vars)
     envs = [

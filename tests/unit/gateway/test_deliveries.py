@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 
+import pytest
 from prometheus_client import CollectorRegistry
 
+from mowdeck.gateway import deliveries as deliveries_module
 from mowdeck.gateway.deliveries import FinalOutcomes, HeldDeliveries
 from mowdeck.gateway.metrics import GatewayMetrics
 from tests.support.fakes import FakeMsg
@@ -40,6 +44,34 @@ async def test_a_delivery_is_acknowledged_once_its_final_result_is_stored() -> N
     assert cid not in deliveries
     assert in_flight(metrics) == 0
     assert await deliveries.wait_empty(0.1)
+
+
+async def test_the_acks_of_one_loop_turn_are_written_together_at_its_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A freed slot of the in-flight bound comes back with the ack: no timer may hold it.
+    writes: list[int] = []
+
+    async def ack_all(msgs: Sequence[FakeMsg]) -> None:
+        writes.append(len(msgs))
+        for m in msgs:
+            await m.ack()
+
+    monkeypatch.setattr(deliveries_module, "ack_all", ack_all)
+    deliveries, _ = held()
+    deliveries.start()
+    try:
+        cids, msgs = [uuid.uuid4() for _ in range(3)], [msg() for _ in range(3)]
+        for cid, m in zip(cids, msgs, strict=True):
+            deliveries.hold(cid, m)
+        await asyncio.sleep(0)  # the writer waits for the first ack
+        for cid in cids:  # one loop turn's stored results
+            deliveries.finished(cid)
+        await asyncio.sleep(0)  # the writer ran before this callback, queued after it
+        assert writes == [3]
+        assert [m.settled for m in msgs] == [["ack"]] * 3
+    finally:
+        await deliveries.stop()
 
 
 async def test_a_redelivery_takes_the_held_ones_place_and_is_the_one_acknowledged() -> None:
