@@ -87,7 +87,7 @@ def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path, demo_temp: Pa
             token.group(1),
             {"command": {"kind": "start_mow"}},
         )
-        assert result["status"] == "executed", result
+        assert result["status"] == "executed", json.dumps(result)  # in full, with the reason
         realtime = re.search(r"Realtime\s+(http://\S+)", banner)
         assert realtime, banner
         assert "event: snapshot" in _first_event(realtime.group(1), token.group(1))
