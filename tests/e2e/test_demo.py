@@ -10,9 +10,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.sharedtemp import shared_temp_folder
 
 
 def _post(url: str, token: str, body: dict[str, object]) -> dict[str, object]:
@@ -41,15 +44,22 @@ def _first_event(url: str, token: str) -> str:
     return block
 
 
+@pytest.fixture
+def demo_temp() -> Iterator[Path]:
+    """The demo's TMPDIR: its embedded servers' folders, even as root (see shared_temp_folder)."""
+    with shared_temp_folder() as folder:
+        yield folder
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
+def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path, demo_temp: Path) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("MOWDECK_NATS_URL", "MOWDECK_DATABASE_URL", "MOWDECK_JWT_SECRET")
     }
-    env["TMPDIR"] = str(tmp_path)  # everything the demo starts lives here
+    env["TMPDIR"] = str(demo_temp)  # everything the demo starts lives here
     log = tmp_path / "demo.log"
     with log.open("w") as sink:
         proc = subprocess.Popen(
@@ -77,7 +87,7 @@ def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
             token.group(1),
             {"command": {"kind": "start_mow"}},
         )
-        assert result["status"] == "executed", result
+        assert result["status"] == "executed", json.dumps(result)  # in full, with the reason
         realtime = re.search(r"Realtime\s+(http://\S+)", banner)
         assert realtime, banner
         assert "event: snapshot" in _first_event(realtime.group(1), token.group(1))
@@ -94,5 +104,5 @@ def test_demo_runs_commands_and_shuts_down_cleanly(tmp_path: Path) -> None:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith("mowdeck-")]
+    leftovers = [p.name for p in demo_temp.iterdir() if p.name.startswith("mowdeck-")]
     assert leftovers == []

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from mowdeck.kit.seed import list_mowers
 from tests.support.eventually import eventually
 from tests.support.natscluster import refused_at_connect
 from tests.support.natsserver import NatsServer
+from tests.support.sharedtemp import shared_temp_folder
 
 
 def _args(port: int = 0) -> argparse.Namespace:
@@ -55,12 +57,13 @@ def _processes_under(folder: Path) -> list[str]:
 
 
 @pytest.fixture
-def demo_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def demo_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A temp folder for everything the demo starts, and no configured NATS or PostgreSQL."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    for name in ("MOWDECK_NATS_URL", "MOWDECK_DATABASE_URL", "MOWDECK_JWT_SECRET"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
+    with shared_temp_folder() as folder:
+        monkeypatch.setattr(tempfile, "tempdir", str(folder))
+        for name in ("MOWDECK_NATS_URL", "MOWDECK_DATABASE_URL", "MOWDECK_JWT_SECRET"):
+            monkeypatch.delenv(name, raising=False)
+        yield folder
 
 
 @pytest.mark.slow

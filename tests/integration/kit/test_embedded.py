@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -68,4 +71,34 @@ def test_postgres_close_stops_the_server() -> None:
     pid = int((pg._dir / "data" / "postmaster.pid").read_text().split()[0])
     pg.close()
     assert not embedded._alive(pid)
+    assert not pg._dir.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="as root only")
+def test_postgres_as_root_keeps_out_of_a_temp_folder_its_owner_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As root the server runs as another user. pytest sets /tmp/pytest-of-root back to 0700
+    # at every session start, whoever had opened it: here, all through the start.
+    owned = Path(tempfile.mkdtemp(prefix="pytest-of-someone-"))
+    owned.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(owned))
+    done = threading.Event()
+
+    def sessions_starting() -> None:
+        while not done.wait(0.01):
+            owned.chmod(0o700)
+
+    closer = threading.Thread(target=sessions_starting)
+    closer.start()
+    pg = EmbeddedPostgres()
+    try:
+        pg.start()  # "Permission denied" from initdb when its files are in there
+        assert not pg._dir.is_relative_to(owned)
+    finally:
+        done.set()
+        closer.join()
+        pg.close()
+        shutil.rmtree(owned)
     assert not pg._dir.exists()
