@@ -13,8 +13,9 @@ import contextlib
 import json
 import os
 import signal
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -281,6 +282,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         failed = await register(fleet.url, sim.registrations(), token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
+        # The gateway learns of the mowers from Fleet's events a moment later: a command
+        # pasted from the banner before then would be rejected as for an unknown mower.
+        await _until_known(gateway.mowers, [r.mower_id for r in sim.registrations()])
         # The scenario tells its stories with the first three mowers: examples use another.
         scenario_mowers = [r.mower_id for r in sim.registrations()[:3]]
         example, waits = ready_mower(sim.fleet, busy=scenario_mowers)
@@ -308,6 +312,18 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             services=services,
             nats=nats,
         )
+
+
+async def _until_known(
+    known: Mapping[uuid.UUID, object], mowers: list[uuid.UUID], timeout: float = 10.0
+) -> None:
+    """Wait until the gateway's shard knows every one of ``mowers`` (at most ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    # A poll: the shard's mower table has no change notification, and this runs once.
+    while (missing := [m for m in mowers if m not in known]) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    if missing:
+        log.warning("the gateway does not know every mower yet", missing=len(missing))
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
