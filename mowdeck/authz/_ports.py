@@ -73,6 +73,13 @@ class TupleStore(Protocol):
         """Objects of ``type`` whose ``relation`` holds any of ``users`` exactly."""
         ...
 
+    async def object_tuples(
+        self, objects: Collection[str], users: Collection[str], relations: Collection[str]
+    ) -> list[Tuple]:
+        """The tuples on ``objects`` whose user is one of ``users`` or a userset, or whose
+        relation is one of ``relations`` (any user), in no particular order."""
+        ...
+
     async def delete_object(self, object: str) -> int:
         """Remove every tuple whose object is ``object``; returns how many."""
         ...
