@@ -47,20 +47,27 @@ class LocalAuthorizer:
         return (await self.check_many([user], relation, object))[user]
 
     async def check_many(self, users: Sequence[str], relation: str, object: str) -> dict[str, bool]:
-        """``check`` for each user on one object, the tuples read once for all of them.
+        """``check`` for each user on one object, the tuples read once for all of them."""
+        answers = await self.check_pairs([(u, object) for u in users], relation)
+        return {user: answers[(user, object)] for user in users}
 
-        Each user is still walked on their own (same order, same cycle cuts), over a
+    async def check_pairs(
+        self, pairs: Sequence[tuple[str, str]], relation: str
+    ) -> dict[tuple[str, str], bool]:
+        """``check`` for each ``(user, object)`` pair, the tuples read once for all of them.
+
+        Each pair is still walked on its own (same order, same cycle cuts), over a
         snapshot that holds, per object reached, the tuples of every one of the users.
         """
-        for user in users:
-            self._validate_query(user, relation, object)
-        if not users:
+        for user, obj in pairs:
+            self._validate_query(user, relation, obj)
+        if not pairs:
             return {}
-        snapshot = Snapshot(self.store, users, self._tuplesets)
-        await snapshot.prefetch(object)
+        snapshot = Snapshot(self.store, {u for u, _ in pairs}, self._tuplesets)
+        await snapshot.prefetch({o for _, o in pairs})
         return {
-            user: await _Check(self.model, snapshot, user).relation(relation, object, ())
-            for user in users
+            (user, obj): await _Check(self.model, snapshot, user).relation(relation, obj, ())
+            for user, obj in pairs
         }
 
     async def list_objects(self, user: str, relation: str, type: str) -> set[str]:

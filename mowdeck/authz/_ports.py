@@ -21,6 +21,12 @@ class Authorizer(Protocol):
         """``check`` for many users and one object in one round trip."""
         ...
 
+    async def check_pairs(
+        self, pairs: Sequence[tuple[str, str]], relation: str
+    ) -> dict[tuple[str, str], bool]:
+        """``check`` for many ``(user, object)`` pairs and one relation in one round trip."""
+        ...
+
     async def list_objects(self, user: str, relation: str, type: str) -> set[str]:
         """The objects of ``type`` (as ``type:id``) on which ``user`` has ``relation``."""
         ...

@@ -67,9 +67,9 @@ class Snapshot:
         # object -> relation -> subjects, sorted like the store's lookups.
         self._tuples: dict[str, dict[str, list[str]]] = {}
 
-    async def prefetch(self, obj: str) -> None:
-        """Fetch ``obj`` and the objects it points to, a level per query."""
-        frontier = {obj}
+    async def prefetch(self, objects: Collection[str]) -> None:
+        """Fetch ``objects`` and the objects they point to, a level per query."""
+        frontier = set(objects)
         for _ in range(_PREFETCH_LEVELS):
             frontier -= self._tuples.keys()
             if not frontier:

@@ -1,13 +1,13 @@
 """The fan-out: pending events to inbox items, recipients re-checked, then notifications.sent.
 
 A round claims up to ``notifications_fanout_batch`` pending events (FOR UPDATE SKIP
-LOCKED, a short transaction of its own), picks their recipients outside any transaction,
-per mower (the account's subscribers, their scope and kinds, one
-``check_many(can_view, mower)`` for the subscribers of all that mower's events, quiet
-hours; at most ``_CONCURRENCY`` mowers at once), then completes every event of the round
-in one transaction (inbox items, pending rows gone, inboxes trimmed, deliveries queued)
-and publishes ``event.notifications.sent`` for each new item, rendered in the reader's
-locale. A failed event stays claimed until its lease runs out and is tried again, up to
+LOCKED, a short transaction of its own), picks their recipients outside any transaction
+(the subscribers of each account, at most ``_CONCURRENCY`` accounts at once, their scope
+and kinds, one ``check_pairs(can_view)`` for every mower's users of the round, quiet
+hours), then completes every event of the round in one transaction (inbox items,
+pending rows gone, inboxes trimmed, deliveries queued) and publishes
+``event.notifications.sent`` for each new item, rendered in the reader's locale. A
+failed event stays claimed until its lease runs out and is tried again, up to
 ``notifications_fanout_max_attempts`` claims. The fan-out is woken at once after a
 commit of this replica wrote events, and polls for other replicas' events.
 """
@@ -58,29 +58,31 @@ class Decisions:
         """Forget every decision (grants changed)."""
         self._cache.clear()
 
-    async def viewers(self, users: Sequence[str], mower_id: uuid.UUID) -> set[str]:
-        """Those of ``users`` who may view the mower: one ``check_many`` for the uncached."""
+    async def viewers(self, wanted: dict[uuid.UUID, list[str]]) -> dict[uuid.UUID, set[str]]:
+        """Per mower, those of its users who may view it: one ``check_pairs`` for every
+        decision not cached."""
         now = self._clock()
-        allowed: set[str] = set()
-        ask: list[str] = []
-        for user in users:
-            cached = self._cache.get((user, mower_id))
-            if cached is not None and cached[1] > now:
-                if cached[0]:
-                    allowed.add(user)
-            else:
-                ask.append(user)
+        allowed: dict[uuid.UUID, set[str]] = {mower_id: set() for mower_id in wanted}
+        ask: list[tuple[str, uuid.UUID]] = []
+        for mower_id, users in wanted.items():
+            for user in users:
+                cached = self._cache.get((user, mower_id))
+                if cached is not None and cached[1] > now:
+                    if cached[0]:
+                        allowed[mower_id].add(user)
+                else:
+                    ask.append((user, mower_id))
         if ask:
-            answers = await self._authorizer.check_many(
-                [user_ref(u) for u in ask], "can_view", mower_object(mower_id)
+            answers = await self._authorizer.check_pairs(
+                [(user_ref(u), mower_object(m)) for u, m in ask], "can_view"
             )
             expires = now + self._ttl
-            for user in ask:
-                ok = answers.get(user_ref(user), False)
+            for user, mower_id in ask:
+                ok = answers.get((user_ref(user), mower_object(mower_id)), False)
                 if self._ttl > timedelta(0):
                     self._cache[(user, mower_id)] = (ok, expires)
                 if ok:
-                    allowed.add(user)
+                    allowed[mower_id].add(user)
         return allowed
 
 
@@ -152,21 +154,19 @@ class FanOut:
         claimed = await self._store.claim_pending(
             self._clock(), s.notifications_fanout_batch, s.fanout_lease
         )
-        live: dict[tuple[uuid.UUID, uuid.UUID], list[PendingEvent]] = {}
+        live: list[PendingEvent] = []
         for pending in claimed:
             if pending.attempts > s.notifications_fanout_max_attempts:
                 await self._discard(pending)
             else:
-                key = (pending.event.mower_id, pending.event.account_id)
-                live.setdefault(key, []).append(pending)
-        subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]] = {}
-        picked = await asyncio.gather(
-            *(self._guarded(events, subscribers) for events in live.values())
-        )
-        # In claim order, so that of two events with one dedupe key the older one counts.
-        completions = sorted((c for group in picked for c in group), key=lambda p: p.pending.id)
-        if completions:
-            await self._complete(completions)
+                live.append(pending)
+        if live:
+            try:
+                picked = await self._pick(live)
+            except Exception as err:
+                self._failed(live, "recipients", err)
+                return len(claimed)
+            await self._complete(picked)
         return len(claimed)
 
     async def _discard(self, pending: PendingEvent) -> None:
@@ -178,18 +178,6 @@ class FanOut:
         if dropped:
             self._metrics.fanout_discarded.inc()
             log.error("pending event dropped after too many attempts", pending_id=pending.id)
-
-    async def _guarded(
-        self,
-        events: list[PendingEvent],
-        subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]],
-    ) -> list[_Picked]:
-        async with self._limit:
-            try:
-                return await self._pick(events, subscribers)
-            except Exception as err:
-                self._failed(events, "recipients", err)
-                return []
 
     def _failed(self, events: Sequence[PendingEvent], stage: str, err: Exception) -> None:
         """Count and log events left claimed: they are tried again after the lease."""
@@ -204,30 +192,29 @@ class FanOut:
                 attempts=pending.attempts,
             )
 
-    async def _pick(
-        self,
-        events: list[PendingEvent],
-        subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]],
-    ) -> list[_Picked]:
-        """The recipients of one mower's events (of one account): one ``check_many``."""
+    async def _subscribers(self, account_id: uuid.UUID) -> list[Subscriber]:
+        async with self._limit:
+            return await self._store.subscribers(account_id)
+
+    async def _pick(self, events: list[PendingEvent]) -> list[_Picked]:
+        """The recipients of a round's events: the subscribers of each account (a few
+        accounts at a time), then one ``check_pairs`` for every mower's users."""
         metrics = self._metrics
-        mower_id, account_id = events[0].event.mower_id, events[0].event.account_id
-        task = subscribers.get(account_id)
-        if task is None:
-            task = subscribers[account_id] = asyncio.ensure_future(
-                self._store.subscribers(account_id)
-            )
-        everyone = await task
-        wanted = {p.id: recipients(everyone, p.event) for p in events}
-        users = sorted({w.user_id for ws in wanted.values() for w in ws})
-        viewers = await self._decisions.viewers(users, mower_id) if users else set()
-        name = self._names(mower_id) or str(mower_id)[:8]
+        accounts = list(dict.fromkeys(p.event.account_id for p in events))
+        found = await asyncio.gather(*(self._subscribers(a) for a in accounts))
+        subscribers = dict(zip(accounts, found, strict=True))
+        wanted = {p.id: recipients(subscribers[p.event.account_id], p.event) for p in events}
+        users: dict[uuid.UUID, set[str]] = {}
+        for p in events:
+            users.setdefault(p.event.mower_id, set()).update(w.user_id for w in wanted[p.id])
+        viewers = await self._decisions.viewers({m: sorted(us) for m, us in users.items() if us})
         picked = []
         for pending in events:
             event, mine = pending.event, wanted[pending.id]
             if not mine:
                 metrics.suppressed.labels(reason="not_subscribed").inc()
-            chosen = [w for w in mine if w.user_id in viewers]
+            can_view = viewers.get(event.mower_id, set())
+            chosen = [w for w in mine if w.user_id in can_view]
             if len(chosen) < len(mine):
                 metrics.suppressed.labels(reason="not_viewable").inc(len(mine) - len(chosen))
             entries = []
@@ -239,6 +226,7 @@ class FanOut:
                 if held:
                     metrics.suppressed.labels(reason="quiet_hours").inc()
                 entries.append(InboxEntry(user_id=sub.user_id, held_by_quiet_hours=held))
+            name = self._names(event.mower_id) or str(event.mower_id)[:8]
             named = msgspec.structs.replace(event, params={**event.params, "mower": name})
             done = Completion(pending_id=pending.id, event=named, entries=tuple(entries))
             picked.append(_Picked(pending, done, {sub.user_id: sub for sub in chosen}))

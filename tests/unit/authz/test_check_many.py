@@ -43,6 +43,17 @@ async def _check_many_failures(path: Path, model: AuthorizationModel) -> tuple[i
             asked += len(answers)
             if got != answers:
                 failures.append(f"{test['name']}: {relation} on {obj}: {got} != {answers}")
+        # And every object of the test at once, per relation.
+        for relation in {r for r, _ in expected}:
+            pairs = {
+                (user, obj): allowed
+                for (r, obj), answers in expected.items()
+                if r == relation
+                for user, allowed in answers.items()
+            }
+            got_pairs = await authorizer.check_pairs(list(pairs), relation)
+            if got_pairs != pairs:
+                failures.append(f"{test['name']}: check_pairs of {relation}")
     return asked, failures
 
 
@@ -85,6 +96,21 @@ class CountingStore(InMemoryTupleStore):
     ) -> list[Tuple]:
         self.queries += 1
         return await super().read(user=user, relation=relation, object=object)
+
+
+async def test_check_pairs_reads_do_not_grow_with_the_mowers() -> None:
+    store = CountingStore()
+    authorizer = LocalAuthorizer(store)
+    pairs: dict[tuple[str, str], bool] = {}
+    for i in range(50):
+        account, mower = uuid.uuid4(), uuid.uuid4()
+        await authorizer.write([Tuple(account_object(account), "account", mower_object(mower))])
+        await authorizer.write(grant_tuples(account, f"v{i}", "viewer"))
+        pairs[(user_ref(f"v{i}"), mower_object(mower))] = True
+        pairs[(user_ref(f"v{i - 1}"), mower_object(mower))] = False  # the previous account's
+    store.queries = 0
+    assert await authorizer.check_pairs(list(pairs), "can_view") == pairs
+    assert store.queries <= 3
 
 
 @pytest.mark.parametrize("users", [3, 300], ids=["3-users", "300-users"])

@@ -1,10 +1,10 @@
-"""The fan-out's rounds: one ``check_many`` per mower, one write for the whole claim."""
+"""The fan-out's rounds: one ``check_pairs`` and one write for the whole claim."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
@@ -17,6 +17,7 @@ from mowdeck.authz import (
     account_object,
     grant_tuples,
     mower_object,
+    user_ref,
 )
 from mowdeck.notifications.fanout import Decisions, FanOut
 from mowdeck.notifications.memory import InMemoryNotificationStore
@@ -27,20 +28,24 @@ from mowdeck.notifications.settings import NotificationsSettings
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, at
 from tests.unit.notifications.store_contract import LEASE, event, queue
 
+MOWERS = (MOWER, OTHER_MOWER)
+
 
 class CountingAuthorizer(LocalAuthorizer):
-    """Counts ``check_many`` calls; refuses to answer for the mowers in ``down``."""
+    """Counts ``check_pairs`` calls; refuses to answer while ``down``."""
 
     def __init__(self) -> None:
         super().__init__(InMemoryTupleStore())
-        self.calls: list[tuple[int, str]] = []
-        self.down: set[str] = set()
+        self.calls: list[list[tuple[str, str]]] = []
+        self.down = False
 
-    async def check_many(self, users: Sequence[str], relation: str, object: str) -> dict[str, bool]:
-        self.calls.append((len(users), object))
-        if object in self.down:
+    async def check_pairs(
+        self, pairs: Sequence[tuple[str, str]], relation: str
+    ) -> dict[tuple[str, str], bool]:
+        self.calls.append(sorted(pairs))
+        if self.down:
             raise AuthzUnavailableError("tuple store: down")
-        return await super().check_many(users, relation, object)
+        return await super().check_pairs(pairs, relation)
 
 
 class CountingStore(InMemoryNotificationStore):
@@ -80,7 +85,11 @@ def failures() -> float:
     return REGISTRY.get_sample_value("mowdeck_notifications_fanout_failures_total") or 0.0
 
 
-async def setup() -> tuple[CountingStore, CountingAuthorizer, RecordingPublisher, FanOut]:
+async def setup(
+    now: list[datetime] | None = None,
+) -> tuple[CountingStore, CountingAuthorizer, RecordingPublisher, FanOut]:
+    """A fan-out over the in-memory store; ``now[0]`` is its clock (at(10_000) if not given)."""
+    clock = now if now is not None else [at(10_000)]
     store, authorizer, publisher = CountingStore(), CountingAuthorizer(), RecordingPublisher()
     for mower in (MOWER, OTHER_MOWER):
         await authorizer.write([Tuple(account_object(ACCOUNT), "account", mower_object(mower))])
@@ -90,21 +99,24 @@ async def setup() -> tuple[CountingStore, CountingAuthorizer, RecordingPublisher
         await store.put_preferences(user, ACCOUNT, Preferences(scope="all"))
     fanout = FanOut(
         store,
-        decisions=Decisions(authorizer, timedelta(0), lambda: at(10_000)),
+        decisions=Decisions(authorizer, timedelta(0), lambda: clock[0]),
         publisher=publisher,  # type: ignore[arg-type]
         names=lambda _: "Robbie",
         settings=NotificationsSettings(),
         metrics=METRICS,
-        clock=lambda: at(10_000),
+        clock=lambda: clock[0],
     )
     return store, authorizer, publisher, fanout
 
 
-async def test_a_round_checks_once_per_mower_and_writes_once() -> None:
+async def test_a_round_checks_once_and_writes_once() -> None:
     store, authorizer, publisher, fanout = await setup()
     await queue(store, event("a", 1), event("b", 2, mower_id=OTHER_MOWER), event("c", 3))
     assert await fanout.round() == 3
-    assert sorted(authorizer.calls) == [(3, mower_object(MOWER)), (3, mower_object(OTHER_MOWER))]
+    # Each subscriber once per mower, whatever the number of the mower's events.
+    assert authorizer.calls == [
+        sorted((user_ref(u), mower_object(m)) for u in ("amy", "bob", "cy") for m in MOWERS)
+    ]
     assert store.batches == [3]
     assert sorted((s.user_id, s.dedupe_key) for s in publisher.sent) == [
         ("amy", "a"),
@@ -118,13 +130,18 @@ async def test_a_round_checks_once_per_mower_and_writes_once() -> None:
     assert (await store.unread_count("bob"), await store.unread_count("amy")) == (0, 3)
 
 
-async def test_a_mower_whose_check_fails_delays_only_its_events() -> None:
-    store, authorizer, publisher, fanout = await setup()
-    authorizer.down.add(mower_object(OTHER_MOWER))
+async def test_a_failed_check_delays_the_round_by_a_lease() -> None:
+    now = [at(10_000)]
+    store, authorizer, publisher, fanout = await setup(now)
+    authorizer.down = True
     await queue(store, event("a", 1), event("b", 2, mower_id=OTHER_MOWER))
     before = failures()
     assert await fanout.round() == 2
-    assert sorted(s.dedupe_key for s in publisher.sent) == ["a", "a"]
-    assert failures() == before + 1
-    [left] = await store.claim_pending(at(10_000) + LEASE, 10, LEASE)
-    assert (left.event.dedupe_key, left.attempts) == ("b", 2)
+    assert publisher.sent == []
+    assert store.batches == []
+    assert failures() == before + 2
+    authorizer.down = False
+    assert await fanout.round() == 0  # still claimed
+    now[0] += LEASE
+    assert await fanout.round() == 2
+    assert sorted(s.dedupe_key for s in publisher.sent) == ["a", "a", "b", "b"]
