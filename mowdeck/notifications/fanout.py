@@ -2,14 +2,15 @@
 
 A round claims up to ``notifications_fanout_batch`` pending events (FOR UPDATE SKIP
 LOCKED, a short transaction of its own), picks their recipients outside any transaction
-(the subscribers of each account, at most ``_CONCURRENCY`` accounts at once, their scope
-and kinds, one ``check_pairs(can_view)`` for every mower's users of the round, quiet
-hours), then completes every event of the round in one transaction (inbox items,
-pending rows gone, inboxes trimmed, deliveries queued) and publishes
-``event.notifications.sent`` for each new item, rendered in the reader's locale. A
-failed event stays claimed until its lease runs out and is tried again, up to
-``notifications_fanout_max_attempts`` claims. The fan-out is woken at once after a
-commit of this replica wrote events, and polls for other replicas' events.
+(the subscribers of the round's accounts in one query, their scope and kinds, one
+``check_pairs(can_view)`` for every mower's users of the round, quiet hours), then
+completes every event of the round in one transaction (inbox items, pending rows gone,
+inboxes trimmed, deliveries queued) and publishes ``event.notifications.sent`` for each
+new item, rendered in the reader's locale. One round runs at a time, so a replica holds
+one pooled connection for it. A failed event stays claimed until its lease runs out and
+is tried again, up to ``notifications_fanout_max_attempts`` claims. The fan-out is woken
+at once after a commit of this replica wrote events, and polls for other replicas'
+events.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ __all__ = ["Decisions", "FanOut"]
 
 log = structlog.get_logger("mowdeck.notifications.fanout")
 PRODUCER = "notifications"
-_CONCURRENCY = 4
 
 
 class Decisions:
@@ -118,7 +118,6 @@ class FanOut:
         self._clock = clock
         self._poll = poll
         self._wake = asyncio.Event()
-        self._limit = asyncio.Semaphore(_CONCURRENCY)
         self.task: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
@@ -192,17 +191,12 @@ class FanOut:
                 attempts=pending.attempts,
             )
 
-    async def _subscribers(self, account_id: uuid.UUID) -> list[Subscriber]:
-        async with self._limit:
-            return await self._store.subscribers(account_id)
-
     async def _pick(self, events: list[PendingEvent]) -> list[_Picked]:
-        """The recipients of a round's events: the subscribers of each account (a few
-        accounts at a time), then one ``check_pairs`` for every mower's users."""
+        """The recipients of a round's events: the subscribers of its accounts in one
+        query, then one ``check_pairs`` for every mower's users."""
         metrics = self._metrics
         accounts = list(dict.fromkeys(p.event.account_id for p in events))
-        found = await asyncio.gather(*(self._subscribers(a) for a in accounts))
-        subscribers = dict(zip(accounts, found, strict=True))
+        subscribers = await self._store.subscribers_of(accounts)
         wanted = {p.id: recipients(subscribers[p.event.account_id], p.event) for p in events}
         users: dict[uuid.UUID, set[str]] = {}
         for p in events:

@@ -180,6 +180,12 @@ class InMemoryNotificationStore(InMemoryDeliveries):
             if account == account_id and prefs.scope != "none"
         ]
 
+    async def subscribers_of(
+        self, account_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[Subscriber]]:
+        """``subscribers`` of several accounts."""
+        return {a: await self.subscribers(a) for a in account_ids}
+
     # -- inbox -----------------------------------------------------------------------
 
     def _items_of(self, user_id: str) -> list[InboxItem]:

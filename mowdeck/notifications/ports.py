@@ -150,6 +150,12 @@ class NotificationStore(DeliveryStore, Protocol):
         """The account's users whose scope is not ``none``, by user id."""
         ...
 
+    async def subscribers_of(
+        self, account_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[Subscriber]]:
+        """``subscribers`` of each of ``account_ids`` (every one a key, maybe with none)."""
+        ...
+
     async def inbox_page(
         self, user_id: str, limit: int, cursor: InboxCursor | None = None
     ) -> InboxPage:

@@ -118,6 +118,12 @@ def _preferences(row: asyncpg.Record) -> Preferences:
     )
 
 
+def _subscriber(row: asyncpg.Record) -> Subscriber:
+    return Subscriber(
+        user_id=row["user_id"], account_id=row["account_id"], preferences=_preferences(row)
+    )
+
+
 class PostgresNotificationStore(PostgresDeliveries):
     """Notification tables in PostgreSQL through an asyncpg pool."""
 
@@ -209,12 +215,18 @@ class PostgresNotificationStore(PostgresDeliveries):
         """The account's users with a scope."""
         with _translated("subscribers read"):
             rows = await self._pool.fetch(sql.SUBSCRIBERS, account_id)
-        return [
-            Subscriber(
-                user_id=r["user_id"], account_id=r["account_id"], preferences=_preferences(r)
-            )
-            for r in rows
-        ]
+        return [_subscriber(r) for r in rows]
+
+    async def subscribers_of(
+        self, account_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[Subscriber]]:
+        """``subscribers`` of several accounts in one query."""
+        found: dict[uuid.UUID, list[Subscriber]] = {a: [] for a in account_ids}
+        with _translated("subscribers read"):
+            rows = await self._pool.fetch(sql.SUBSCRIBERS_OF, list(found))
+        for r in rows:
+            found[r["account_id"]].append(_subscriber(r))
+        return found
 
     # -- inbox -----------------------------------------------------------------------
 

@@ -174,6 +174,10 @@ SUBSCRIBERS = f"""
 SELECT {_PREFS} FROM notification_preferences
 WHERE account_id = $1 AND scope <> 'none' ORDER BY user_id
 """
+SUBSCRIBERS_OF = f"""
+SELECT {_PREFS} FROM notification_preferences
+WHERE account_id = ANY($1::uuid[]) AND scope <> 'none' ORDER BY account_id, user_id
+"""
 
 # -- removal -------------------------------------------------------------------------------
 

@@ -403,6 +403,14 @@ class StoreContract:
             ("cy", ACCOUNT),
         ]
         assert subscribers[0].preferences.mowers == [MOWER]
+        third = uuid.uuid4()
+        found = await store.subscribers_of([OTHER_ACCOUNT, ACCOUNT, third])
+        assert {a: [s.user_id for s in subs] for a, subs in found.items()} == {
+            ACCOUNT: ["amy", "cy"],
+            OTHER_ACCOUNT: ["dan"],
+            third: [],
+        }
+        assert found[ACCOUNT] == subscribers
 
     # -- removal -----------------------------------------------------------------------
 
