@@ -16,6 +16,7 @@ from mowdeck.authz._model import (
     load_model,
 )
 from mowdeck.authz._ports import TupleStore
+from mowdeck.authz._snapshot import Snapshot, tupleset_relations
 from mowdeck.authz._tuples import (
     AuthzError,
     InvalidTupleError,
@@ -39,15 +40,35 @@ class LocalAuthorizer:
     def __init__(self, store: TupleStore, model: AuthorizationModel | None = None) -> None:
         self.store = store
         self.model = model if model is not None else load_model()
+        self._tuplesets = tupleset_relations(self.model)
 
     async def check(self, user: str, relation: str, object: str) -> bool:
         """Whether ``user`` has ``relation`` on ``object``."""
-        self._validate_query(user, relation, object)
-        return await _Check(self.model, self.store, user).relation(relation, object, ())
+        return (await self.check_many([user], relation, object))[user]
 
     async def check_many(self, users: Sequence[str], relation: str, object: str) -> dict[str, bool]:
-        """``check`` for each user on one object."""
-        return {user: await self.check(user, relation, object) for user in users}
+        """``check`` for each user on one object, the tuples read once for all of them."""
+        answers = await self.check_pairs([(u, object) for u in users], relation)
+        return {user: answers[(user, object)] for user in users}
+
+    async def check_pairs(
+        self, pairs: Sequence[tuple[str, str]], relation: str
+    ) -> dict[tuple[str, str], bool]:
+        """``check`` for each ``(user, object)`` pair, the tuples read once for all of them.
+
+        Each pair is still walked on its own (same order, same cycle cuts), over a
+        snapshot that holds, per object reached, the tuples of every one of the users.
+        """
+        for user, obj in pairs:
+            self._validate_query(user, relation, obj)
+        if not pairs:
+            return {}
+        snapshot = Snapshot(self.store, {u for u, _ in pairs}, self._tuplesets)
+        await snapshot.prefetch({o for _, o in pairs})
+        return {
+            (user, obj): await _Check(self.model, snapshot, user).relation(relation, obj, ())
+            for user, obj in pairs
+        }
 
     async def list_objects(self, user: str, relation: str, type: str) -> set[str]:
         """The objects of ``type`` on which ``user`` has ``relation``, by reverse evaluation."""
@@ -92,9 +113,9 @@ class LocalAuthorizer:
 class _Check:
     """One forward check: depth-first, with the path kept to cut cycles."""
 
-    def __init__(self, model: AuthorizationModel, store: TupleStore, user: str) -> None:
+    def __init__(self, model: AuthorizationModel, tuples: Snapshot, user: str) -> None:
         self.model = model
-        self.store = store
+        self.tuples = tuples
         self.user = user
         self.plain = "#" not in user
         # Only successes are remembered: a failure may stem from a cycle cut on this path.
@@ -123,8 +144,7 @@ class _Check:
             case Computed(relation=other):
                 return await self.relation(other, obj, path)
             case TupleToUserset(tupleset=tupleset, computed=computed):
-                for t in await self.store.read(object=obj, relation=tupleset):
-                    parent = t.user
+                for parent in await self.tuples.tupleset(obj, tupleset):
                     if "#" in parent or not self.model.has_relation(object_type(parent), computed):
                         continue
                     if await self.relation(computed, parent, path):
@@ -152,11 +172,11 @@ class _Check:
         user_kind = object_type(self.user)
         if self.plain and any(a.wildcard and a.type == user_kind for a in allowed):
             candidates.add(f"{user_kind}:*")
-        if await self.store.contains_any(obj, relation, candidates):
+        if await self.tuples.contains_any(obj, relation, candidates):
             return True
         if not any(a.relation for a in allowed):
             return False
-        for userset in await self.store.usersets(obj, relation):
+        for userset in await self.tuples.usersets(obj, relation):
             parent, parent_relation = split_userset(userset)
             if parent_relation and await self.relation(parent_relation, parent, path):
                 return True

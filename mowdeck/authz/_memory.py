@@ -62,6 +62,17 @@ class InMemoryTupleStore(TupleStore):
             if t.relation == relation and t.user in wanted and object_type(t.object) == type
         }
 
+    async def object_tuples(
+        self, objects: Collection[str], users: Collection[str], relations: Collection[str]
+    ) -> list[Tuple]:
+        """The tuples on ``objects`` for ``users``, usersets or ``relations``."""
+        on, who, which = set(objects), set(users), set(relations)
+        return [
+            t
+            for t in self._tuples
+            if t.object in on and (t.user in who or "#" in t.user or t.relation in which)
+        ]
+
     async def delete_object(self, object: str) -> int:
         """Remove the tuples whose object is ``object``."""
         gone = {t for t in self._tuples if t.object == object}

@@ -127,6 +127,10 @@ class AuthorizationModel:
         """Every type the model defines."""
         return frozenset(self._rewrites)
 
+    def relations(self, kind: str) -> frozenset[str]:
+        """The relations ``kind`` defines (none for an unknown type)."""
+        return frozenset(self._rewrites.get(kind, {}))
+
     def has_relation(self, kind: str, relation: str) -> bool:
         """Whether ``kind`` defines ``relation``."""
         return relation in self._rewrites.get(kind, {})

@@ -90,19 +90,26 @@ class OpenFgaAuthorizer:
 
     async def check_many(self, users: Sequence[str], relation: str, object: str) -> dict[str, bool]:
         """Many users on one object in one ``POST /batch-check`` (per 50 users)."""
-        if not users:
+        answers = await self.check_pairs([(u, object) for u in users], relation)
+        return {user: answers[(user, object)] for user in users}
+
+    async def check_pairs(
+        self, pairs: Sequence[tuple[str, str]], relation: str
+    ) -> dict[tuple[str, str], bool]:
+        """Many ``(user, object)`` pairs in one ``POST /batch-check`` (per 50 pairs)."""
+        if not pairs:
             return {}
-        distinct = list(dict.fromkeys(users))
+        distinct = list(dict.fromkeys(pairs))
         items = [
-            ClientBatchCheckItem(user=u, relation=relation, object=object, correlation_id=str(i))
-            for i, u in enumerate(distinct)
+            ClientBatchCheckItem(user=u, relation=relation, object=o, correlation_id=str(i))
+            for i, (u, o) in enumerate(distinct)
         ]
         response: Any = await _call(
             self._client.batch_check(
                 ClientBatchCheckRequest(checks=items), options={"max_batch_size": BATCH_SIZE}
             )
         )
-        answers: dict[str, bool] = {}
+        answers: dict[tuple[str, str], bool] = {}
         for single in response.result:
             if single.error is not None:
                 raise AuthzUnavailableError(f"OpenFGA batch check failed: {single.error}")

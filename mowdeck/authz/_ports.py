@@ -21,6 +21,12 @@ class Authorizer(Protocol):
         """``check`` for many users and one object in one round trip."""
         ...
 
+    async def check_pairs(
+        self, pairs: Sequence[tuple[str, str]], relation: str
+    ) -> dict[tuple[str, str], bool]:
+        """``check`` for many ``(user, object)`` pairs and one relation in one round trip."""
+        ...
+
     async def list_objects(self, user: str, relation: str, type: str) -> set[str]:
         """The objects of ``type`` (as ``type:id``) on which ``user`` has ``relation``."""
         ...
@@ -71,6 +77,13 @@ class TupleStore(Protocol):
 
     async def objects_with(self, type: str, relation: str, users: Collection[str]) -> set[str]:
         """Objects of ``type`` whose ``relation`` holds any of ``users`` exactly."""
+        ...
+
+    async def object_tuples(
+        self, objects: Collection[str], users: Collection[str], relations: Collection[str]
+    ) -> list[Tuple]:
+        """The tuples on ``objects`` whose user is one of ``users`` or a userset, or whose
+        relation is one of ``relations`` (any user), in no particular order."""
         ...
 
     async def delete_object(self, object: str) -> int:

@@ -121,6 +121,27 @@ class PostgresTupleStore(TupleStore):
         )
         return {f"{type}:{r['object_id']}" for r in rows}
 
+    async def object_tuples(
+        self, objects: Collection[str], users: Collection[str], relations: Collection[str]
+    ) -> list[Tuple]:
+        """The tuples on ``objects`` for ``users``, usersets or ``relations``, in one query."""
+        kinds, idents = [], []
+        for o in objects:
+            kind, ident = split_object(o)
+            kinds.append(kind)
+            idents.append(ident)
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM authz_tuples t"  # noqa: S608 - only placeholders
+            " JOIN unnest($1::text[], $2::text[]) AS o(ot, oi)"
+            " ON t.object_type = o.ot AND t.object_id = o.oi"
+            " WHERE t.subject = ANY($3::text[]) OR t.is_userset OR t.relation = ANY($4::text[])",
+            kinds,
+            idents,
+            list(users),
+            list(relations),
+        )
+        return [_tuple(r) for r in rows]
+
     async def delete_object(self, object: str) -> int:
         """Remove the tuples whose object is ``object``."""
         kind, ident = split_object(object)

@@ -70,27 +70,28 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
 
 
 async def queue_deliveries(
-    conn: asyncpg.Connection, event: RuleEvent, inserted: Sequence[tuple[str, bool]]
+    conn: asyncpg.Connection, kept: Sequence[tuple[RuleEvent, str, bool]]
 ) -> None:
-    """The delivery rows of new inbox items ``(user_id, held)``, in the caller's transaction."""
-    sent = sorted({user for user, held in inserted if not held})
-    held = sorted({user for user, is_held in inserted if is_held})
+    """The delivery rows of new inbox items ``(event, user_id, held)``, in the caller's
+    transaction: two statements at most, whatever the number of events."""
+    sent = [(user, event) for event, user, held in kept if not held]
     if sent:
         await conn.fetchrow(
             sql.QUEUE_DELIVERIES,
-            sent,
-            event.kind,
-            event.mower_id,
-            event.severity,
-            event.dedupe_key,
-            event.message_key,
-            _encode(event.params).decode(),
-            event.occurred_at,
+            [user for user, _ in sent],
+            [e.kind for _, e in sent],
+            [e.mower_id for _, e in sent],
+            [e.severity for _, e in sent],
+            [e.dedupe_key for _, e in sent],
+            [e.message_key for _, e in sent],
+            [_encode(e.params).decode() for _, e in sent],
+            [e.occurred_at for _, e in sent],
         )
+    held = [(user, event) for event, user, is_held in kept if is_held]
     if held:
         now = datetime.now(UTC)
-        users, ends = [], []
-        for row in await conn.fetch(sql.QUIET_OF, held):
+        quiet_of: dict[str, tuple[QuietHours | None, str]] = {}
+        for row in await conn.fetch(sql.QUIET_OF, sorted({user for user, _ in held})):
             quiet = None
             if row["quiet_start"] is not None:
                 quiet = QuietHours(
@@ -98,8 +99,13 @@ async def queue_deliveries(
                     end=row["quiet_end"],
                     allow_critical=row["quiet_allow_critical"],
                 )
-            users.append(row["user_id"])
-            ends.append(summary_due(quiet, row["timezone"], event.occurred_at, now))
+            quiet_of[row["user_id"]] = (quiet, row["timezone"])
+        users, ends = [], []
+        for user, event in held:
+            if user in quiet_of:  # held by quiet hours the store does not know: no summary
+                quiet, timezone = quiet_of[user]
+                users.append(user)
+                ends.append(summary_due(quiet, timezone, event.occurred_at, now))
         if users:
             await conn.execute(sql.QUEUE_SUMMARIES, users, ends, SUMMARY_KEY)
 

@@ -30,17 +30,19 @@ DELETE_TARGETS_BY_ID = "DELETE FROM notification_targets WHERE id = ANY($1::uuid
 
 _COLUMNS = """target_id, user_id, channel, kind, mower_id, severity, dedupe_key,
     message_key, params, occurred_at, next_attempt_at"""
-# One row per target of the users in $1 (those whose new item is not held), due at once:
-# due since the event occurred (so the oldest due age tells how late delivery is), or
-# now for an event from a clock running ahead.
+# One row per target of each new item not held ($1..$8: one element per item), due at
+# once: due since the event occurred (so the oldest due age tells how late delivery is),
+# or now for an event from a clock running ahead.
 # The workers are woken in the same statement when rows were queued (one round trip less
 # in the fan-out's transaction); PostgreSQL delivers the notification at commit.
 QUEUE_DELIVERIES = f"""
 WITH queued AS (
     INSERT INTO notification_deliveries ({_COLUMNS})
-    SELECT t.id, t.user_id, t.channel, $2, $3, $4, $5, $6, $7::jsonb, $8, least($8, now())
-    FROM notification_targets AS t WHERE t.user_id = ANY($1::text[])
-    ORDER BY t.id
+    SELECT t.id, t.user_id, t.channel, e.k, e.m, e.s, e.d, e.mk, e.p::jsonb, e.o, least(e.o, now())
+    FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[],
+        $7::text[], $8::timestamptz[]) AS e(u, k, m, s, d, mk, p, o)
+    JOIN notification_targets AS t ON t.user_id = e.u
+    ORDER BY t.id, e.d
     ON CONFLICT (target_id, dedupe_key) DO NOTHING
     RETURNING 1
 ), counted AS (SELECT count(*) AS n FROM queued)
@@ -51,17 +53,22 @@ SELECT user_id, timezone, quiet_start, quiet_end, quiet_allow_critical
 FROM notification_preferences WHERE user_id = ANY($1::text[])
 """
 # One summary per target and quiet window: the first held item creates it, every
-# further one counts itself in (while it has not been sent yet).
+# further one counts itself in (while it has not been sent yet). The held items of one
+# batch are summed per user and window first: a statement may touch a row only once.
 QUEUE_SUMMARIES = f"""
 INSERT INTO notification_deliveries ({_COLUMNS})
 SELECT t.id, t.user_id, t.channel, $3, NULL, 'info',
-    $3 || ':' || extract(epoch FROM s.ends)::bigint, $3, '{{"count": 1}}'::jsonb, s.ends, s.ends
-FROM unnest($1::text[], $2::timestamptz[]) AS s(user_id, ends)
+    $3 || ':' || s.epoch, $3, jsonb_build_object('count', s.n), s.ends, s.ends
+FROM (
+    SELECT user_id, extract(epoch FROM ends)::bigint AS epoch, min(ends) AS ends, count(*) AS n
+    FROM unnest($1::text[], $2::timestamptz[]) AS h(user_id, ends)
+    GROUP BY user_id, extract(epoch FROM ends)::bigint
+) AS s
 JOIN notification_targets AS t ON t.user_id = s.user_id
-ORDER BY t.id
+ORDER BY t.id, s.epoch
 ON CONFLICT (target_id, dedupe_key) DO UPDATE
 SET params = jsonb_set(notification_deliveries.params, '{{count}}',
-    to_jsonb((notification_deliveries.params->>'count')::int + 1))
+    to_jsonb((notification_deliveries.params->>'count')::int + (excluded.params->>'count')::int))
 WHERE notification_deliveries.state = 'due'
 """
 

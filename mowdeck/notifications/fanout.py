@@ -1,13 +1,16 @@
 """The fan-out: pending events to inbox items, recipients re-checked, then notifications.sent.
 
-A round claims pending events (FOR UPDATE SKIP LOCKED, a short transaction of its own),
-picks each event's recipients outside any transaction (the account's subscribers, their
-scope and kinds, one ``check_many(can_view, mower)`` for all of them, quiet hours), then
-completes it in one transaction (inbox items, pending row gone, inbox trimmed) and
-publishes ``event.notifications.sent`` for each new item, rendered in the reader's
-locale. A failed event stays claimed until its lease runs out and is tried again, up to
-``notifications_fanout_max_attempts`` claims. The fan-out is woken at once after a
-commit of this replica wrote events, and polls for other replicas' events.
+A round claims up to ``notifications_fanout_batch`` pending events (FOR UPDATE SKIP
+LOCKED, a short transaction of its own), picks their recipients outside any transaction
+(the subscribers of the round's accounts in one query, their scope and kinds, one
+``check_pairs(can_view)`` for every mower's users of the round, quiet hours), then
+completes every event of the round in one transaction (inbox items, pending rows gone,
+inboxes trimmed, deliveries queued) and publishes ``event.notifications.sent`` for each
+new item, rendered in the reader's locale. One round runs at a time, so a replica holds
+one pooled connection for it. A failed event stays claimed until its lease runs out and
+is tried again, up to ``notifications_fanout_max_attempts`` claims. The fan-out is woken
+at once after a commit of this replica wrote events, and polls for other replicas'
+events.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import msgspec
 import structlog
@@ -24,8 +28,9 @@ import structlog
 from contracts.v1 import EventEnvelope, NotificationSent
 from mowdeck.authz import Authorizer, mower_object, user_ref
 from mowdeck.kit.publisher import Publisher
+from mowdeck.notifications.errors import StoreRejectedError
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.model import InboxEntry, InboxItem, PendingEvent
+from mowdeck.notifications.model import Completion, InboxEntry, InboxItem, PendingEvent
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.quiet import held_by_quiet_hours
 from mowdeck.notifications.recipients import Subscriber, recipients
@@ -36,7 +41,6 @@ __all__ = ["Decisions", "FanOut"]
 
 log = structlog.get_logger("mowdeck.notifications.fanout")
 PRODUCER = "notifications"
-_CONCURRENCY = 4
 
 
 class Decisions:
@@ -54,30 +58,40 @@ class Decisions:
         """Forget every decision (grants changed)."""
         self._cache.clear()
 
-    async def viewers(self, users: Sequence[str], mower_id: uuid.UUID) -> set[str]:
-        """Those of ``users`` who may view the mower: one ``check_many`` for the uncached."""
+    async def viewers(self, wanted: dict[uuid.UUID, list[str]]) -> dict[uuid.UUID, set[str]]:
+        """Per mower, those of its users who may view it: one ``check_pairs`` for every
+        decision not cached."""
         now = self._clock()
-        allowed: set[str] = set()
-        ask: list[str] = []
-        for user in users:
-            cached = self._cache.get((user, mower_id))
-            if cached is not None and cached[1] > now:
-                if cached[0]:
-                    allowed.add(user)
-            else:
-                ask.append(user)
+        allowed: dict[uuid.UUID, set[str]] = {mower_id: set() for mower_id in wanted}
+        ask: list[tuple[str, uuid.UUID]] = []
+        for mower_id, users in wanted.items():
+            for user in users:
+                cached = self._cache.get((user, mower_id))
+                if cached is not None and cached[1] > now:
+                    if cached[0]:
+                        allowed[mower_id].add(user)
+                else:
+                    ask.append((user, mower_id))
         if ask:
-            answers = await self._authorizer.check_many(
-                [user_ref(u) for u in ask], "can_view", mower_object(mower_id)
+            answers = await self._authorizer.check_pairs(
+                [(user_ref(u), mower_object(m)) for u, m in ask], "can_view"
             )
             expires = now + self._ttl
-            for user in ask:
-                ok = answers.get(user_ref(user), False)
+            for user, mower_id in ask:
+                ok = answers.get((user_ref(user), mower_object(mower_id)), False)
                 if self._ttl > timedelta(0):
                     self._cache[(user, mower_id)] = (ok, expires)
                 if ok:
-                    allowed.add(user)
+                    allowed[mower_id].add(user)
         return allowed
+
+
+class _Picked(NamedTuple):
+    """A claimed event, what to write for it, and its readers (for the locale)."""
+
+    pending: PendingEvent
+    completion: Completion
+    readers: dict[str, Subscriber]
 
 
 class FanOut:
@@ -104,7 +118,6 @@ class FanOut:
         self._clock = clock
         self._poll = poll
         self._wake = asyncio.Event()
-        self._limit = asyncio.Semaphore(_CONCURRENCY)
         self.task: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
@@ -135,74 +148,109 @@ class FanOut:
                 log.exception("fan-out round failed")
 
     async def round(self) -> int:
-        """Claim a batch of pending events and fan each out; returns how many were claimed."""
+        """Claim a batch of pending events and fan them out; returns how many were claimed."""
         s = self._settings
         claimed = await self._store.claim_pending(
             self._clock(), s.notifications_fanout_batch, s.fanout_lease
         )
-        if claimed:
-            subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]] = {}
-            await asyncio.gather(*(self._guarded(p, subscribers) for p in claimed))
+        live: list[PendingEvent] = []
+        for pending in claimed:
+            if pending.attempts > s.notifications_fanout_max_attempts:
+                await self._discard(pending)
+            else:
+                live.append(pending)
+        if live:
+            try:
+                picked = await self._pick(live)
+            except Exception as err:
+                self._failed(live, "recipients", err)
+                return len(claimed)
+            await self._complete(picked)
         return len(claimed)
 
-    async def _guarded(
-        self, pending: PendingEvent, subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]]
-    ) -> None:
-        async with self._limit:
-            try:
-                await self._one(pending, subscribers)
-            except Exception:
-                self._metrics.fanout_failures.inc()
-                log.exception(
-                    "fan-out failed; tried again after the lease",
-                    pending_id=pending.id,
-                    mower_id=str(pending.event.mower_id),
-                    attempts=pending.attempts,
-                )
-
-    async def _one(
-        self, pending: PendingEvent, subscribers: dict[uuid.UUID, asyncio.Task[list[Subscriber]]]
-    ) -> None:
-        s, metrics = self._settings, self._metrics
-        if pending.attempts > s.notifications_fanout_max_attempts:
-            if await self._store.discard_pending(pending.id):
-                metrics.fanout_discarded.inc()
-                log.error("pending event dropped after too many attempts", pending_id=pending.id)
+    async def _discard(self, pending: PendingEvent) -> None:
+        try:
+            dropped = await self._store.discard_pending(pending.id)
+        except Exception as err:
+            self._failed([pending], "discard", err)
             return
-        event = pending.event
-        task = subscribers.get(event.account_id)
-        if task is None:
-            task = subscribers[event.account_id] = asyncio.ensure_future(
-                self._store.subscribers(event.account_id)
-            )
-        wanted = recipients(await task, event)
-        viewers = await self._decisions.viewers([w.user_id for w in wanted], event.mower_id)
-        if not wanted:
-            metrics.suppressed.labels(reason="not_subscribed").inc()
-        if len(viewers) < len(wanted):
-            metrics.suppressed.labels(reason="not_viewable").inc(len(wanted) - len(viewers))
-        chosen = [w for w in wanted if w.user_id in viewers]
-        entries = []
-        for sub in chosen:
-            prefs = sub.preferences
-            held = held_by_quiet_hours(
-                prefs.quiet_hours, prefs.timezone, event.occurred_at, event.severity
-            )
-            if held:
-                metrics.suppressed.labels(reason="quiet_hours").inc()
-            entries.append(InboxEntry(user_id=sub.user_id, held_by_quiet_hours=held))
-        name = self._names(event.mower_id) or str(event.mower_id)[:8]
-        named = msgspec.structs.replace(event, params={**event.params, "mower": name})
-        items = await self._store.complete_pending(
-            pending.id, named, entries, s.notifications_inbox_limit
-        )
-        metrics.inbox_items.inc(len(items))
-        if items:
-            await self._announce(items, {sub.user_id: sub for sub in chosen})
+        if dropped:
+            self._metrics.fanout_discarded.inc()
+            log.error("pending event dropped after too many attempts", pending_id=pending.id)
 
-    async def _announce(self, items: list[InboxItem], readers: dict[str, Subscriber]) -> None:
+    def _failed(self, events: Sequence[PendingEvent], stage: str, err: Exception) -> None:
+        """Count and log events left claimed: they are tried again after the lease."""
+        self._metrics.fanout_failures.inc(len(events))
+        for pending in events:
+            log.error(
+                "fan-out failed; tried again after the lease",
+                stage=stage,
+                exc_info=err,
+                pending_id=pending.id,
+                mower_id=str(pending.event.mower_id),
+                attempts=pending.attempts,
+            )
+
+    async def _pick(self, events: list[PendingEvent]) -> list[_Picked]:
+        """The recipients of a round's events: the subscribers of its accounts in one
+        query, then one ``check_pairs`` for every mower's users."""
+        metrics = self._metrics
+        accounts = list(dict.fromkeys(p.event.account_id for p in events))
+        subscribers = await self._store.subscribers_of(accounts)
+        wanted = {p.id: recipients(subscribers[p.event.account_id], p.event) for p in events}
+        users: dict[uuid.UUID, set[str]] = {}
+        for p in events:
+            users.setdefault(p.event.mower_id, set()).update(w.user_id for w in wanted[p.id])
+        viewers = await self._decisions.viewers({m: sorted(us) for m, us in users.items() if us})
+        picked = []
+        for pending in events:
+            event, mine = pending.event, wanted[pending.id]
+            if not mine:
+                metrics.suppressed.labels(reason="not_subscribed").inc()
+            can_view = viewers.get(event.mower_id, set())
+            chosen = [w for w in mine if w.user_id in can_view]
+            if len(chosen) < len(mine):
+                metrics.suppressed.labels(reason="not_viewable").inc(len(mine) - len(chosen))
+            entries = []
+            for sub in chosen:
+                prefs = sub.preferences
+                held = held_by_quiet_hours(
+                    prefs.quiet_hours, prefs.timezone, event.occurred_at, event.severity
+                )
+                if held:
+                    metrics.suppressed.labels(reason="quiet_hours").inc()
+                entries.append(InboxEntry(user_id=sub.user_id, held_by_quiet_hours=held))
+            name = self._names(event.mower_id) or str(event.mower_id)[:8]
+            named = msgspec.structs.replace(event, params={**event.params, "mower": name})
+            done = Completion(pending_id=pending.id, event=named, entries=tuple(entries))
+            picked.append(_Picked(pending, done, {sub.user_id: sub for sub in chosen}))
+        return picked
+
+    async def _complete(self, picked: list[_Picked]) -> None:
+        """One transaction for every event of the round, then their notifications.sent."""
+        limit = self._settings.notifications_inbox_limit
+        try:
+            written = await self._store.complete_many([p.completion for p in picked], limit)
+        except StoreRejectedError:
+            # One event's values were refused: complete the others on their own.
+            written = []
+            for p in picked:
+                try:
+                    written += await self._store.complete_many([p.completion], limit)
+                except Exception as err:
+                    self._failed([p.pending], "inbox write", err)
+                    written.append([])
+        except Exception as err:
+            self._failed([p.pending for p in picked], "inbox write", err)
+            return
+        self._metrics.inbox_items.inc(sum(len(items) for items in written))
+        await self._announce(
+            [(items, p.readers) for p, items in zip(picked, written, strict=True) if items]
+        )
+
+    async def _announce(self, batches: list[tuple[list[InboxItem], dict[str, Subscriber]]]) -> None:
         acks = []
-        for item in items:
+        for item, readers in ((i, r) for items, r in batches for i in items):
             prefs = readers[item.user_id].preferences
             title, body = render(item.message_key, item.params, prefs.locale, prefs.timezone)
             payload = NotificationSent(

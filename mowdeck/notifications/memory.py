@@ -19,6 +19,7 @@ import msgspec
 from mowdeck.notifications.delivery_memory import InMemoryDeliveries
 from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import (
+    Completion,
     InboxCursor,
     InboxEntry,
     InboxItem,
@@ -112,35 +113,46 @@ class InMemoryNotificationStore(InMemoryDeliveries):
         inbox_limit: int,
     ) -> list[InboxItem]:
         """Store the inbox items, drop the pending event, trim the users who got one."""
+        done = Completion(pending_id=pending_id, event=event, entries=tuple(entries))
+        return (await self.complete_many([done], inbox_limit))[0]
+
+    async def complete_many(
+        self, completions: Sequence[Completion], inbox_limit: int
+    ) -> list[list[InboxItem]]:
+        """``complete_pending`` for several events at once (nothing awaits in between)."""
         taken = {(i.user_id, i.dedupe_key) for i in self.inbox.values()}
-        new: list[InboxItem] = []
-        for entry in entries:
-            if (entry.user_id, event.dedupe_key) in taken:
-                continue
-            taken.add((entry.user_id, event.dedupe_key))
-            item = InboxItem(
-                id=uuid.uuid4(),
-                user_id=entry.user_id,
-                account_id=event.account_id,
-                mower_id=event.mower_id,
-                kind=event.kind,
-                severity=event.severity,
-                dedupe_key=event.dedupe_key,
-                message_key=event.message_key,
-                params=dict(event.params),
-                occurred_at=event.occurred_at,
-                held_by_quiet_hours=entry.held_by_quiet_hours,
-            )
-            self.inbox[item.id] = item
-            new.append(item)
-        self.pending.pop(pending_id, None)
-        for user_id in {item.user_id for item in new}:
-            mine = sorted(self._items_of(user_id), key=_newest_first, reverse=True)
-            for old in mine[inbox_limit:]:
+        new: list[list[InboxItem]] = []
+        for done in completions:
+            event, mine = done.event, []
+            for entry in done.entries:
+                if (entry.user_id, event.dedupe_key) in taken:
+                    continue
+                taken.add((entry.user_id, event.dedupe_key))
+                item = InboxItem(
+                    id=uuid.uuid4(),
+                    user_id=entry.user_id,
+                    account_id=event.account_id,
+                    mower_id=event.mower_id,
+                    kind=event.kind,
+                    severity=event.severity,
+                    dedupe_key=event.dedupe_key,
+                    message_key=event.message_key,
+                    params=dict(event.params),
+                    occurred_at=event.occurred_at,
+                    held_by_quiet_hours=entry.held_by_quiet_hours,
+                )
+                self.inbox[item.id] = item
+                mine.append(item)
+            self.pending.pop(done.pending_id, None)
+            new.append(mine)
+        for user_id in {item.user_id for mine in new for item in mine}:
+            ordered = sorted(self._items_of(user_id), key=_newest_first, reverse=True)
+            for old in ordered[inbox_limit:]:
                 del self.inbox[old.id]
         # An item older than the user's newest ``inbox_limit`` is trimmed at once.
-        kept = [item for item in new if item.id in self.inbox]
-        self._queue_deliveries(event, [(i.user_id, i.held_by_quiet_hours) for i in kept])
+        kept = [[item for item in mine if item.id in self.inbox] for mine in new]
+        for done, mine in zip(completions, kept, strict=True):
+            self._queue_deliveries(done.event, [(i.user_id, i.held_by_quiet_hours) for i in mine])
         return kept
 
     async def discard_pending(self, pending_id: int) -> bool:
@@ -167,6 +179,12 @@ class InMemoryNotificationStore(InMemoryDeliveries):
             for user_id, (account, prefs) in sorted(self.preferences.items())
             if account == account_id and prefs.scope != "none"
         ]
+
+    async def subscribers_of(
+        self, account_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[Subscriber]]:
+        """``subscribers`` of several accounts."""
+        return {a: await self.subscribers(a) for a in account_ids}
 
     # -- inbox -----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from mowdeck.notifications.kinds import Kind, Severity
 from mowdeck.notifications.watch import MowerWatch
 
 __all__ = [
+    "Completion",
     "CursorError",
     "InboxCursor",
     "InboxEntry",
@@ -64,6 +65,14 @@ class InboxEntry(msgspec.Struct, frozen=True, kw_only=True):
 
     user_id: str
     held_by_quiet_hours: bool = False
+
+
+class Completion(msgspec.Struct, frozen=True, kw_only=True):
+    """A claimed pending event with its recipients, ready to be written to the inbox."""
+
+    pending_id: int
+    event: RuleEvent
+    entries: tuple[InboxEntry, ...] = ()
 
 
 class InboxItem(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,8 +17,9 @@ How the service uses it:
 - The offline scan, on every replica: ``async with store.watches() as tx``:
   ``tx.claim_due(now, limit)``, ``rules.evaluate_silence`` each, ``tx.write(...)``.
 - The fan-out: ``claim_pending(now, limit, lease)``, pick recipients (``recipients``,
-  can_view, ``quiet``), then ``complete_pending(id, event, entries, inbox_limit)``;
-  a claim not completed is claimed again after its lease.
+  can_view, ``quiet``), then ``complete_many(completions, inbox_limit)`` for the whole
+  claim (``complete_pending`` is one of them); a claim not completed is claimed again
+  after its lease.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Protocol
 from mowdeck.notifications.delivery_ports import DeliveryStore
 from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import (
+    Completion,
     InboxCursor,
     InboxEntry,
     InboxItem,
@@ -122,6 +124,14 @@ class NotificationStore(DeliveryStore, Protocol):
         """
         ...
 
+    async def complete_many(
+        self, completions: Sequence[Completion], inbox_limit: int
+    ) -> list[list[InboxItem]]:
+        """``complete_pending`` for several events in one transaction; the items per
+        completion, in order. Of two events with the same dedupe key for one user the
+        earlier in ``completions`` gets the item; the trim runs once, after every insert."""
+        ...
+
     async def discard_pending(self, pending_id: int) -> bool:
         """Drop a pending event without fan-out (it failed too often); False if gone."""
         ...
@@ -138,6 +148,12 @@ class NotificationStore(DeliveryStore, Protocol):
 
     async def subscribers(self, account_id: uuid.UUID) -> list[Subscriber]:
         """The account's users whose scope is not ``none``, by user id."""
+        ...
+
+    async def subscribers_of(
+        self, account_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[Subscriber]]:
+        """``subscribers`` of each of ``account_ids`` (every one a key, maybe with none)."""
         ...
 
     async def inbox_page(

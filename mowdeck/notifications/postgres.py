@@ -17,10 +17,12 @@ import msgspec
 
 from mowdeck.kit.pg import rows_affected
 from mowdeck.notifications import delivery_sql, sql
-from mowdeck.notifications.delivery_postgres import PostgresDeliveries, queue_deliveries
+from mowdeck.notifications.completion import complete
+from mowdeck.notifications.delivery_postgres import PostgresDeliveries
 from mowdeck.notifications.errors import StoreConflictError, StoreError, StoreRejectedError
 from mowdeck.notifications.events import Param, RuleEvent
 from mowdeck.notifications.model import (
+    Completion,
     InboxCursor,
     InboxEntry,
     InboxItem,
@@ -116,6 +118,12 @@ def _preferences(row: asyncpg.Record) -> Preferences:
     )
 
 
+def _subscriber(row: asyncpg.Record) -> Subscriber:
+    return Subscriber(
+        user_id=row["user_id"], account_id=row["account_id"], preferences=_preferences(row)
+    )
+
+
 class PostgresNotificationStore(PostgresDeliveries):
     """Notification tables in PostgreSQL through an asyncpg pool."""
 
@@ -156,52 +164,18 @@ class PostgresNotificationStore(PostgresDeliveries):
         inbox_limit: int,
     ) -> list[InboxItem]:
         """Write the inbox items, drop the pending event and trim, in one transaction."""
+        done = Completion(pending_id=pending_id, event=event, entries=tuple(entries))
+        return (await self.complete_many([done], inbox_limit))[0]
+
+    async def complete_many(
+        self, completions: Sequence[Completion], inbox_limit: int
+    ) -> list[list[InboxItem]]:
+        """``complete_pending`` for several events in one transaction."""
+        if not completions:
+            return []
         with _translated("pending completion"):
             async with self._pool.acquire() as conn, conn.transaction():
-                inserted = []
-                if entries:
-                    inserted = await conn.fetch(
-                        sql.INSERT_INBOX,
-                        [e.user_id for e in entries],
-                        [e.held_by_quiet_hours for e in entries],
-                        event.account_id,
-                        event.mower_id,
-                        event.kind,
-                        event.severity,
-                        event.dedupe_key,
-                        event.message_key,
-                        _encode(event.params).decode(),
-                        event.occurred_at,
-                    )
-                await conn.execute(sql.DELETE_PENDING, pending_id)
-                trimmed: set[uuid.UUID] = set()
-                if inserted:
-                    users = sorted({row["user_id"] for row in inserted})
-                    rows = await conn.fetch(sql.TRIM_INBOX, users, inbox_limit)
-                    trimmed = {row["id"] for row in rows}
-                    kept = [
-                        (row["user_id"], row["held_by_quiet_hours"])
-                        for row in inserted
-                        if row["id"] not in trimmed
-                    ]
-                    await queue_deliveries(conn, event, kept)
-        return [
-            InboxItem(
-                id=row["id"],
-                user_id=row["user_id"],
-                account_id=event.account_id,
-                mower_id=event.mower_id,
-                kind=event.kind,
-                severity=event.severity,
-                dedupe_key=event.dedupe_key,
-                message_key=event.message_key,
-                params=dict(event.params),
-                occurred_at=event.occurred_at,
-                held_by_quiet_hours=row["held_by_quiet_hours"],
-            )
-            for row in inserted
-            if row["id"] not in trimmed
-        ]
+                return await complete(conn, completions, inbox_limit)
 
     async def discard_pending(self, pending_id: int) -> bool:
         """Drop a pending event."""
@@ -241,12 +215,18 @@ class PostgresNotificationStore(PostgresDeliveries):
         """The account's users with a scope."""
         with _translated("subscribers read"):
             rows = await self._pool.fetch(sql.SUBSCRIBERS, account_id)
-        return [
-            Subscriber(
-                user_id=r["user_id"], account_id=r["account_id"], preferences=_preferences(r)
-            )
-            for r in rows
-        ]
+        return [_subscriber(r) for r in rows]
+
+    async def subscribers_of(
+        self, account_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[Subscriber]]:
+        """``subscribers`` of several accounts in one query."""
+        found: dict[uuid.UUID, list[Subscriber]] = {a: [] for a in account_ids}
+        with _translated("subscribers read"):
+            rows = await self._pool.fetch(sql.SUBSCRIBERS_OF, list(found))
+        for r in rows:
+            found[r["account_id"]].append(_subscriber(r))
+        return found
 
     # -- inbox -----------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Which of an account's subscribers want an event: their scope and their kinds.
 
 This is the pure first cut of ADR 0022's recipient rule. The service then asks
-``check_many(can_view, mower)`` for those who are left, in one batch, before anything is
+``can_view`` on the mower for those who are left, in one batch, before anything is
 stored: a user whose access was revoked after subscribing gets nothing.
 """
 

@@ -100,6 +100,7 @@ RETURNING p.id, p.mower_id, p.account_id, p.kind, p.severity, p.dedupe_key, p.me
     p.params::text AS params, p.occurred_at, p.attempts
 """
 DELETE_PENDING = "DELETE FROM notification_pending WHERE id = $1"
+DELETE_PENDINGS = "DELETE FROM notification_pending WHERE id = ANY($1::bigint[])"
 
 # -- inbox -------------------------------------------------------------------------------
 
@@ -111,6 +112,18 @@ FROM unnest($1::text[], $2::bool[]) AS e(u, h)
 ORDER BY e.u
 ON CONFLICT (user_id, dedupe_key) DO NOTHING
 RETURNING id, user_id, held_by_quiet_hours
+"""
+# The items of several events at once, one row per recipient; $1 orders the events so
+# that of two in one batch with the same user and dedupe key the earlier one is kept.
+INSERT_INBOX_MANY = """
+INSERT INTO notification_inbox (user_id, held_by_quiet_hours, account_id, mower_id, kind,
+    severity, dedupe_key, message_key, params, occurred_at)
+SELECT e.u, e.h, e.a, e.m, e.k, e.s, e.d, e.mk, e.p::jsonb, e.o
+FROM unnest($1::int[], $2::text[], $3::bool[], $4::uuid[], $5::uuid[], $6::text[], $7::text[],
+    $8::text[], $9::text[], $10::text[], $11::timestamptz[]) AS e(n, u, h, a, m, k, s, d, mk, p, o)
+ORDER BY e.u, e.n
+ON CONFLICT (user_id, dedupe_key) DO NOTHING
+RETURNING id, user_id, dedupe_key, held_by_quiet_hours
 """
 # Per user: the (limit + 1)-th newest item and everything older go. The lateral finds
 # the edge with a backward walk of the page index, limit entries deep.
@@ -160,6 +173,10 @@ ON CONFLICT (user_id) DO UPDATE SET account_id = excluded.account_id,
 SUBSCRIBERS = f"""
 SELECT {_PREFS} FROM notification_preferences
 WHERE account_id = $1 AND scope <> 'none' ORDER BY user_id
+"""
+SUBSCRIBERS_OF = f"""
+SELECT {_PREFS} FROM notification_preferences
+WHERE account_id = ANY($1::uuid[]) AND scope <> 'none' ORDER BY account_id, user_id
 """
 
 # -- removal -------------------------------------------------------------------------------

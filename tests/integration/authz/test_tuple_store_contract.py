@@ -88,6 +88,17 @@ async def test_lookups(store: TupleStore) -> None:
     assert await store.objects_with("mower", "viewer", ["user:ann"]) == set()
 
 
+async def test_object_tuples(store: TupleStore) -> None:
+    bob = Tuple("user:bob", "viewer", "group:g1")
+    await store.write([*ALL, bob])
+    found = await store.object_tuples(["group:g1", "group:g2", "mower:m1"], ["user:ann"], [])
+    assert sorted(found) == sorted([T1, T2])
+    found = await store.object_tuples(["group:g3", "mower:m1"], ["user:*"], ["account"])
+    assert sorted(found) == sorted([T3, T4])
+    assert await store.object_tuples(["group:g1"], [], []) == []
+    assert await store.object_tuples([], ["user:ann"], ["account"]) == []
+
+
 async def test_delete_object(store: TupleStore) -> None:
     await store.write([*ALL, Tuple("user:bob", "viewer", "group:g1")])
     assert await store.delete_object("group:g1") == 2

@@ -182,6 +182,25 @@ async def test_check_many_is_one_batch_check_request(
     assert len(sent[0][1]["checks"]) == len(users)
 
 
+async def test_check_pairs_is_one_batch_check_request(
+    fake: tuple[FakeOpenFga, OpenFgaAuthorizer],
+) -> None:
+    server, authorizer = fake
+    other = uuid.uuid4()
+    await authorizer.write(
+        [
+            Tuple(f"account:{ACCOUNT}", "account", mower_object(MOWER)),
+            Tuple(f"account:{ACCOUNT}", "account", mower_object(other)),
+            *grant_tuples(ACCOUNT, "vera", "viewer"),
+        ]
+    )
+    pairs = [(user_ref(u), mower_object(m)) for u in ("vera", "bob") for m in (MOWER, other)]
+    before = len(server.requests)
+    answers = await authorizer.check_pairs(pairs, "can_view")
+    assert answers == {p: p[0] == user_ref("vera") for p in pairs}
+    assert [name for name, _, _ in server.requests[before:]] == ["batch-check"]
+
+
 async def test_read_pages_and_delete_object(fake: tuple[FakeOpenFga, OpenFgaAuthorizer]) -> None:
     server, authorizer = fake
     tuples = [Tuple(user_ref(f"u{i:03}"), "viewer", "group:big") for i in range(150)]

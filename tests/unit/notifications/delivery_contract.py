@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from mowdeck.notifications.delivery_model import ClaimedDelivery, DeliveryOutcome
-from mowdeck.notifications.model import InboxEntry
+from mowdeck.notifications.model import Completion, InboxEntry
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences, QuietHours
 from mowdeck.notifications.targets import (
@@ -106,6 +106,32 @@ class DeliveryContract:
             ("quiet_summary", "de", None)
         }
         assert [s.params for s in summaries] == [{"count": 3}, {"count": 3}]
+
+    async def test_a_batch_queues_deliveries_and_sums_held_items(
+        self, store: NotificationStore
+    ) -> None:
+        await store.put_preferences("ann", ACCOUNT, QUIET)
+        await store.add_target("ann", push())
+        await store.add_target("bob", NTFY)
+        await queue(store, *(event(k, s, params=PARAMS) for k, s in [("k1", 0), ("k2", 60)]))
+        await queue(store, event("k3", 120, params=PARAMS))
+        claimed = await store.claim_pending(at(10_000), 10, LEASE)
+        entries = (InboxEntry(user_id="ann", held_by_quiet_hours=True), InboxEntry(user_id="bob"))
+        done = [Completion(pending_id=p.id, event=p.event, entries=entries) for p in claimed]
+        await store.complete_many(done, 200)
+        now = await store.claim_deliveries(at(3600), 10, LEASE)  # quiet until 14:00 (at 7200)
+        assert sorted((d.user_id, d.dedupe_key) for d in now) == [
+            ("bob", "k1"),
+            ("bob", "k2"),
+            ("bob", "k3"),
+        ]
+        later = await store.claim_deliveries(at(2 * 3600), 10, LEASE)
+        [summary] = [d for d in later if d.user_id == "ann"]  # bob's come back after the lease
+        assert (summary.user_id, summary.message_key, summary.params) == (
+            "ann",
+            "quiet_summary",
+            {"count": 3},
+        )
 
     async def test_a_claim_holds_rows_for_its_lease(self, store: NotificationStore) -> None:
         await store.add_target("ann", push())

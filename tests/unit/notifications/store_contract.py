@@ -11,7 +11,7 @@ import pytest
 
 from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.kinds import SEVERITY, Kind
-from mowdeck.notifications.model import InboxCursor, InboxEntry, Stamp, WatchWrite
+from mowdeck.notifications.model import Completion, InboxCursor, InboxEntry, Stamp, WatchWrite
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences, QuietHours
 from mowdeck.notifications.watch import MowerWatch
@@ -292,6 +292,37 @@ class StoreContract:
         assert item.occurred_at == at(5)
         assert not item.read
 
+    async def test_a_batch_completes_several_events_at_once(self, store: NotificationStore) -> None:
+        await queue(store, event("a", 1), event("b", 2), event("a", 3), event("c", 4))
+        claimed = await store.claim_pending(at(0), 10, LEASE)
+        users = [["amy", "bob"], ["amy"], ["amy", "cy"], []]
+        done = [
+            Completion(
+                pending_id=p.id, event=p.event, entries=tuple(InboxEntry(user_id=u) for u in us)
+            )
+            for p, us in zip(claimed, users, strict=True)
+        ]
+        written = await store.complete_many(done, 200)
+        # The later "a" event gives amy nothing (the earlier one took the key), cy an item.
+        assert [sorted((i.user_id, i.occurred_at) for i in items) for items in written] == [
+            [("amy", at(1)), ("bob", at(1))],
+            [("amy", at(2))],
+            [("cy", at(3))],
+            [],
+        ]
+        assert await store.claim_pending(at(10**6), 10, LEASE) == []
+        assert [i.dedupe_key for i in (await store.inbox_page("amy", 10)).items] == ["b", "a"]
+        assert await store.complete_many([], 200) == []
+
+    async def test_a_batch_trims_once_after_every_insert(self, store: NotificationStore) -> None:
+        await queue(store, event("a", 1), event("b", 2), event("c", 3))
+        claimed = await store.claim_pending(at(0), 10, LEASE)
+        amy = (InboxEntry(user_id="amy"),)
+        done = [Completion(pending_id=p.id, event=p.event, entries=amy) for p in claimed]
+        written = await store.complete_many(done, 2)
+        assert [[i.dedupe_key for i in items] for items in written] == [[], ["b"], ["c"]]
+        assert [i.dedupe_key for i in (await store.inbox_page("amy", 10)).items] == ["c", "b"]
+
     async def test_a_repeated_event_is_stored_once(self, store: NotificationStore) -> None:
         assert await deliver(store, event("once"), ["amy", "bob"]) == ["amy", "bob"]
         assert await deliver(store, event("once"), ["amy", "bob", "cy"]) == ["cy"]
@@ -372,6 +403,14 @@ class StoreContract:
             ("cy", ACCOUNT),
         ]
         assert subscribers[0].preferences.mowers == [MOWER]
+        third = uuid.uuid4()
+        found = await store.subscribers_of([OTHER_ACCOUNT, ACCOUNT, third])
+        assert {a: [s.user_id for s in subs] for a, subs in found.items()} == {
+            ACCOUNT: ["amy", "cy"],
+            OTHER_ACCOUNT: ["dan"],
+            third: [],
+        }
+        assert found[ACCOUNT] == subscribers
 
     # -- removal -----------------------------------------------------------------------
 
