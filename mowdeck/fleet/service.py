@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import UTC, datetime
 
 import asyncpg
-import structlog
 from aiohttp import web
 from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
@@ -21,7 +20,7 @@ from mowdeck.authn import (
     load_auth_settings,
     running_denylist,
 )
-from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
+from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
@@ -36,22 +35,14 @@ from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
-from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.bus import Bus
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
-from mowdeck.kit.http import (
-    HttpServer,
-    Readiness,
-    problem_middleware,
-    request_metrics,
-    task_alive,
-    with_ops_routes,
-)
-from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.http import problem_middleware, request_metrics, task_alive, with_ops_routes
+from mowdeck.kit.shell import ServiceShell
 
 __all__ = ["FleetService"]
 
-log = structlog.get_logger("mowdeck.fleet")
 GRANTS_CHANGED = "event.identity.grants.changed"
 
 
@@ -59,7 +50,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class FleetService:
+class FleetService(ServiceShell[FleetSettings]):
     """Fleet: registry REST API, outbox relay, shard list replies, command issuing.
 
     Pass ``bus``, ``pool`` or ``authorizer`` to share them (the demo); what is not passed
@@ -67,6 +58,7 @@ class FleetService:
     """
 
     name = "fleet"
+    stopping_reason = "shutting down"
 
     def __init__(
         self,
@@ -83,7 +75,7 @@ class FleetService:
         metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, metrics_registry)
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
         self._bus = bus
@@ -92,58 +84,22 @@ class FleetService:
         self._verifier = verifier
         self._kinds = connection_kinds
         self._url_options = connection_url_options
-        self.metrics_registry = (
-            metrics_registry if metrics_registry is not None else CollectorRegistry()
-        )
         self._gc_pauses = GcPauses(self.metrics_registry)
         self._clock = clock
-        self.readiness = Readiness()
-        self._resources = Resources()
-        self._http: HttpServer | None = None
         self.fleet: Fleet | None = None
         self.pruner: Pruner | None = None
         self.finalizer: Finalizer | None = None
 
-    @property
-    def url(self) -> str:
-        """The HTTP base URL (after ``start``)."""
-        if self._http is None:
-            raise RuntimeError("FleetService is not started")
-        return self._http.url
-
-    async def start(self) -> None:
-        """Connect what was not passed in, start the background parts, then listen."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()  # releases exactly what was started
-            raise
-
     async def _start(self) -> None:
+        # Connect what was not passed in, start the background parts, then listen.
         s, res = self.settings, self._resources
         self._gc_pauses.install()
         res.push_sync(self._gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(
-            self._bus,
-            s.nats_url,
-            name="fleet",
-            fast_path=s.nats_fast_path,
-            credentials=NatsCredentials.from_settings(s),
-            user="fleet",
-        )
-        await res.require_streams(
-            bus,
-            "fleet",
-            readiness=self.readiness,
-            registry=self.metrics_registry,
-            host=s.http_host,
-            port=s.http_port,
+        bus = await res.bus_for(
+            self._bus, s, user="fleet", readiness=self.readiness, registry=self.metrics_registry
         )
         pool = await res.pool(self._pool, s.database_url, **pool_options(s.fleet_db_pool_size))
-        authorizer = self._authorizer
-        if authorizer is None:
-            authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
-            res.push(authorizer.close, name="authorizer")
+        authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
         auth = self._auth_settings or load_auth_settings()
         verifier = self._verifier or CachedTokenVerifier(auth)
         denylist = await res.enter(running_denylist(bus, auth))
@@ -214,9 +170,7 @@ class FleetService:
             res.push(_quietly(sub.unsubscribe), name=f"subscription {subject}")
 
         self._watch(relay, recorder)
-        self._http = await res.serve(self._app(fleet, verifier, denylist), s.http_host, s.http_port)
-        self.readiness.set_ready()
-        log.info("fleet listening", url=self._http.url)
+        await self._listen(self._app(fleet, verifier, denylist))
 
     def _app(self, fleet: Fleet, verifier: TokenVerifier, denylist: DenyList) -> web.Application:
         app = web.Application(
@@ -243,11 +197,6 @@ class FleetService:
         if self.fleet is not None:
             self.fleet.authorizer.invalidate()
             self.fleet.records.forget()
-
-    async def stop(self) -> None:
-        """Refuse traffic, finish requests, stop the parts, then close what Fleet owns."""
-        self.readiness.set_not_ready("shutting down")
-        await self._resources.close()
 
 
 def _quietly(close: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:

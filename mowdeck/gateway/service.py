@@ -27,26 +27,19 @@ from mowdeck.gateway.registrations import ShardRegistrations
 from mowdeck.gateway.routing import ControllerRouter
 from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.gateway.subscriptions import command_consumer, emergency_lane
-from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer
 from mowdeck.kit.garbage_collector import GcPauses
-from mowdeck.kit.http import (
-    HttpServer,
-    Readiness,
-    problem_middleware,
-    request_metrics,
-    task_alive,
-    with_ops_routes,
-)
-from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.http import problem_middleware, request_metrics, task_alive, with_ops_routes
 from mowdeck.kit.seed import FleetSeed
+from mowdeck.kit.shell import ServiceShell
 
 __all__ = ["GatewayService"]
 
 log = structlog.get_logger("mowdeck.gateway")
 
 
-class GatewayService:
+class GatewayService(ServiceShell[GatewaySettings]):
     """One gateway shard: registry, controllers, device links, command consumer."""
 
     name = "gateway"
@@ -63,14 +56,12 @@ class GatewayService:
         """``on_seeded()`` is called once the shard's mowers are seeded from Fleet (the
         process's command freezes what lives from then on; a test process that builds and
         drops gateways passes nothing)."""
-        self.settings = settings
+        super().__init__(settings, metrics_registry)
         self._given_bus = bus
         self.bus: Bus | None = bus
-        self.metrics_registry = metrics_registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.metrics_registry)
         self.adapters = connections or ConnectionAdapters.from_entry_points()
         self.mowers = ShardMowers(settings.shard_index, settings.shard_count)
-        self.readiness = Readiness()
         self.connections: dict[uuid.UUID, MowerConnection] = {}
         self._actor_metrics = ActorMetrics(self.metrics_registry)
         self.gc_pauses = GcPauses(self.metrics_registry)
@@ -79,7 +70,6 @@ class GatewayService:
             workers=settings.dispatcher_workers, metrics=self._actor_metrics
         )
         self._names = MowerNames()
-        self._resources = Resources()  # what is simply owned, released in reverse order
         self._stopped = False
         self.effects: EffectRunner | None = None
         self.router: ControllerRouter | None = None
@@ -90,46 +80,24 @@ class GatewayService:
         self.held: HeldDeliveries | None = None
         self._lane: EmergencyLane | None = None
         self._consumer: Consumer | None = None
-        self._http: HttpServer | None = None
         self.durable = f"device-gateway-{settings.shard_index}"
         self._producer = f"gateway-{settings.shard_index}"
-
-    @property
-    def url(self) -> str:
-        """Base URL of the health and metrics endpoints."""
-        assert self._http is not None
-        return self._http.url
 
     def tell(self, mower_id: uuid.UUID, message: object) -> None:
         """Send a message to a mower's controller, if it has one (call on the loop)."""
         assert self.router is not None
         self.router.tell(mower_id, message)
 
-    async def start(self) -> None:
-        """Connect, seed the registry, start consuming commands, serve health."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()  # releases exactly what was started
-            raise
-
     async def _start(self) -> None:
+        # Connect, seed the registry, start consuming commands, serve health.
         s, own = self.settings, self._resources
-        self.bus = bus = await own.bus(
+        self.bus = bus = await own.bus_for(
             self._given_bus,
-            s.nats_url,
-            name=self._producer,
-            fast_path=s.nats_fast_path,
-            credentials=NatsCredentials.from_settings(s),
+            s,
             user="gateway",
-        )
-        await own.require_streams(
-            bus,
-            "gateway",
+            name=self._producer,
             readiness=self.readiness,
             registry=self.metrics_registry,
-            host=s.http_host,
-            port=s.http_port,
         )
         loop = asyncio.get_running_loop()
         self.dispatcher.start()

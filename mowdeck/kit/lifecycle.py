@@ -19,9 +19,11 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.bus_permissions import user as bus_user
 from mowdeck.kit.http import HttpServer, Readiness, with_ops_routes
+from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["Resources", "Service", "run_services", "start_all", "stop_all"]
 
@@ -79,6 +81,40 @@ class Resources:
         self.push(bus.drain, name=f"bus {name}")
         return bus
 
+    async def bus_for(
+        self,
+        given: Bus | None,
+        settings: BaseSettings,
+        *,
+        user: str,
+        name: str | None = None,
+        readiness: Readiness,
+        registry: CollectorRegistry,
+    ) -> Bus:
+        """``bus`` on ``settings`` as bus user ``user``, then ``require_streams`` for it.
+
+        The connection is named ``name`` (``user`` when not given), uses the settings'
+        fast path and credentials, and waits for the streams listening on the settings'
+        ``http_host:http_port``: the prelude of every service's start, in one call.
+        """
+        bus = await self.bus(
+            given,
+            settings.nats_url,
+            name=name or user,
+            fast_path=settings.nats_fast_path,
+            credentials=NatsCredentials.from_settings(settings),
+            user=user,
+        )
+        await self.require_streams(
+            bus,
+            user,
+            readiness=readiness,
+            registry=registry,
+            host=settings.http_host,
+            port=settings.http_port,
+        )
+        return bus
+
     async def require_streams(
         self,
         bus: Bus,
@@ -126,6 +162,17 @@ class Resources:
         pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **pool_options)
         self.push(pool.close, name="database pool")
         return pool
+
+    def authorizer(
+        self, given: Authorizer | None, settings: AuthzSettings | None, pool: asyncpg.Pool | None
+    ) -> Authorizer:
+        """``given``, or one built from ``settings`` (the environment's when None) on
+        ``pool`` and closed at close."""
+        if given is not None:
+            return given
+        authorizer = build_authorizer(settings or load_authz_settings(), pool)
+        self.push(authorizer.close, name="authorizer")
+        return authorizer
 
     async def serve(self, app: web.Application, host: str, port: int) -> HttpServer:
         """``app`` listening on ``host:port`` now, stopped at close."""

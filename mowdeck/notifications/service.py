@@ -7,16 +7,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import asyncpg
-import structlog
 from prometheus_client import CollectorRegistry
 
 from actors import ShardSupervisor
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
-from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
-from mowdeck.kit.bus import Bus, NatsCredentials
-from mowdeck.kit.http import HttpServer, Readiness, task_alive
-from mowdeck.kit.lifecycle import Resources
+from mowdeck.authz import Authorizer, AuthzSettings
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.http import task_alive
 from mowdeck.kit.seed import FleetSeed
+from mowdeck.kit.shell import ServiceShell
 from mowdeck.notifications.channels.http import open_channel_session
 from mowdeck.notifications.channels.loader import NotificationChannels, load_channels
 from mowdeck.notifications.consumers import STATES_DURABLE, Consumers, start_consumers
@@ -43,14 +42,12 @@ from mowdeck.notifications.targets_routes import TargetDeps
 
 __all__ = ["STATES_DURABLE", "NotificationsService"]
 
-log = structlog.get_logger("mowdeck.notifications")
-
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class NotificationsService:
+class NotificationsService(ServiceShell[NotificationsSettings]):
     """Notifications: rules over states, the offline timer, the fan-out, the inbox API.
 
     Stateless: any number of replicas share the queue groups and the database. Pass
@@ -78,7 +75,7 @@ class NotificationsService:
         seed: bool = True,
         fanout: bool = True,
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, metrics_registry)
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
         self._bus = bus
@@ -87,16 +84,10 @@ class NotificationsService:
         self.store = store
         self._authorizer = authorizer
         self._verifier = verifier
-        self.metrics_registry = (
-            metrics_registry if metrics_registry is not None else CollectorRegistry()
-        )
         self.metrics = NotificationsMetrics(self.metrics_registry)
         self._clock = clock
         self._seed_enabled = seed
         self._fanout_enabled = fanout
-        self.readiness = Readiness()
-        self._resources = Resources()
-        self._http: HttpServer | None = None
         self._supervisor: ShardSupervisor | None = None
         self.pipeline: StatePipeline | None = None
         self.scan: OfflineScan | None = None
@@ -106,38 +97,15 @@ class NotificationsService:
         self.consuming: ConsumingSince | None = None
         self.names: MowerNames | None = None
 
-    @property
-    def url(self) -> str:
-        """The HTTP base URL (after ``start``)."""
-        if self._http is None:
-            raise RuntimeError("NotificationsService is not started")
-        return self._http.url
-
-    async def start(self) -> None:
-        """Connect what was not passed in, start actors, consumers and loops, then listen."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()  # releases exactly what was started
-            raise
-
     async def _start(self) -> None:
+        # Connect what was not passed in, start actors, consumers and loops, then listen.
         s, res = self.settings, self._resources
-        self.bus = bus = await res.bus(
+        self.bus = bus = await res.bus_for(
             self._bus,
-            s.nats_url,
-            name="notifications",
-            fast_path=s.nats_fast_path,
-            credentials=NatsCredentials.from_settings(s),
+            s,
             user="notifications",
-        )
-        await res.require_streams(
-            bus,
-            "notifications",
             readiness=self.readiness,
             registry=self.metrics_registry,
-            host=s.http_host,
-            port=s.http_port,
         )
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
@@ -152,10 +120,7 @@ class NotificationsService:
             assert pool is not None
             self.store = PostgresNotificationStore(pool)
         store = self.store
-        authorizer = self._authorizer
-        if authorizer is None:
-            authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
-            res.push(authorizer.close, name="authorizer")
+        authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
         clock = self._clock
         self.consuming = consuming = ConsumingSince(bus.nc, clock)
         actors = start_watch_actors(store, s, res)
@@ -199,9 +164,7 @@ class NotificationsService:
             targets=targets,
             denylist=denylist,
         )
-        self._http = await res.serve(app, s.http_host, s.http_port)
-        self.readiness.set_ready()
-        log.info("notifications listening", url=self._http.url)
+        await self._listen(app)
 
     async def _start_delivery(self, store: NotificationStore) -> TargetDeps:
         """The channels and the delivery worker (the outbox); what the target routes need."""
@@ -248,12 +211,6 @@ class NotificationsService:
         # A removed mower's actor must not keep its watch: a later state starts afresh.
         if self._supervisor is not None:
             await self._supervisor.stop(str(mower_id))
-
-    async def stop(self) -> None:
-        """Stop listening and consuming, finish the batch in hand, stop actors and loops,
-        close what Notifications owns."""
-        self.readiness.set_not_ready("stopping")
-        await self._resources.close()
 
 
 def _nothing() -> None:

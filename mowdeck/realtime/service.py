@@ -9,17 +9,16 @@ from datetime import timedelta
 
 import aiohttp
 import asyncpg
-import structlog
 from prometheus_client import CollectorRegistry
 
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
-from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
-from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.authz import Authorizer, AuthzSettings, load_authz_settings
+from mowdeck.kit.bus import Bus
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
-from mowdeck.kit.http import HttpServer, Readiness, task_alive
-from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.http import task_alive
 from mowdeck.kit.periodic import Periodic
+from mowdeck.kit.shell import ServiceShell
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.console import CodeExchange
 from mowdeck.realtime.hub import Hub
@@ -38,13 +37,12 @@ from mowdeck.telemetry.postgres import PostgresTelemetryStore
 
 __all__ = ["RealtimeService"]
 
-log = structlog.get_logger("mowdeck.realtime")
 
 # How long ``stop`` gives open streams to say goodbye before the listener goes.
 _CLOSE_GRACE_SECONDS = 2.0
 
 
-class RealtimeService:
+class RealtimeService(ServiceShell[RealtimeSettings]):
     """Realtime: live mower events to browsers and tools over SSE and WebSocket.
 
     Stateless: nothing durable of its own, any number of replicas. Pass ``bus``, ``pool``,
@@ -74,7 +72,7 @@ class RealtimeService:
         to freeze what lives after start-up). With ``console_codes`` the console's page
         exchanges one-time codes from sign-in links for tokens (the demo's); without, it
         asks for a token to paste."""
-        self.settings = settings
+        super().__init__(settings, metrics_registry)
         self._console_codes = console_codes
         self._on_started = on_started
         self._auth_settings = auth_settings
@@ -85,43 +83,18 @@ class RealtimeService:
         self._verifier = verifier
         self._states = states
         self._tickets = tickets
-        self.metrics_registry = (
-            metrics_registry if metrics_registry is not None else CollectorRegistry()
-        )
         self.metrics = RealtimeMetrics(self.metrics_registry)
         self.gc_pauses = GcPauses(self.metrics_registry)
-        self.readiness = Readiness()
-        self._resources = Resources()
-        self._http: HttpServer | None = None
         self.hub: Hub | None = None
         self.access: Access | None = None
 
-    @property
-    def url(self) -> str:
-        """The HTTP base URL (after ``start``)."""
-        if self._http is None:
-            raise RuntimeError("RealtimeService is not started")
-        return self._http.url
-
-    async def start(self) -> None:
-        """Connect, subscribe to the three streams, read the latest states, then listen."""
+    async def _start(self) -> None:
+        # Connect, subscribe to the three streams, read the latest states, then listen.
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        bus = await res.bus(
-            self._bus,
-            s.nats_url,
-            name="realtime",
-            credentials=NatsCredentials.from_settings(s),
-            user="realtime",
-        )
-        await res.require_streams(
-            bus,
-            "realtime",
-            readiness=self.readiness,
-            registry=self.metrics_registry,
-            host=s.http_host,
-            port=s.http_port,
+        bus = await res.bus_for(
+            self._bus, s, user="realtime", readiness=self.readiness, registry=self.metrics_registry
         )
         authorizer = self._authorizer
         if authorizer is None:
@@ -129,8 +102,7 @@ class RealtimeService:
             pool = None
             if authz.authz == "local":
                 pool = await res.pool(self._pool, s.database_url, min_size=1, max_size=4)
-            authorizer = build_authorizer(authz, pool)
-            res.push(authorizer.close, name="authorizer")
+            authorizer = res.authorizer(None, authz, pool)
         verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
         tickets = self._tickets
         if tickets is None:
@@ -174,10 +146,9 @@ class RealtimeService:
         app = create_app(
             deps, verifier, self.readiness, self.metrics_registry, exchange=self._console_codes
         )
-        self._http = await res.serve(app, s.http_host, s.http_port)
+        await self._listen(app)
+        # Pushed after the listener, so run before its stop.
         res.push(self._close_streams, name="open streams")
-        self.readiness.set_ready()
-        log.info("realtime listening", url=self._http.url)
         if self._on_started is not None:
             self._on_started()
 
@@ -201,8 +172,3 @@ class RealtimeService:
             client.close("shutdown")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(hub.drained(), _CLOSE_GRACE_SECONDS)
-
-    async def stop(self) -> None:
-        """Close every stream, stop listening and subscribing, close what Realtime owns."""
-        self.readiness.set_not_ready("stopping")
-        await self._resources.close()

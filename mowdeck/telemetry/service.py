@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-import structlog
 from prometheus_client import CollectorRegistry
 
 from actors import Dispatcher, LoopBridge, ShardSupervisor
@@ -21,13 +20,13 @@ from contracts.v1.subjects import (
     TELEMETRY,
 )
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
-from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
-from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.authz import Authorizer, AuthzSettings
+from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
 from mowdeck.kit.garbage_collector import GcPauses
-from mowdeck.kit.http import HttpServer, Readiness, task_alive
-from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.http import task_alive
 from mowdeck.kit.seed import seed_healthy
+from mowdeck.kit.shell import ServiceShell
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
 from mowdeck.telemetry.directory import DirectoryEvents, seed_directory
 from mowdeck.telemetry.fingerprint import Rules
@@ -42,7 +41,6 @@ from mowdeck.telemetry.settings import TelemetrySettings
 
 __all__ = ["TelemetryService"]
 
-log = structlog.get_logger("mowdeck.telemetry")
 
 STATES_DURABLE = "telemetry-states"
 STATES_SUBJECT = TELEMETRY.subjects[0]
@@ -54,7 +52,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class TelemetryService:
+class TelemetryService(ServiceShell[TelemetrySettings]):
     """Telemetry: state ingest, command timeline, mower directory, retention and queries.
 
     Stateless: any number of replicas share the queue groups and the database. Pass
@@ -83,7 +81,7 @@ class TelemetryService:
     ) -> None:
         """``on_actors_started(count)`` hears of every ingest batch that started actors
         (the process's command uses it to freeze what lives after start-up)."""
-        self.settings = settings
+        super().__init__(settings, metrics_registry)
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
         self._bus = bus
@@ -92,62 +90,29 @@ class TelemetryService:
         self.store = store
         self._authorizer = authorizer
         self._verifier = verifier
-        self.metrics_registry = (
-            metrics_registry if metrics_registry is not None else CollectorRegistry()
-        )
         self.gc_pauses = GcPauses(self.metrics_registry)
         self.metrics = TelemetryMetrics(self.metrics_registry)
         self._clock = clock
         self._seed_enabled = seed
         self._retention_enabled = retention
         self._on_actors_started = on_actors_started
-        self.readiness = Readiness()
-        self._resources = Resources()
-        self._http: HttpServer | None = None
         self._supervisor: ShardSupervisor | None = None
         self.batcher: StateBatcher | None = None
         self.retention: Retention | None = None
         self._seed_task: asyncio.Task[int] | None = None
 
     @property
-    def url(self) -> str:
-        """The HTTP base URL (after ``start``)."""
-        if self._http is None:
-            raise RuntimeError("TelemetryService is not started")
-        return self._http.url
-
-    @property
     def seeded(self) -> asyncio.Task[int] | None:
         """The directory seed task (done once Fleet answered)."""
         return self._seed_task
 
-    async def start(self) -> None:
-        """Connect what was not passed in, start consumers and timers, then listen."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()  # releases exactly what was started
-            raise
-
     async def _start(self) -> None:
+        # Connect what was not passed in, start consumers and timers, then listen.
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        self.bus = bus = await res.bus(
-            self._bus,
-            s.nats_url,
-            name="telemetry",
-            fast_path=s.nats_fast_path,
-            credentials=NatsCredentials.from_settings(s),
-            user="telemetry",
-        )
-        await res.require_streams(
-            bus,
-            "telemetry",
-            readiness=self.readiness,
-            registry=self.metrics_registry,
-            host=s.http_host,
-            port=s.http_port,
+        self.bus = bus = await res.bus_for(
+            self._bus, s, user="telemetry", readiness=self.readiness, registry=self.metrics_registry
         )
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
@@ -156,10 +121,7 @@ class TelemetryService:
             assert pool is not None
             self.store = PostgresTelemetryStore(pool, s.database_url)
         store = self.store
-        authorizer = self._authorizer
-        if authorizer is None:
-            authorizer = build_authorizer(self._authz_settings or load_authz_settings(), pool)
-            res.push(authorizer.close, name="authorizer")
+        authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
         auth = self._auth_settings or load_auth_settings()
         verifier = self._verifier or TokenVerifier(auth)
         denylist = await res.enter(running_denylist(bus, auth))
@@ -209,9 +171,7 @@ class TelemetryService:
         watch("directory seed", seed_healthy(lambda: self._seed_task))
         deps = QueryDeps(store, authorizer, s, self.metrics, self._clock)
         app = create_app(deps, verifier, self.readiness, self.metrics_registry, denylist)
-        self._http = await res.serve(app, s.http_host, s.http_port)
-        self.readiness.set_ready()
-        log.info("telemetry listening", url=self._http.url)
+        await self._listen(app)
 
     async def _consume(self, bus: Bus, store: TelemetryStore, batcher: StateBatcher) -> None:
         s = self.settings
@@ -246,12 +206,6 @@ class TelemetryService:
         # A removed mower's actor must not keep its memory: a later state starts afresh.
         if self._supervisor is not None:
             await self._supervisor.stop(str(mower_id))
-
-    async def stop(self) -> None:
-        """Stop listening and consuming, finish the batch in hand, stop actors and timers,
-        close what Telemetry owns."""
-        self.readiness.set_not_ready("stopping")
-        await self._resources.close()
 
 
 def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:

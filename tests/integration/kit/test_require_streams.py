@@ -12,11 +12,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry
 
 from contracts.v1.subjects import COMMANDS
 from mowdeck.commands.streams import apply_streams
 from mowdeck.gateway.service import GatewayService
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.http import Readiness
+from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.settings import BaseSettings
 from tests.integration.gateway.conftest import settings_for
 from tests.support.eventually import eventually
@@ -82,3 +85,36 @@ async def _answered(url: str) -> tuple[int, Any] | None:
 async def _missing(url: str, streams: list[str]) -> bool:
     status, body = await _get(url)
     return status == 503 and body["missing_streams"] == streams
+
+
+async def test_bus_for_connects_waits_for_the_users_streams_and_drains_at_close(
+    own_nats_server: NatsServer,
+) -> None:
+    port = free_port()
+    settings = BaseSettings(nats_url=own_nats_server.url, http_port=port, nats_fast_path=False)
+    resources, readiness = Resources(), Readiness()
+    connecting = asyncio.ensure_future(
+        resources.bus_for(
+            None,
+            settings,
+            user="telemetry",
+            name="telemetry-1",
+            readiness=readiness,
+            registry=CollectorRegistry(),
+        )
+    )
+    try:
+        ready = f"http://127.0.0.1:{port}/readyz"
+        needed = ["TELEMETRY", "COMMANDS", "EVENTS", "KV_MOWDECK_DENYLIST"]  # in its order
+        await eventually(lambda: _missing(ready, needed), timeout=10)
+        await apply_streams(BaseSettings(nats_url=own_nats_server.url))
+        bus = await asyncio.wait_for(connecting, 20)
+        assert bus.nc.options["name"] == "telemetry-1"
+        assert readiness.reason == "starting"  # the rest of the start is the service's
+        assert await _get(ready) == (0, None)  # the waiting listener is gone again
+    finally:
+        if not connecting.done():
+            connecting.cancel()
+        await asyncio.gather(connecting, return_exceptions=True)
+        await resources.close()
+    assert bus.nc.is_closed

@@ -1,0 +1,71 @@
+"""What every service's composition root shares: start, stop, readiness and its URL.
+
+A service subclasses ``ServiceShell`` and writes ``_start()``, pushing what it starts onto
+``self._resources``; ``start()`` stops a start that failed or was cancelled half-way, so
+exactly what was started is released, and ``stop()`` refuses traffic and releases the rest
+in reverse order. A service with a shutdown order of its own overrides ``stop()``.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+import structlog
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from mowdeck.kit.http import HttpServer, Readiness
+from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.settings import BaseSettings
+
+__all__ = ["ServiceShell"]
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+class ServiceShell(Generic[S]):
+    """The lifecycle of a composition root; subclasses set ``name`` and write ``_start()``."""
+
+    name: str
+    stopping_reason = "stopping"  # what /readyz says once stop() has begun
+
+    def __init__(self, settings: S, metrics_registry: CollectorRegistry | None) -> None:
+        self.settings = settings
+        self.metrics_registry = (
+            metrics_registry if metrics_registry is not None else CollectorRegistry()
+        )
+        self.readiness = Readiness()
+        self._resources = Resources()
+        self._http: HttpServer | None = None
+
+    @property
+    def url(self) -> str:
+        """The HTTP base URL (after ``start``)."""
+        if self._http is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._http.url
+
+    async def start(self) -> None:
+        """Start; when that fails or is cancelled, release what was started and re-raise."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        raise NotImplementedError
+
+    async def _listen(self, app: web.Application) -> None:
+        """Serve ``app`` on the settings' ``http_host:http_port`` (stopped at close), ready."""
+        s = self.settings
+        self._http = await self._resources.serve(app, s.http_host, s.http_port)
+        self.readiness.set_ready()
+        structlog.get_logger(f"mowdeck.{self.name}").info(
+            f"{self.name} listening", url=self._http.url
+        )
+
+    async def stop(self) -> None:
+        """Refuse traffic, then release everything started, in reverse order."""
+        self.readiness.set_not_ready(self.stopping_reason)
+        await self._resources.close()
