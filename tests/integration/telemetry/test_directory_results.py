@@ -109,6 +109,10 @@ async def _nothing_pending(bus: Bus, durable: str, stream: str = "TELEMETRY") ->
     return await pending_acks(bus, durable, stream) == (0, 0)
 
 
+async def _count_is(pool: asyncpg.Pool, query: str, expected: int) -> bool:
+    return await pool.fetchval(query) == expected
+
+
 async def test_results_become_the_timeline_with_the_directory_account(
     make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool
 ) -> None:
@@ -121,6 +125,10 @@ async def test_results_become_the_timeline_with_the_directory_account(
                 command_id=command, mower_id=MOWER, status=status, at=at(seconds), kind="start_mow"
             )
         )
+    # A result may arrive before the registration and wait for a redelivery; while it
+    # waits, the consumer reports nothing pending. So wait for the rows first.
+    timeline = "SELECT count(*) FROM command_timeline"
+    await eventually(lambda: _count_is(pool, timeline, 2), what="two timeline rows")
     await eventually(lambda: _nothing_pending(bus, RESULTS_DURABLE, "COMMANDS"))
     rows = await pool.fetch("SELECT status, account_id, kind FROM command_timeline ORDER BY at")
     assert [tuple(r) for r in rows] == [
