@@ -107,7 +107,9 @@ class StatePipeline:
         on_events: Callable[[], object],
         batch_max: int,
         linger: float,
+        on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_actors_started(count)`` is told of every batch that started actors."""
         self._store = store
         self._supervisor = supervisor
         self._thresholds = thresholds
@@ -137,6 +139,7 @@ class StatePipeline:
             snapshots=snapshots,
             timeout=_EVALUATE_TIMEOUT,
             on_starting=self._writer.forget,
+            on_started=None if on_actors_started is None else _counted(on_actors_started),
             name="watch",
         )
 
@@ -236,6 +239,13 @@ class StatePipeline:
         await ack_all(msgs)
         if result.plan.events:
             self._on_events()
+
+
+def _counted(told: Callable[[int], object]) -> Callable[[list[uuid.UUID]], object]:
+    def started(mowers: list[uuid.UUID]) -> object:
+        return told(len(mowers))
+
+    return started
 
 
 def _is_state_subject(subject: str) -> bool:

@@ -14,6 +14,7 @@ from actors import ShardSupervisor
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
 from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import HttpServer, Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.seed import FleetSeed
@@ -77,7 +78,10 @@ class NotificationsService:
         clock: Callable[[], datetime] = _now,
         seed: bool = True,
         fanout: bool = True,
+        on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_actors_started(count)`` hears of every state batch that started actors
+        (the process's command uses it to freeze what lives after start-up)."""
         self.settings = settings
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
@@ -90,8 +94,10 @@ class NotificationsService:
         self.metrics_registry = (
             metrics_registry if metrics_registry is not None else CollectorRegistry()
         )
+        self.gc_pauses = GcPauses(self.metrics_registry)
         self.metrics = NotificationsMetrics(self.metrics_registry)
         self._clock = clock
+        self._on_actors_started = on_actors_started
         self._seed_enabled = seed
         self._fanout_enabled = fanout
         self.readiness = Readiness()
@@ -123,6 +129,8 @@ class NotificationsService:
 
     async def _start(self) -> None:
         s, res = self.settings, self._resources
+        self.gc_pauses.install()
+        res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
         self.bus = bus = await res.bus(
             self._bus,
             s.nats_url,
@@ -178,7 +186,9 @@ class NotificationsService:
             self.readiness.watch("fleet seed", lambda: seed.healthy)
 
         engine = Engine(store, s, self.metrics, consuming, clock, wake)
-        self.pipeline = pipeline = start_pipeline(engine, actors, res, self.readiness)
+        self.pipeline = pipeline = start_pipeline(
+            engine, actors, res, self.readiness, self._on_actors_started
+        )
         parts = Consumers(
             store, actors.supervisor, decisions, pipeline, consuming, self.metrics, wake
         )
