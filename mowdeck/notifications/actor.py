@@ -29,7 +29,7 @@ from actors import (
     Snapshot,
 )
 from contracts.v1 import MowerState
-from mowdeck.notifications.plan import Plan, contact_only, plan_states
+from mowdeck.notifications.plan import Plan, contact_only, plan_mower
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules import Thresholds
 from mowdeck.notifications.watch import MowerWatch, decode_watch, encode_watch
@@ -99,7 +99,6 @@ class WatchActor(DispatcherActor):
             base = self.watch
             try:
                 plan = evaluate(
-                    self.mower_id,
                     base,
                     states=message.states,
                     now=message.now,
@@ -121,7 +120,6 @@ class WatchActor(DispatcherActor):
 
 
 def evaluate(
-    mower_id: uuid.UUID,
     base: MowerWatch | None,
     *,
     states: Sequence[MowerState],
@@ -130,8 +128,7 @@ def evaluate(
     thresholds: Thresholds,
 ) -> Plan:
     """The plan of one mower's states against ``base`` (also used to plan again)."""
-    watches = {} if base is None else {mower_id: base}
-    return plan_states(watches, states, now, thresholds, consuming_since)
+    return plan_mower(base, states, now, thresholds, consuming_since)
 
 
 class WatchSnapshots(PrefetchedSnapshots):

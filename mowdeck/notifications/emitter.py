@@ -20,17 +20,25 @@ class Emitter:
 
     def __init__(self, watch: MowerWatch, cooldown: timedelta, at: datetime) -> None:
         self.watch, self.cooldown, self.at = watch, cooldown, at
-        self.last_sent = dict(watch.last_sent)
-        self.held = dict(watch.held)
+        # The watch's own dicts until the first change, then copies (``_own``): most
+        # states change neither, and a watch's dicts are never changed in place.
+        self.last_sent = watch.last_sent
+        self.held = watch.held
+        self._owned = False
         self.due: set[str] = set()
         self.events: list[RuleEvent] = []
         self.suppressed: list[Suppressed] = []
+
+    def _own(self) -> None:
+        if not self._owned:
+            self.last_sent, self.held, self._owned = dict(self.last_sent), dict(self.held), True
 
     def _cooling(self, kind: Kind) -> bool:
         last = self.last_sent.get(kind)
         return last is not None and self.at - last < self.cooldown
 
     def _send(self, kind: Kind, key: str, message: str, params: dict[str, Param]) -> None:
+        self._own()
         self.last_sent[kind] = self.at
         w = self.watch
         self.events.append(
@@ -69,18 +77,22 @@ class Emitter:
         self.due.add(kind)
         if self._cooling(kind):
             if self.held.get(kind) != key:
+                self._own()
                 self.held[kind] = key
                 self._suppress(kind, key)
             return False
-        self.held.pop(kind, None)
+        if kind in self.held:
+            self._own()
+            del self.held[kind]
         self._send(kind, key, message, params)
         return True
 
     def settle(self, evaluated: tuple[Kind, ...]) -> tuple[dict[str, datetime], dict[str, str]]:
         """The cooldown memory after this evaluation: held kinds no longer due are let go."""
         for kind in evaluated:
-            if kind not in self.due:
-                self.held.pop(kind, None)
+            if kind not in self.due and kind in self.held:
+                self._own()
+                del self.held[kind]
         return self.last_sent, self.held
 
     def outcome(self, watch: MowerWatch) -> Outcome[MowerWatch]:

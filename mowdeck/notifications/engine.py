@@ -63,9 +63,14 @@ def start_watch_actors(
 
 
 def start_pipeline(
-    engine: Engine, actors: WatchActors, res: Resources, readiness: Readiness
+    engine: Engine,
+    actors: WatchActors,
+    res: Resources,
+    readiness: Readiness,
+    on_actors_started: Callable[[int], object] | None = None,
 ) -> StatePipeline:
-    """The state pipeline (its consumer is started with the others)."""
+    """The state pipeline (its consumer is started with the others); ``on_actors_started``
+    hears of every batch that started actors."""
     s, consuming = engine.settings, engine.consuming
     pipeline = StatePipeline(
         engine.store,
@@ -79,6 +84,7 @@ def start_pipeline(
         on_events=engine.wake,
         batch_max=s.notifications_state_batch_max,
         linger=s.notifications_state_batch_linger_ms / 1000,
+        on_actors_started=on_actors_started,
     )
     pipeline.start()
     res.push(pipeline.stop, name="state pipeline")

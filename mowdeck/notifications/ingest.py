@@ -43,6 +43,8 @@ log = structlog.get_logger("mowdeck.notifications.ingest")
 _EVALUATE_TIMEOUT = 10.0
 _NAK_DELAY = 1.0
 _CONFLICT_ATTEMPTS = 3
+# Subjects remembered with their mower's id; bounded, so junk subjects cannot grow it.
+_SUBJECT_CACHE = 100_000
 
 
 @dataclass(slots=True)
@@ -107,7 +109,9 @@ class StatePipeline:
         on_events: Callable[[], object],
         batch_max: int,
         linger: float,
+        on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_actors_started(count)`` is told of every batch that started actors."""
         self._store = store
         self._supervisor = supervisor
         self._thresholds = thresholds
@@ -126,7 +130,7 @@ class StatePipeline:
         )
         self.on_message = self._loop.on_message
         self._writer = StateBatchWriter(store, thresholds)
-        self._subjects: dict[str, uuid.UUID] = {}
+        self._subjects: dict[str, int] = {}
         self._keys: dict[uuid.UUID, str] = {}
         # One query for every new mower's watch, then all actors start together; a new
         # actor holds what it reads now, whatever this replica wrote before.
@@ -137,6 +141,7 @@ class StatePipeline:
             snapshots=snapshots,
             timeout=_EVALUATE_TIMEOUT,
             on_starting=self._writer.forget,
+            on_started=None if on_actors_started is None else _counted(on_actors_started),
             name="watch",
         )
 
@@ -162,25 +167,33 @@ class StatePipeline:
     async def _prepare(self, msgs: list[Msg]) -> _Prepared | None:
         mowers: dict[uuid.UUID, _Mower] = {}
         foreign: list[Msg] = []
+        subjects = self._subjects
+        # Grouped and compared by the UUIDs' ints, as in Telemetry's ingest: a uuid.UUID's
+        # ``__hash__`` and ``__eq__`` are Python calls, two per state here.
+        groups: dict[int, _Mower] = {}
         for msg in msgs:
             subject = msg.subject
             try:
-                subject_mower = self._subjects.get(subject)
+                subject_mower = subjects.get(subject)
                 if subject_mower is None:
                     if not _is_state_subject(subject):
                         foreign.append(msg)
                         continue
-                    subject_mower = self._subjects[subject] = mower_id_from_subject(subject)
+                    subject_mower = mower_id_from_subject(subject).int
+                    if len(subjects) < _SUBJECT_CACHE:
+                        subjects[subject] = subject_mower
                 state = decode_state(msg.data)
             except ContractError as err:
                 await _term(msg, "malformed", str(err))
                 continue
-            if state.mower_id != subject_mower:
-                await _term(msg, "subject-mismatch", str(state.mower_id))
+            mower_id = state.mower_id
+            key = mower_id.int
+            if key != subject_mower:
+                await _term(msg, "subject-mismatch", str(mower_id))
                 continue
-            entry = mowers.get(state.mower_id)
+            entry = groups.get(key)
             if entry is None:
-                entry = mowers[state.mower_id] = _Mower()
+                entry = groups[key] = mowers[mower_id] = _Mower()
             entry.msgs.append(msg)
             entry.states.append(state)
         if foreign:
@@ -236,6 +249,13 @@ class StatePipeline:
         await ack_all(msgs)
         if result.plan.events:
             self._on_events()
+
+
+def _counted(told: Callable[[int], object]) -> Callable[[list[uuid.UUID]], object]:
+    def started(mowers: list[uuid.UUID]) -> object:
+        return told(len(mowers))
+
+    return started
 
 
 def _is_state_subject(subject: str) -> bool:

@@ -38,6 +38,7 @@ __all__ = [
     "contact_only",
     "mower_ids",
     "plan_links",
+    "plan_mower",
     "plan_silence",
     "plan_states",
 ]
@@ -99,6 +100,29 @@ def plan_states(
     for mower_id, watch in current.items():
         if watch is not None and watch is not watches.get(mower_id):
             plan.writes.append(WatchWrite(watch, silence_due(watch, thresholds, consuming_since)))
+    return plan
+
+
+def plan_mower(
+    base: MowerWatch | None,
+    states: Sequence[MowerState],
+    now: datetime,
+    thresholds: Thresholds,
+    consuming_since: datetime | None = None,
+) -> Plan:
+    """``plan_states`` for the states of one mower, whose watch is ``base``.
+
+    The same plan, without a dict lookup by mower per state: the watch actors run it for
+    every state (a ``uuid.UUID``'s hash is a Python call).
+    """
+    plan = Plan()
+    watch = base
+    for state in states:
+        outcome = evaluate_state(watch, state, now, thresholds)
+        plan._take(outcome)
+        watch = outcome.watch
+    if watch is not None and watch is not base:
+        plan.writes.append(WatchWrite(watch, silence_due(watch, thresholds, consuming_since)))
     return plan
 
 

@@ -324,7 +324,8 @@ def evaluate_state(
     at = state.observed_at
     if at - now > thresholds.max_clock_skew:
         return Outcome(watch, ignored="from_the_future")
-    if watch is None or watch.account_id != state.account_id:
+    # Compared by the ints: a ``uuid.UUID``'s ``__eq__`` is a Python call, once per state.
+    if watch is None or watch.account_id.int != state.account_id.int:
         return _first(state, now, thresholds)
     if at <= watch.observed_at:
         # Older or repeated (a redelivery, a heartbeat of a lost link): no contact.

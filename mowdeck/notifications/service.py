@@ -13,6 +13,7 @@ from actors import ShardSupervisor
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.seed import FleetSeed
 from mowdeck.kit.shell import ServiceShell
@@ -74,7 +75,10 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         clock: Callable[[], datetime] = _now,
         seed: bool = True,
         fanout: bool = True,
+        on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_actors_started(count)`` hears of every state batch that started actors
+        (the process's command uses it to freeze what lives after start-up)."""
         super().__init__(settings, metrics_registry)
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
@@ -84,8 +88,10 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         self.store = store
         self._authorizer = authorizer
         self._verifier = verifier
+        self.gc_pauses = GcPauses(self.metrics_registry)
         self.metrics = NotificationsMetrics(self.metrics_registry)
         self._clock = clock
+        self._on_actors_started = on_actors_started
         self._seed_enabled = seed
         self._fanout_enabled = fanout
         self._supervisor: ShardSupervisor | None = None
@@ -100,6 +106,8 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
     async def _start(self) -> None:
         # Connect what was not passed in, start actors, consumers and loops, then listen.
         s, res = self.settings, self._resources
+        self.gc_pauses.install()
+        res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
         self.bus = bus = await res.bus_for(
             self._bus,
             s,
@@ -143,7 +151,9 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
             self.readiness.watch("fleet seed", lambda: seed.healthy)
 
         engine = Engine(store, s, self.metrics, consuming, clock, wake)
-        self.pipeline = pipeline = start_pipeline(engine, actors, res, self.readiness)
+        self.pipeline = pipeline = start_pipeline(
+            engine, actors, res, self.readiness, self._on_actors_started
+        )
         parts = Consumers(
             store, actors.supervisor, decisions, pipeline, consuming, self.metrics, wake
         )

@@ -74,6 +74,12 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
     # How long a can_view decision is cached (identity.grants.changed drops the cache).
     notifications_decision_cache_seconds: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 60.0
     notifications_db_pool_size: Annotated[int, msgspec.Meta(ge=1, le=100)] = 8
+    # The young-generation threshold of the garbage collector, set by `mowdeck
+    # notifications` for its process (0 keeps Python's 700). A state batch allocates a
+    # dozen objects per state that die with the batch; at 700 the collector ran every
+    # few dozen states and walked the long-lived watches and actors again and again
+    # (docs/performance.md, "Notifications").
+    notifications_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 100_000
 
     def __post_init__(self) -> None:
         super().__post_init__()

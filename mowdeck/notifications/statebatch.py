@@ -108,17 +108,17 @@ class StateBatchWriter:
         stamps = await tx.lock_versions(sorted(answers, key=_uuid_int))
         unsure = _unsure(answers, stamps, self._stamps)
         stored = await tx.lock(unsure) if unsure else {}
+        planned_again = set(unsure)  # looked up per mower; a list would compare each
         result = BatchResult()
         plan = result.plan
         for mower_id, answer in answers.items():
             stamp, base, part = stamps.get(mower_id), answer.base, answer.plan
             touch = answer.contact_only
-            if mower_id in unsure:
+            if planned_again and mower_id in planned_again:
                 watch = stored.get(mower_id)
                 if watch != base:
                     base = watch
                     part = evaluate(
-                        mower_id,
                         watch,
                         states=states[mower_id],
                         now=now,

@@ -51,10 +51,11 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications import sql
+from mowdeck.notifications.cli import configure_gc, freezing_service
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.rules import evaluate_state
-from mowdeck.notifications.service import STATES_DURABLE, NotificationsService
+from mowdeck.notifications.service import STATES_DURABLE
 from mowdeck.notifications.settings import NotificationsSettings
 from mowdeck.notifications.watch import decode_watch, encode_watch
 from tests.support.natsserver import NatsServer
@@ -306,7 +307,8 @@ async def run(smoke: bool) -> None:
                 log_level="warning",
                 notifications_channels=["ntfy", "log"],
             )
-            service = NotificationsService(
+            configure_gc(settings)  # as `mowdeck notifications` does for its process
+            service = freezing_service(  # as `mowdeck notifications` runs it
                 settings,
                 bus=bus,
                 pool=pool,

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mowdeck.notifications.plan import (
     LinkEvent,
     contact_only,
     mower_ids,
     plan_links,
+    plan_mower,
     plan_silence,
     plan_states,
 )
-from mowdeck.notifications.rules import silence_due
+from mowdeck.notifications.rules import evaluate_state, silence_due
+from mowdeck.notifications.watch import MowerWatch
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, THRESHOLDS, at, first_watch, state
 
 
@@ -41,6 +45,37 @@ def test_a_batch_of_stale_states_writes_nothing() -> None:
     assert plan.writes == []
     assert plan.events == []
     assert plan.ignored == {"not_newer": 2, "from_the_future": 1}
+
+
+@pytest.mark.parametrize(
+    "base",
+    [None, first_watch(0), first_watch(100)],
+    ids=["no-watch", "watch-older", "watch-newer-than-some"],
+)
+def test_one_mowers_plan_is_the_batch_plan_of_its_states(base: MowerWatch | None) -> None:
+    states = [state(10, battery=25), state(50), state(60, battery=18), state(900), state(120)]
+    watches = {} if base is None else {MOWER: base}
+    assert plan_mower(base, states, at(200), THRESHOLDS, at(5)) == plan_states(
+        watches, states, at(200), THRESHOLDS, at(5)
+    )
+
+
+def test_an_unchanged_watch_is_written_nothing_of_it() -> None:
+    plan = plan_mower(first_watch(100), [state(50)], at(200), THRESHOLDS)
+    assert plan.writes == []
+
+
+def test_evaluating_leaves_the_watchs_cooldown_memory_alone() -> None:
+    # The rules share a watch's dicts with the next watch until they change them: a
+    # change must go to a copy, never into the watch evaluated.
+    base = evaluate_state(first_watch(0), state(10, battery=18), at(10), THRESHOLDS).watch
+    assert base is not None
+    assert base.last_sent == {"battery_low": at(10)}
+    sent = dict(base.last_sent)
+    after = evaluate_state(base, state(20, activity="mowing"), at(20), THRESHOLDS).watch
+    assert after is not None
+    assert "job_started" in after.last_sent
+    assert base.last_sent == sent
 
 
 def test_the_first_state_is_reported_suppressed() -> None:

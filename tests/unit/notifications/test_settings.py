@@ -37,6 +37,7 @@ DEFAULTS = {
     "notifications_seed_timeout_seconds": 2.0,
     "notifications_decision_cache_seconds": 60.0,
     "notifications_db_pool_size": 8,
+    "notifications_gc_young_threshold": 100_000,
     # The delivery outbox (ADR 0022 and the delivery issue).
     "notifications_lease_seconds": 60.0,
     "notifications_delivery_concurrency": 64,

@@ -1,0 +1,166 @@
+"""Notifications' state pipeline alone: CPU (and instructions) per state at a batch size.
+
+Run: python -m tests.bench.notifications_replay [--batch 500] [--rounds 11] [--smoke]
+
+The benchmark's mix (``tests.bench.notifications.Fleet``: idle heartbeats 10 s apart,
+about 1 % of them crossing the battery threshold) of ``--mowers`` mowers is handed to a
+``StatePipeline`` as stand-in deliveries (``tests.support.fakes.FakeMsg``): the kit's
+batching loop, the decoding, the watch actors on their dispatcher (``BatchAsk``), the
+rules and the PostgreSQL transaction all run as in the service; NATS does not (the acks
+are recorded) and neither does the fan-out (the pending events stay). The first round
+starts the actors and is measured apart (``cold_cpu_us_per_state``). Every message is
+queued before the loop runs, so each batch holds ``--batch`` states.
+
+Under ``valgrind --tool=callgrind --instr-atstart=no`` with ``MOWDECK_BENCH_CALLGRIND=1``
+the instruction count covers the measured rounds only; ``--profile FILE`` writes a
+cProfile of the measured rounds (the loop's thread only). The collector is set up as
+``mowdeck notifications`` sets it (young threshold, a freeze after the actors started);
+``--python-gc`` keeps Python's defaults, to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+from prometheus_client import CollectorRegistry
+
+from actors import Dispatcher, LoopBridge, ShardSupervisor
+from contracts.v1 import encode
+from contracts.v1.subjects import telemetry_subject
+from mowdeck.kit.garbage_collector import freeze, set_young_threshold
+from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.notifications.actor import WatchSnapshots, actor_factory
+from mowdeck.notifications.cli import FREEZE_AFTER_STARTS
+from mowdeck.notifications.ingest import StatePipeline
+from mowdeck.notifications.metrics import NotificationsMetrics
+from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.settings import NotificationsSettings
+from tests.bench.notifications import Fleet
+from tests.bench.telemetry_replay import _callgrind, _cpu
+from tests.support.fakes import FakeMsg
+from tests.support.postgres import create_database, drop_database
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What to replay and how."""
+
+    batch: int = 500
+    rounds: int = 11
+    mowers: int = 1000
+    profile: str | None = None
+    python_gc: bool = False
+
+
+async def run(opts: Options) -> None:
+    """Replay the mix as ``opts`` says; print the figures."""
+    if not opts.python_gc:  # as `mowdeck notifications` does for its process
+        set_young_threshold(NotificationsSettings().notifications_gc_young_threshold)
+    url = await asyncio.to_thread(create_database, "mowdeck_bench_nreplay")
+    try:
+        await migrate(url, discover(sql_root(), ["notifications"]))
+        pool = await asyncpg.create_pool(url, min_size=2, max_size=4)
+        try:
+            await _replay(pool, opts)
+        finally:
+            await pool.close()
+    finally:
+        await asyncio.to_thread(drop_database, url)
+
+
+async def _replay(pool: asyncpg.Pool, opts: Options) -> None:
+    batch, rounds, mowers, profile = opts.batch, opts.rounds, opts.mowers, opts.profile
+    store = PostgresNotificationStore(pool)
+    thresholds = Thresholds()
+    dispatcher = Dispatcher(workers=2, name="replay")
+    dispatcher.start()
+    snapshots = WatchSnapshots(store)
+    supervisor = ShardSupervisor(dispatcher, actor_factory(dispatcher, thresholds), snapshots)
+    since = datetime.now(UTC)
+
+    def started(count: int) -> None:
+        if count >= FREEZE_AFTER_STARTS and not opts.python_gc:  # as `mowdeck notifications`
+            freeze()
+
+    pipeline = StatePipeline(
+        store,
+        supervisor=supervisor,
+        snapshots=snapshots,
+        bridge=LoopBridge(asyncio.get_running_loop()),
+        thresholds=thresholds,
+        metrics=NotificationsMetrics(CollectorRegistry()),
+        consuming_since=lambda: since,
+        clock=lambda: datetime.now(UTC),
+        on_events=lambda: None,
+        batch_max=batch,
+        linger=0.02,
+        on_actors_started=started,
+    )
+    fleet = Fleet(mowers)
+    states = [s for _ in range(rounds) for s in fleet.next_round()[0]]
+    msgs = [FakeMsg(encode(s), telemetry_subject(s.mower_id)) for s in states]
+    warm, measured = msgs[:mowers], msgs[mowers:]
+    profiler = cProfile.Profile() if profile else None
+    try:
+        cold = _cpu()
+        await _feed(pipeline, warm)
+        cold = _cpu() - cold
+        gc.collect()
+        _callgrind(True)
+        if profiler is not None:
+            profiler.enable()
+        cpu, wall = _cpu(), time.perf_counter()
+        await _feed(pipeline, measured)
+        cpu, wall = _cpu() - cpu, time.perf_counter() - wall
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        _callgrind(False)
+    finally:
+        await supervisor.stop_all()
+        await asyncio.to_thread(dispatcher.stop)
+    acked = sum(1 for msg in measured if msg.outcome == "ack")
+    assert acked == len(measured), f"{acked} of {len(measured)} acknowledged"
+    print(
+        f"RESULT batch={batch} states={len(measured)} "
+        f"cpu_us_per_state={cpu / len(measured) * 1e6:.1f} wall_s={wall:.2f} "
+        f"cold_cpu_us_per_state={cold / len(warm) * 1e6:.1f}"
+    )
+
+
+async def _feed(pipeline: StatePipeline, msgs: list[FakeMsg]) -> None:
+    # All queued first, then the loop drains them: every batch is full.
+    pipeline.start()
+    for msg in msgs:
+        await pipeline.on_message(msg)
+    await pipeline.stop()
+
+
+def main() -> None:
+    """Parse the options and run."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--batch", type=int, default=500, help="states per batch")
+    parser.add_argument("--mowers", type=int, default=1000, help="mowers per round")
+    parser.add_argument("--rounds", type=int, default=11, help="rounds of every mower's state")
+    parser.add_argument("--profile", help="write a cProfile of the measured rounds here")
+    parser.add_argument(
+        "--python-gc",
+        action="store_true",
+        help="keep Python's collector settings (no young threshold, no freeze) to compare",
+    )
+    parser.add_argument("--smoke", action="store_true", help="three rounds, to check it runs")
+    args = parser.parse_args()
+    rounds = 3 if args.smoke else args.rounds
+    asyncio.run(run(Options(args.batch, rounds, args.mowers, args.profile, args.python_gc)))
+
+
+if __name__ == "__main__":
+    main()
