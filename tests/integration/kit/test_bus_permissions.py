@@ -256,6 +256,7 @@ async def test_fleet_answers_the_mower_list_to_the_gateway_telemetry_and_notific
         await msg.respond(b"mowers of " + msg.data)
 
     await fleet.nc.subscribe("fleet.mowers.list", queue="fleet", cb=answer)
+    await fleet.nc.flush()  # the server has the subscription before anyone asks
     await fleet.nc.flush()
     for name in ("gateway", "telemetry", "notifications"):
         conn = await connect(name)
@@ -282,6 +283,7 @@ async def test_a_reply_sent_to_another_users_inbox_is_not_read_by_a_third(
         await msg.respond(b"list")
 
     await fleet.nc.subscribe("fleet.mowers.list", cb=answer)
+    await fleet.nc.flush()  # the server has the subscription before anyone asks
     assert await telemetry.refused_subscribe(f"{inbox_prefix('gateway')}.>")
     reply = await gateway.nc.request("fleet.mowers.list", b"", timeout=2)
     assert reply.data == b"list"
