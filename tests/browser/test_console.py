@@ -160,7 +160,9 @@ async def test_the_console_on_the_demo_starts_and_stops_a_mower(
     # The track on the map and the battery chart from Telemetry's history (reloaded
     # every 10 s while the mower is selected).
     assert await page.locator("#map path.track").count() >= 1
-    await page.locator("#chart path").first.wait_for(timeout=30000)
+    # The chart labels the newest battery figure once history arrived (with a single bin,
+    # all of one minute, its band and line have no width: only a dot and the label show).
+    await page.locator("#chart text", has_text="%").wait_for(timeout=30000)
 
     await page.click("#stop-selected")
     await _wait_for_activity(page, demo.mower, "stopped", 30)
