@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -115,7 +116,16 @@ async def gauge(http: aiohttp.ClientSession, url: str, name: str) -> float:
 
 
 class Fleet:
-    """A simulator and a gateway for ``n`` mowers."""
+    """A simulator and a gateway for ``n`` mowers (plus ``probes`` on a simulator of their own).
+
+    The probes are the mowers that the e-stop phases stop. A real mower reads its socket
+    on a CPU of its own; a stop to a mower of the loaded simulator is read only when that
+    simulator's event loop, busy with the other mowers' traffic, gets to the socket
+    (tens of milliseconds at saturation), which is the simulator's delay, not the
+    system's. The probes' simulator carries only the stopped mowers and their starts, so
+    its loop reads a stop as the bytes arrive, and the measurement still ends at the
+    device: every millisecond of the bus and the gateway stays in it.
+    """
 
     def __init__(
         self,
@@ -126,8 +136,12 @@ class Fleet:
         report_interval: float = 1.0,
         *,
         gateway_env: dict[str, str] | None = None,
+        probes: int = 0,
     ) -> None:
         self.gateway_env = gateway_env or {}
+        self.probe_count = probes
+        self.probe_port = free_port()
+        self.probes: list[MowerRegistration] = []
         self.nats = nats
         self.n = n
         self.workdir = workdir
@@ -141,42 +155,25 @@ class Fleet:
     def sim_url(self) -> str:
         return f"http://127.0.0.1:{self.sim_port}"
 
+    def sim_url_of(self, mower_id: uuid.UUID) -> str:
+        """The base URL of the simulator that runs ``mower_id``."""
+        if any(p.mower_id == mower_id for p in self.probes):
+            return f"http://127.0.0.1:{self.probe_port}"
+        return self.sim_url
+
     @property
     def gw_url(self) -> str:
         return f"http://127.0.0.1:{self.gw_port}"
 
     @contextmanager
     def run(self) -> Iterator[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
-        boot = self.workdir / f"mowers-{self.n}.json"
-        boot.unlink(missing_ok=True)  # a fleet of the same size earlier in the run wrote one
-        sim_args = [
-            sys.executable,
-            "-m",
-            "mowdeck.cli",
-            "sim",
-            "--mowers",
-            str(self.n),
-            "--listen",
-            f"127.0.0.1:{self.sim_port}",
-            "--account",
-            str(ACCOUNT),
-            "--seed",
-            "1",
-            "--report-interval",
-            str(self.report_interval),
-            "--bootstrap-file",
-            str(boot),
-            "--log-level",
-            "warning",
-        ]
-        with process(sim_args, {}, self.workdir / "sim.log") as sim:
-            deadline = time.monotonic() + 120
-            while not boot.exists() or not boot.stat().st_size:
-                if time.monotonic() > deadline or sim.poll() is not None:
-                    raise RuntimeError("simulator did not start; see sim.log")
-                time.sleep(0.1)
-            time.sleep(0.2)
-            self.mowers = msgspec.json.decode(boot.read_bytes(), type=list[MowerRegistration])
+        with contextlib.ExitStack() as stack:
+            sim, self.mowers = stack.enter_context(self._simulator(self.n, self.sim_port, 1))
+            if self.probe_count:
+                _, self.probes = stack.enter_context(
+                    self._simulator(self.probe_count, self.probe_port, 2)
+                )
+            hosts = [f"127.0.0.1:{self.sim_port}", f"127.0.0.1:{self.probe_port}"]
             # The registry comes from `fleet.mowers.list`, answered by `serve_fleet_list`
             # (10,000 registrations do not fit into one environment variable).
             env = {
@@ -186,7 +183,7 @@ class Fleet:
                 "MOWDECK_LOG_FORMAT": "json",
                 "MOWDECK_TELEMETRY_HEARTBEAT_SECONDS": str(self.heartbeat),
                 "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
-                "MOWDECK_GATEWAY_DEVICE_HOSTS": f'["127.0.0.1:{self.sim_port}"]',
+                "MOWDECK_GATEWAY_DEVICE_HOSTS": json.dumps(hosts),
                 **self.gateway_env,
             }
             with process(
@@ -194,23 +191,61 @@ class Fleet:
             ) as gw:
                 yield sim, gw
 
+    @contextmanager
+    def _simulator(
+        self, n: int, port: int, seed: int
+    ) -> Iterator[tuple[subprocess.Popen[bytes], list[MowerRegistration]]]:
+        boot = self.workdir / f"mowers-{n}-{seed}.json"
+        boot.unlink(missing_ok=True)  # a fleet of the same size earlier in the run wrote one
+        sim_args = [
+            sys.executable,
+            "-m",
+            "mowdeck.cli",
+            "sim",
+            "--mowers",
+            str(n),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--account",
+            str(ACCOUNT),
+            "--seed",
+            str(seed),
+            "--report-interval",
+            str(self.report_interval),
+            "--bootstrap-file",
+            str(boot),
+            "--log-level",
+            "warning",
+        ]
+        with process(sim_args, {}, self.workdir / f"sim-{port}.log") as sim:
+            deadline = time.monotonic() + 120
+            while not boot.exists() or not boot.stat().st_size:
+                if time.monotonic() > deadline or sim.poll() is not None:
+                    raise RuntimeError("simulator did not start; see its log")
+                time.sleep(0.1)
+            time.sleep(0.2)
+            yield sim, msgspec.json.decode(boot.read_bytes(), type=list[MowerRegistration])
+
     async def serve_fleet_list(self, bus: Bus) -> Any:
         """Answer ``fleet.mowers.list`` like Fleet does, in pages."""
 
         async def answer(msg: Any) -> None:
             request = decode(msg.data, MowerListRequest)
-            await msg.respond(encode(request.answer(self.mowers)))
+            await msg.respond(encode(request.answer(self.mowers + self.probes)))
 
         return await bus.nc.subscribe(FLEET_MOWERS_LIST, cb=answer)
 
     async def wait_connected(self, http: aiohttp.ClientSession, timeout: float = 300) -> None:
         async def ready() -> bool:
             try:
-                return await gauge(http, self.gw_url, "mowdeck_gateway_mowers_connected") >= self.n
+                connected = await gauge(http, self.gw_url, "mowdeck_gateway_mowers_connected")
+                return connected >= self.n + self.probe_count
             except aiohttp.ClientError:
                 return False
 
-        await eventually(ready, timeout, interval=0.2, what=f"{self.n} mowers connected")
+        await eventually(
+            ready, timeout, interval=0.2, what=f"{self.n + self.probe_count} mowers connected"
+        )
 
 
 def envelope(mower: MowerRegistration, body: Any) -> CommandEnvelope:
@@ -407,7 +442,7 @@ async def received_at(
     http: aiohttp.ClientSession, fleet: Fleet, mower_id: uuid.UUID
 ) -> dict[str, float]:
     """When the simulated mower received each command in its log (wall clock, epoch s)."""
-    async with http.get(f"{fleet.sim_url}/sim/mowers/{mower_id}") as r:
+    async with http.get(f"{fleet.sim_url_of(mower_id)}/sim/mowers/{mower_id}") as r:
         doc = await r.json()
     return {
         rec["command_id"]: datetime.fromisoformat(
@@ -552,7 +587,7 @@ async def set_latency(
     limit = asyncio.Semaphore(32)
 
     async def one(mower: MowerRegistration) -> None:
-        url = f"{fleet.sim_url}/sim/mowers/{mower.mower_id}/faults"
+        url = f"{fleet.sim_url_of(mower.mower_id)}/sim/mowers/{mower.mower_id}/faults"
         async with limit:
             if ms is None:
                 async with http.delete(url) as r:
@@ -653,15 +688,18 @@ async def main_async(args: argparse.Namespace) -> None:
         gateway_env = {}
         if args.max_in_flight:
             gateway_env["MOWDECK_GATEWAY_MAX_IN_FLIGHT"] = str(args.max_in_flight)
-        fleet = Fleet(nats, args.mowers, workdir, gateway_env=gateway_env)
+        # The stopped mowers: one set per phase (idle, the saturated ones, busy).
+        probes = 0 if args.stops_on_loaded_simulator else args.targets * (args.loaded_runs + 2)
+        fleet = Fleet(nats, args.mowers, workdir, gateway_env=gateway_env, probes=probes)
         with fleet.run() as (sim, gw):
+            stopped = fleet.probes if probes else fleet.mowers
             listing = await fleet.serve_fleet_list(bus)
             async with aiohttp.ClientSession() as http:
                 await fleet.wait_connected(http)
                 pids = {"gateway": gw.pid, "simulator": sim.pid, "nats": nats.pid}
                 await throughput(bus, fleet, min(500, args.commands), pids)  # warm up
                 tput = await throughput(bus, fleet, args.commands, pids)
-                targets = fleet.mowers[: args.targets]
+                targets = stopped[: args.targets]
                 s0, n0 = await estop_inside(http, fleet)
                 collections_before = await gc_pauses(http, fleet)
                 stops = StopPublisher(nats.url)
@@ -685,7 +723,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 loaded_runs: list[list[float]] = []
                 for run in range(args.loaded_runs):
                     first = args.targets * (1 + run)
-                    targets = fleet.mowers[first : first + args.targets]
+                    targets = stopped[first : first + args.targets]
                     loaded_runs.append(
                         await estop_latency(
                             bus, stops, http, fleet, targets, loaded=True, count=args.estops
@@ -693,7 +731,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     )
                 estop_after = await histogram(http, fleet.gw_url, estop_seconds)
                 s2, n2 = await estop_inside(http, fleet)
-                targets = fleet.mowers[-args.targets :]
+                targets = stopped[-args.targets :]
                 busy = await estop_latency(
                     bus,
                     stops,
@@ -780,6 +818,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--max-in-flight", type=int, default=0, help="MOWDECK_GATEWAY_MAX_IN_FLIGHT (0: default)"
+    )
+    parser.add_argument(
+        "--stops-on-loaded-simulator",
+        action="store_true",
+        help="stop mowers of the loaded simulator (the measurement before the probes)",
     )
     parser.add_argument("--big", type=int, default=10_000)
     parser.add_argument("--footprint-seconds", type=float, default=20.0)
