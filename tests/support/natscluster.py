@@ -128,6 +128,8 @@ class NatsCluster:
             while True:
                 try:
                     await js.account_info()
+                    if len(self.nodes) > 1:
+                        await self._place_on_every_node(js)
                     return
                 except (JetStreamError, nats.errors.Error, TimeoutError):
                     if time.monotonic() > deadline:
@@ -135,6 +137,18 @@ class NatsCluster:
                     await asyncio.sleep(0.1)
         finally:
             await nc.close()
+
+    async def _place_on_every_node(self, js: Any) -> None:
+        # A meta leader may still see a peer as offline ("no suitable peers for placement"):
+        # ready means a stream with a replica on every node can be placed now.
+        probe = "MOWDECK_READY_PROBE"
+        await js.add_stream(
+            name=probe,
+            subjects=["mowdeck.ready.probe"],
+            num_replicas=len(self.nodes),
+            storage="memory",
+        )
+        await js.delete_stream(probe)
 
     def index_of(self, server_name: str) -> int:
         """The node index of a server name (``n0`` ...)."""
