@@ -118,7 +118,16 @@ async def connect(
     admin = await _connect("admin")
     for info in await admin.js.streams_info():
         await admin.js.delete_stream(info.config.name)
-    await Bus(admin.nc, name="admin").ensure_streams(STREAMS)
+    # The server removes a deleted stream's store in the background: creating one of the
+    # same name at once may be refused ("error creating store for stream", seen once).
+    for attempt in range(50):
+        try:
+            await Bus(admin.nc, name="admin").ensure_streams(STREAMS)
+            break
+        except (BusError, nats.js.errors.APIError):
+            if attempt == 49:
+                raise
+            await asyncio.sleep(0.1)
     yield _connect
     for nc in opened:
         await nc.close()
