@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import structlog
 
-from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
+from tests.support.jetstream import recreate_streams
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
 from tests.support.settings import fast_path_from_environment
@@ -57,11 +57,6 @@ def own_nats_server() -> Iterator[NatsServer]:
     server.close()
 
 
-async def _wipe_streams(bus: Bus) -> None:
-    for info in await bus.js.streams_info():
-        await bus.js.delete_stream(info.config.name)
-
-
 @pytest.fixture
 def nats_fast_path() -> bool:
     """``MOWDECK_NATS_FAST_PATH`` as a service reads it; a module may pin it instead."""
@@ -76,10 +71,11 @@ async def bus(nats_server: NatsServer, nats_fast_path: bool) -> AsyncIterator[Bu
     only wait for them.
     """
     b = await Bus.connect(nats_server.url, name="test", fast_path=nats_fast_path)
-    await _wipe_streams(b)
-    await apply_all(b)
-    yield b
-    await b.drain()
+    try:
+        await recreate_streams(b)
+        yield b
+    finally:
+        await b.drain()
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from mowdeck.commands.nats_config import write_config
 from mowdeck.kit.bus import Bus, BusError, NatsCredentials
 from mowdeck.kit.bus_permissions import ADMIN, USERS, inbox_prefix
 from mowdeck.kit.publisher import Publisher
+from tests.support.jetstream import recreate_streams
 from tests.support.natscluster import NatsCluster
 
 MOWER = uuid.uuid4()
@@ -115,22 +116,15 @@ async def connect(
         opened.append(nc)
         return Conn(nc, errors)
 
-    admin = await _connect("admin")
-    for info in await admin.js.streams_info():
-        await admin.js.delete_stream(info.config.name)
-    # The server removes a deleted stream's store in the background: creating one of the
-    # same name at once may be refused ("error creating store for stream", seen once).
-    for attempt in range(50):
-        try:
-            await Bus(admin.nc, name="admin").ensure_streams(STREAMS)
-            break
-        except (BusError, nats.js.errors.APIError):
-            if attempt == 49:
-                raise
-            await asyncio.sleep(0.1)
-    yield _connect
-    for nc in opened:
-        await nc.close()
+    try:
+        admin = await _connect("admin")
+        await recreate_streams(
+            Bus(admin.nc, name="admin"), apply=lambda bus: bus.ensure_streams(STREAMS)
+        )
+        yield _connect
+    finally:
+        for nc in opened:
+            await nc.close()
 
 
 async def test_fleet_commands_announces_and_answers_the_mower_list(connect) -> None:  # type: ignore[no-untyped-def]
