@@ -16,14 +16,27 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-__all__ = ["GcPauses", "freeze", "freeze_long_lived", "set_young_threshold", "unfreeze"]
+__all__ = [
+    "FREEZE_AFTER_STARTS",
+    "GcPauses",
+    "freeze",
+    "freeze_after_actor_starts",
+    "freeze_long_lived",
+    "set_young_threshold",
+    "unfreeze",
+]
 
 log = structlog.get_logger("mowdeck.gc")
+
+# Starting this many actors at once is start-up (or a shard moving here): a good moment to
+# move what now lives for good out of the collector's sight.
+FREEZE_AFTER_STARTS = 100
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -129,3 +142,31 @@ def set_young_threshold(threshold: int) -> None:
     if threshold:
         _, older, oldest = gc.get_threshold()
         gc.set_threshold(threshold, older, oldest)
+
+
+class _WithGcPauses(Protocol):
+    @property
+    def gc_pauses(self) -> GcPauses: ...
+
+
+S = TypeVar("S", bound=_WithGcPauses)
+
+
+def freeze_after_actor_starts(
+    build: Callable[[Callable[[int], None]], S], *, after: int = FREEZE_AFTER_STARTS
+) -> S:
+    """A service built by ``build(on_actors_started)`` that freezes the process's live
+    objects (through its ``gc_pauses``) whenever one batch started ``after`` actors or more.
+
+    The actors and what they hold live as long as the service; without the freeze every
+    full collection walks them again (docs/actors.md). For a process that runs the
+    service for good (a command's entry point), not one that builds and drops services.
+    """
+    built: list[S] = []
+
+    def started(count: int) -> None:
+        if count >= after and built:
+            built[0].gc_pauses.freeze()
+
+    built.append(build(started))
+    return built[0]

@@ -8,15 +8,11 @@ from typing import Any
 from mowdeck.authn import load_auth_settings
 from mowdeck.authz import load_authz_settings
 from mowdeck.kit.cli import add_migrate_option, migrations_of, run_service
-from mowdeck.kit.garbage_collector import set_young_threshold
+from mowdeck.kit.garbage_collector import freeze_after_actor_starts, set_young_threshold
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings, load_notifications_settings
 
-__all__ = ["FREEZE_AFTER_STARTS", "configure", "configure_gc", "freezing_service", "run"]
-
-# Starting this many watch actors at once is start-up (or a shard moving here): a good
-# moment to move what now lives for good out of the collector's sight.
-FREEZE_AFTER_STARTS = 100
+__all__ = ["configure", "configure_gc", "freezing_service", "run"]
 
 
 def configure_gc(settings: NotificationsSettings) -> None:
@@ -25,19 +21,11 @@ def configure_gc(settings: NotificationsSettings) -> None:
 
 
 def freezing_service(settings: NotificationsSettings, **options: Any) -> NotificationsService:
-    """Notifications that freezes the process's live objects after a burst of actor starts.
-
-    The watch actors and their watches live as long as the service; without the freeze
-    every full collection walks them again (docs/actors.md). For a process that runs the
-    service for good, not one that builds and drops services.
-    """
-
-    def started(count: int) -> None:
-        if count >= FREEZE_AFTER_STARTS:
-            service.gc_pauses.freeze()
-
-    service = NotificationsService(settings, on_actors_started=started, **options)
-    return service
+    """Notifications as its command runs it: the process's live objects are frozen
+    after a burst of actor starts (``kit.garbage_collector.freeze_after_actor_starts``)."""
+    return freeze_after_actor_starts(
+        lambda started: NotificationsService(settings, on_actors_started=started, **options)
+    )
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -8,15 +8,11 @@ from typing import Any
 from mowdeck.authn import load_auth_settings
 from mowdeck.authz import load_authz_settings
 from mowdeck.kit.cli import add_migrate_option, migrations_of, run_service
-from mowdeck.kit.garbage_collector import set_young_threshold
+from mowdeck.kit.garbage_collector import freeze_after_actor_starts, set_young_threshold
 from mowdeck.telemetry.service import TelemetryService
 from mowdeck.telemetry.settings import TelemetrySettings, load_telemetry_settings
 
-__all__ = ["FREEZE_AFTER_STARTS", "configure", "configure_gc", "freezing_service", "run"]
-
-# Starting this many actors at once is start-up (or a shard moving here): a good moment to
-# move what now lives for good out of the collector's sight.
-FREEZE_AFTER_STARTS = 100
+__all__ = ["configure", "configure_gc", "freezing_service", "run"]
 
 
 def configure_gc(settings: TelemetrySettings) -> None:
@@ -25,19 +21,11 @@ def configure_gc(settings: TelemetrySettings) -> None:
 
 
 def freezing_service(settings: TelemetrySettings, **options: Any) -> TelemetryService:
-    """Telemetry that freezes the process's live objects after a burst of actor starts.
-
-    The actors and their memories live as long as the service; without the freeze every
-    full collection walks them again (docs/actors.md). For a process that runs the
-    service for good, not one that builds and drops services.
-    """
-
-    def started(count: int) -> None:
-        if count >= FREEZE_AFTER_STARTS:
-            service.gc_pauses.freeze()
-
-    service = TelemetryService(settings, on_actors_started=started, **options)
-    return service
+    """Telemetry as its command runs it: the process's live objects are frozen
+    after a burst of actor starts (``kit.garbage_collector.freeze_after_actor_starts``)."""
+    return freeze_after_actor_starts(
+        lambda started: TelemetryService(settings, on_actors_started=started, **options)
+    )
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -32,10 +32,9 @@ from prometheus_client import CollectorRegistry
 from actors import Dispatcher, LoopBridge, ShardSupervisor
 from contracts.v1 import encode
 from contracts.v1.subjects import telemetry_subject
-from mowdeck.kit.garbage_collector import freeze, set_young_threshold
+from mowdeck.kit.garbage_collector import FREEZE_AFTER_STARTS, freeze, set_young_threshold
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
-from mowdeck.telemetry.cli import FREEZE_AFTER_STARTS
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.ingest import StateBatcher
 from mowdeck.telemetry.metrics import TelemetryMetrics

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from mowdeck.kit.garbage_collector import (
+    FREEZE_AFTER_STARTS,
     GcPauses,
+    freeze_after_actor_starts,
     freeze_long_lived,
     set_young_threshold,
     unfreeze,
@@ -82,3 +84,35 @@ def test_freeze_moves_live_objects_out_of_sight() -> None:
         assert freeze_long_lived("no gauge") > 0  # a process without one
     finally:
         unfreeze()
+
+
+class _CountingPauses(GcPauses):
+    def __init__(self) -> None:
+        super().__init__(CollectorRegistry())
+        self.frozen = 0
+
+    def freeze(self) -> int:
+        self.frozen += 1
+        return 0
+
+
+class _Service:
+    def __init__(self, on_actors_started: Callable[[int], None]) -> None:
+        self.gc_pauses = _CountingPauses()
+        self.on_actors_started = on_actors_started
+
+
+def test_a_burst_of_actor_starts_freezes_through_the_service() -> None:
+    service = freeze_after_actor_starts(_Service)
+    service.on_actors_started(FREEZE_AFTER_STARTS - 1)  # a few actors: not start-up
+    assert service.gc_pauses.frozen == 0
+    service.on_actors_started(FREEZE_AFTER_STARTS)
+    service.on_actors_started(5_000)
+    assert service.gc_pauses.frozen == 2
+
+
+def test_the_burst_size_is_a_parameter() -> None:
+    service = freeze_after_actor_starts(_Service, after=3)
+    service.on_actors_started(2)
+    service.on_actors_started(3)
+    assert service.gc_pauses.frozen == 1
