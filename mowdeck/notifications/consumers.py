@@ -69,7 +69,7 @@ async def start_consumers(
 ) -> None:
     """Start every consumer; each is stopped by ``res`` and watched by ``readiness``."""
     s, consuming = settings, parts.consuming
-    identity = IdentityEvents(parts.store, parts.decisions)
+    identity = IdentityEvents(parts.store, parts.decisions, parts.metrics)
 
     async def on_identity(msg: Any) -> None:
         await settle(msg, identity.handle, consumer=IDENTITY_DURABLE)

@@ -20,6 +20,7 @@ from nats.aio.msg import Msg
 from contracts.v1 import ContractError, GrantsChanged, MowerRegistration, UserRef, decode_event
 from mowdeck.kit.consumer import DropMessage
 from mowdeck.notifications.fanout import Decisions
+from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.ports import NotificationStore
 
 __all__ = ["IdentityEvents", "MowerNames"]
@@ -32,9 +33,16 @@ _USER_GONE = frozenset({"identity.user.disabled", "identity.user.deleted"})
 class IdentityEvents:
     """Handles ``event.identity.*`` (the consumer settles; ``grants`` is per replica)."""
 
-    def __init__(self, store: NotificationStore, decisions: Decisions) -> None:
+    def __init__(
+        self, store: NotificationStore, decisions: Decisions, metrics: NotificationsMetrics
+    ) -> None:
         self._store = store
         self._decisions = decisions
+        self._metrics = metrics
+
+    def _drop_decisions(self) -> None:
+        self._decisions.clear()
+        self._metrics.decisions_dropped.inc()
 
     async def handle(self, msg: Msg) -> None:
         """Delete a disabled or deleted user's data; anything else is acknowledged."""
@@ -45,7 +53,7 @@ class IdentityEvents:
         if event.type in _USER_GONE and isinstance(event.payload, UserRef):
             deleted = await self._store.delete_user(event.payload.user_id)
             # A user's rights went with them: what this replica cached about them is stale.
-            self._decisions.clear()
+            self._drop_decisions()
             log.info(
                 "user data deleted", type=event.type, user_id=event.payload.user_id, rows=deleted
             )
@@ -58,7 +66,7 @@ class IdentityEvents:
             log.warning("identity event dropped", subject=msg.subject, reason=str(err))
             return
         if isinstance(event.payload, GrantsChanged):
-            self._decisions.clear()
+            self._drop_decisions()
 
 
 class MowerNames:

@@ -17,16 +17,15 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
 from nats.aio.msg import Msg
 
 from actors import BatchAsk, LoopBridge, ShardSupervisor
-from contracts.v1 import ContractError, MowerState, decode_state
-from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
 from mowdeck.kit.batching import BatchLoop, nak_all
+from mowdeck.kit.state_batches import MowerStates, StateSorter
 from mowdeck.kit.wire import ack_all
 from mowdeck.notifications.actor import Adopt, Evaluate, PlanSink, WatchAnswer, WatchSnapshots
 from mowdeck.notifications.errors import StoreConflictError
@@ -43,19 +42,11 @@ log = structlog.get_logger("mowdeck.notifications.ingest")
 _EVALUATE_TIMEOUT = 10.0
 _NAK_DELAY = 1.0
 _CONFLICT_ATTEMPTS = 3
-# Subjects remembered with their mower's id; bounded, so junk subjects cannot grow it.
-_SUBJECT_CACHE = 100_000
-
-
-@dataclass(slots=True)
-class _Mower:
-    msgs: list[Msg] = field(default_factory=list)
-    states: list[MowerState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class _Prepared:
-    mowers: dict[uuid.UUID, _Mower]
+    mowers: dict[uuid.UUID, MowerStates]
     answers: dict[uuid.UUID, WatchAnswer]
     now: datetime
     consuming_since: datetime | None
@@ -130,8 +121,8 @@ class StatePipeline:
         )
         self.on_message = self._loop.on_message
         self._writer = StateBatchWriter(store, thresholds)
-        self._subjects: dict[str, int] = {}
-        self._keys: dict[uuid.UUID, str] = {}
+        self._sorter = StateSorter()
+        self._key = self._sorter.key
         # One query for every new mower's watch, then all actors start together; a new
         # actor holds what it reads now, whatever this replica wrote before.
         self._ask: BatchAsk[uuid.UUID, WatchAnswer] = BatchAsk(
@@ -158,47 +149,14 @@ class StatePipeline:
         """Finish the queued messages, then stop."""
         await self._loop.stop()
 
-    def _key(self, mower_id: uuid.UUID) -> str:
-        key = self._keys.get(mower_id)
-        if key is None:
-            key = self._keys[mower_id] = str(mower_id)
-        return key
-
     async def _prepare(self, msgs: list[Msg]) -> _Prepared | None:
-        mowers: dict[uuid.UUID, _Mower] = {}
-        foreign: list[Msg] = []
-        subjects = self._subjects
-        # Grouped and compared by the UUIDs' ints, as in Telemetry's ingest: a uuid.UUID's
-        # ``__hash__`` and ``__eq__`` are Python calls, two per state here.
-        groups: dict[int, _Mower] = {}
-        for msg in msgs:
-            subject = msg.subject
-            try:
-                subject_mower = subjects.get(subject)
-                if subject_mower is None:
-                    if not _is_state_subject(subject):
-                        foreign.append(msg)
-                        continue
-                    subject_mower = mower_id_from_subject(subject).int
-                    if len(subjects) < _SUBJECT_CACHE:
-                        subjects[subject] = subject_mower
-                state = decode_state(msg.data)
-            except ContractError as err:
-                await _term(msg, "malformed", str(err))
-                continue
-            mower_id = state.mower_id
-            key = mower_id.int
-            if key != subject_mower:
-                await _term(msg, "subject-mismatch", str(mower_id))
-                continue
-            entry = groups.get(key)
-            if entry is None:
-                entry = groups[key] = mowers[mower_id] = _Mower()
-            entry.msgs.append(msg)
-            entry.states.append(state)
-        if foreign:
+        batch = self._sorter.sort(msgs)
+        for rejected in batch.rejected:
+            await _term(rejected.msg, rejected.reason, rejected.detail)
+        if batch.foreign:
             # The consumer reads the whole stream (see service.py); these are not states.
-            await ack_all(foreign)
+            await ack_all(batch.foreign)
+        mowers = batch.mowers
         if not mowers:
             return None
         now, since = self._clock(), self._consuming_since()
@@ -212,9 +170,9 @@ class StatePipeline:
         return _Prepared(mowers, decided, now, since) if mowers else None
 
     async def _evaluate(
-        self, mowers: dict[uuid.UUID, _Mower], now: datetime, since: datetime | None
+        self, mowers: dict[uuid.UUID, MowerStates], now: datetime, since: datetime | None
     ) -> dict[uuid.UUID, WatchAnswer | None]:
-        def question(entry: _Mower, sink: PlanSink) -> Evaluate:
+        def question(entry: MowerStates, sink: PlanSink) -> Evaluate:
             return Evaluate(entry.states, now, since, sink)
 
         return await self._ask.ask(mowers, question)
@@ -256,10 +214,6 @@ def _counted(told: Callable[[int], object]) -> Callable[[list[uuid.UUID]], objec
         return told(len(mowers))
 
     return started
-
-
-def _is_state_subject(subject: str) -> bool:
-    return subject.startswith(TELEMETRY_PREFIX) and "." not in subject[len(TELEMETRY_PREFIX) :]
 
 
 async def _term(msg: Msg, reason: str, detail: str) -> None:

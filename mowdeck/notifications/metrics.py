@@ -59,6 +59,12 @@ class NotificationsMetrics:
             "Pending events dropped after too many failed claims.",
             registry=registry,
         )
+        self.decisions_dropped = Counter(
+            p + "decisions_dropped",
+            "Times this replica dropped its cached can_view decisions (grants changed, a user"
+            " disabled or deleted).",
+            registry=registry,
+        )
         self.sent_published = Counter(
             p + "sent_published", "notifications.sent events published.", registry=registry
         )

@@ -17,16 +17,16 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
 from nats.aio.msg import Msg
 
 from actors import BatchAsk, LoopBridge, ShardSupervisor
-from contracts.v1 import ContractError, MowerState, decode_state
-from contracts.v1.subjects import TELEMETRY_PREFIX, mower_id_from_subject
+from contracts.v1 import MowerState
 from mowdeck.kit.batching import BatchLoop, ack_quietly, nak_all
+from mowdeck.kit.state_batches import MowerStates, StateCheck, StateSorter
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
 from mowdeck.telemetry.actor import (
@@ -49,20 +49,13 @@ _NAK_DELAY = 1.0
 # A batch that loses a race with another replica (a deadlock) is tried again this often
 # before it is given back to JetStream.
 _CONFLICT_ATTEMPTS = 3
-_SUBJECT_CACHE = 100_000
-
-
-@dataclass(slots=True)
-class _Mower:
-    msgs: list[Msg] = field(default_factory=list)
-    states: list[MowerState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class _Prepared:
     """A decided batch waiting for its commit."""
 
-    mowers: dict[uuid.UUID, _Mower]
+    mowers: dict[uuid.UUID, MowerStates]
     outcomes: dict[uuid.UUID, FingerprintAnswer]
 
 
@@ -105,7 +98,8 @@ class StateBatcher:
             name="telemetry-batcher",
         )
         self.on_message = self._loop.on_message
-        self._keys: dict[uuid.UUID, str] = {}
+        self._sorter = StateSorter()
+        self._key = self._sorter.key
         # One query for every new mower's memory, then all actors start together.
         self._ask: BatchAsk[uuid.UUID, FingerprintAnswer] = BatchAsk(
             supervisor,
@@ -116,7 +110,6 @@ class StateBatcher:
             on_started=None if on_actors_started is None else _counted(on_actors_started),
             name="fingerprint",
         )
-        self._subjects: dict[str, int] = {}
         # Label children bound once: a ``labels()`` lookup per batch and row adds up.
         rows = metrics.rows_written
         self._rows = (
@@ -150,10 +143,11 @@ class StateBatcher:
 
     async def _prepare(self, msgs: Sequence[Msg]) -> _Prepared | None:
         self._metrics.batch_size.observe(len(msgs))
-        mowers, rejected, foreign = self._sort(msgs)
+        sorted_ = self._sorter.sort(msgs, self._check())
+        mowers, foreign = sorted_.mowers, sorted_.foreign
         self._metrics.states_received.inc(len(msgs) - len(foreign))
-        for msg, reason, detail in rejected:
-            await self._reject(msg, reason, detail)
+        for rejected in sorted_.rejected:
+            await self._reject(rejected.msg, rejected.reason, rejected.detail)
         if foreign:
             # The consumer reads the whole stream (see service.py); these are not states.
             self._metrics.foreign_subjects.inc(len(foreign))
@@ -169,51 +163,23 @@ class StateBatcher:
                 decided[mower_id] = outcome
         return _Prepared(mowers, decided) if mowers else None
 
-    def _sort(
-        self, msgs: Sequence[Msg]
-    ) -> tuple[dict[uuid.UUID, _Mower], list[tuple[Msg, str, str | None]], list[Msg]]:
-        """Group the states by mower; set aside the malformed and the foreign."""
-        mowers: dict[uuid.UUID, _Mower] = {}
-        rejected: list[tuple[Msg, str, str | None]] = []
-        subjects = self._subjects
-        foreign: list[Msg] = []
-        # Keyed and compared by the UUIDs' ints: a uuid.UUID's ``__hash__`` and ``__eq__``
-        # are Python calls, two per state here.
-        groups: dict[int, _Mower] = {}
+    def _check(self) -> StateCheck:
+        """This batch's own checks, after the kit's (``kit.state_batches``)."""
         horizon = datetime.now(UTC) + self._rules.max_clock_skew
-        for msg in msgs:
-            data = msg.data
-            try:
-                subject_mower = subjects.get(msg.subject)
-                if subject_mower is None:
-                    subject_mower = self._subject_mower(msg.subject)
-                    if subject_mower is None:
-                        foreign.append(msg)
-                        continue
-                state = decode_state(data)
-            except ContractError as err:
-                rejected.append((msg, "malformed", str(err)))
-                continue
+
+        def check(state: MowerState, data: bytes) -> tuple[str, str] | None:
             # PostgreSQL refuses a NUL character in text and jsonb, and would fail the whole
             # batch's commit. A byte search per state; the fields only when the escape is there.
             if may_hold_nul(data) and (nul := nul_field(state)) is not None:
-                rejected.append((msg, "malformed", f"{nul} holds a NUL character (\\u0000)"))
-                continue
-            mower_id = state.mower_id
-            key = mower_id.int
-            if subject_mower != key:
-                rejected.append((msg, "subject-mismatch", str(mower_id)))
-                continue
+                return "malformed", f"{nul} holds a NUL character (\\u0000)"
             if state.observed_at > horizon:
-                detail = f"observed_at {state.observed_at.isoformat()} is ahead of this clock"
-                rejected.append((msg, "from-the-future", detail))
-                continue
-            entry = groups.get(key)
-            if entry is None:
-                entry = groups[key] = mowers[mower_id] = _Mower()
-            entry.msgs.append(msg)
-            entry.states.append(state)
-        return mowers, rejected, foreign
+                return (
+                    "from-the-future",
+                    f"observed_at {state.observed_at.isoformat()} is ahead of this clock",
+                )
+            return None
+
+        return check
 
     async def _commit_or_nak(self, prepared: _Prepared) -> WriteCounts:
         # The pipeline must outlive any one batch: whatever escapes the commit is logged,
@@ -230,7 +196,7 @@ class StateBatcher:
         return await self._commit_mowers(prepared.mowers, prepared.outcomes)
 
     async def _commit_mowers(
-        self, mowers: dict[uuid.UUID, _Mower], outcomes: dict[uuid.UUID, FingerprintAnswer]
+        self, mowers: dict[uuid.UUID, MowerStates], outcomes: dict[uuid.UUID, FingerprintAnswer]
     ) -> WriteCounts:
         states = {m: e.states for m, e in mowers.items()}
         started = time.perf_counter()
@@ -301,7 +267,7 @@ class StateBatcher:
                 log.info("batch lost a race; trying again", attempt=attempt, error=str(err))
                 attempt += 1
 
-    async def _refuse(self, mowers: dict[uuid.UUID, _Mower], err: StoreRejectedError) -> None:
+    async def _refuse(self, mowers: dict[uuid.UUID, MowerStates], err: StoreRejectedError) -> None:
         # The actor decided against a memory that was never committed: restart it from the
         # stored row, as after any failed commit.
         [(mower_id, entry)] = mowers.items()
@@ -317,23 +283,6 @@ class StateBatcher:
         for msg in entry.msgs:
             await msg.term()
 
-    def _subject_mower(self, subject: str) -> int | None:
-        # Parsing a UUID per message is a measurable share of the hot path; a mower keeps
-        # its subject, so remember its id (as an int; bounded: junk subjects cannot grow
-        # it for ever). None: not a telemetry.mower.<token> subject at all.
-        if not subject.startswith(TELEMETRY_PREFIX) or "." in subject[len(TELEMETRY_PREFIX) :]:
-            return None
-        mower_id = mower_id_from_subject(subject).int
-        if len(self._subjects) < _SUBJECT_CACHE:
-            self._subjects[subject] = mower_id
-        return mower_id
-
-    def _key(self, mower_id: uuid.UUID) -> str:
-        key = self._keys.get(mower_id)
-        if key is None:
-            key = self._keys[mower_id] = str(mower_id)
-        return key
-
     async def _reject(self, msg: Msg, reason: str, detail: str | None) -> None:
         self._rejected[reason].inc()
         if reason == "subject-mismatch":
@@ -343,7 +292,7 @@ class StateBatcher:
         await msg.term()
 
     async def _decide(
-        self, mowers: dict[uuid.UUID, _Mower]
+        self, mowers: dict[uuid.UUID, MowerStates]
     ) -> dict[uuid.UUID, FingerprintAnswer | None]:
         # ``Decide`` itself asks: a Struct's constructor runs no Python frame per mower.
         return await self._ask.ask({m: e.states for m, e in mowers.items()}, Decide)

@@ -13,6 +13,7 @@ from mowdeck.notifications import sql
 from mowdeck.notifications.errors import StoreConflictError, StoreRejectedError
 from mowdeck.notifications.model import InboxEntry, WatchWrite
 from mowdeck.notifications.postgres import PostgresNotificationStore
+from tests.support.eventually import eventually
 from tests.unit.notifications.delivery_contract import DeliveryContract
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at
 from tests.unit.notifications.store_contract import (
@@ -38,7 +39,9 @@ class TestPostgresStore(StoreContract):
 # -- concurrency -------------------------------------------------------------------------
 
 
-async def test_two_batches_on_one_mower_serialize(pg_store: PostgresNotificationStore) -> None:
+async def test_two_batches_on_one_mower_serialize(
+    pg_store: PostgresNotificationStore, pool: asyncpg.Pool
+) -> None:
     # Both add one to the battery they read: without the row lock, one update is lost.
     await store_watches(pg_store, [(watch_of(battery=10), None)])
     first_locked = asyncio.Event()
@@ -57,7 +60,14 @@ async def test_two_batches_on_one_mower_serialize(pg_store: PostgresNotification
     first = asyncio.create_task(batch(wait=True))
     await first_locked.wait()
     second = asyncio.create_task(batch(wait=False))
-    await asyncio.sleep(0.2)
+    # The second batch is seen by the server waiting for a row lock (the first holds it).
+    await eventually(
+        lambda: pool.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ),
+        what="the second batch waiting for the row lock",
+    )
     assert not second.done(), "the second batch read the watch the first one holds"
     release_first.set()
     assert list(await asyncio.gather(first, second)) == [10, 11]

@@ -39,6 +39,7 @@ from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
+from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer
 from tests.support.settings import fast_path_from_environment
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, T0
@@ -211,6 +212,31 @@ def counted(service: NotificationsService, name: str, **labels: str) -> float:
     """A counter's value on the service's registry (0 when never counted)."""
     value = service.metrics_registry.get_sample_value(f"mowdeck_notifications_{name}_total", labels)
     return value or 0.0
+
+
+def decided(service: NotificationsService) -> float:
+    """Every notification the rules and the offline scan decided (committed), any kind."""
+    return sum(
+        sample.value
+        for metric in service.metrics_registry.collect()
+        if metric.name == "mowdeck_notifications_events"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    )
+
+
+async def scan_rounds_pass(service: NotificationsService, rounds: int = 3) -> None:
+    """Until the offline scan committed ``rounds`` more transactions than now.
+
+    What the scan decides is counted when it commits, so after this a notification it
+    was due to decide by the clock as set now is counted (``decided``): the sentinel that
+    shows "nothing was decided", where a sleep would only hope so.
+    """
+    start = counted(service, "offline_scans")
+    await eventually(
+        lambda: counted(service, "offline_scans") >= start + rounds,
+        what=f"{rounds} offline scan rounds",
+    )
 
 
 async def publish_event(bus: Bus, type_: str, payload: msgspec.Struct, at: datetime) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import asyncpg
 
 from mowdeck.kit.bus import Bus
@@ -11,7 +9,16 @@ from mowdeck.notifications.postgres import PostgresNotificationStore
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at, state
 
-from .conftest import Clock, Member, ServiceFactory, counted, inbox, publish_states
+from .conftest import (
+    Clock,
+    Member,
+    ServiceFactory,
+    counted,
+    decided,
+    inbox,
+    publish_states,
+    scan_rounds_pass,
+)
 
 USER = "ute"
 
@@ -38,11 +45,11 @@ async def test_two_replicas_racing_on_one_mower_notify_once(
     await eventually(lambda: evaluated() == len(states), what="every state evaluated")
     assert counted(a, "states_evaluated") > 0
     assert counted(b, "states_evaluated") > 0, "the queue group gave one replica everything"
+    # Every state is committed, and with it every decision: one, so one item at most.
+    assert decided(a) + decided(b) == 1
+    assert counted(a, "events", kind="battery_low") + counted(b, "events", kind="battery_low") == 1
     await eventually(lambda: inbox(store, USER))
-    await asyncio.sleep(0.3)
     assert [i.kind for i in await inbox(store, USER)] == ["battery_low"]
-    fired = counted(a, "events", kind="battery_low") + counted(b, "events", kind="battery_low")
-    assert fired == 1
 
 
 async def test_offline_timer_on_two_replicas_fires_once(
@@ -59,7 +66,9 @@ async def test_offline_timer_on_two_replicas_fires_once(
     await eventually(lambda: counted(a, "states_evaluated") + counted(b, "states_evaluated") == 2)
     clock.now = at(125)
     await eventually(lambda: _count(store, USER, 2), what="two mower_offline")
-    await asyncio.sleep(0.3)
+    await scan_rounds_pass(a)
+    await scan_rounds_pass(b)
+    assert decided(a) + decided(b) == 2  # nothing more was decided in later rounds
     items = await inbox(store, USER)
     assert sorted((i.kind, i.mower_id) for i in items) == sorted(
         [("mower_offline", MOWER), ("mower_offline", OTHER_MOWER)]
@@ -87,9 +96,9 @@ async def test_service_down_longer_than_the_threshold_sends_no_storm(
     await first.stop()
     clock.now = at(1000)  # the service was down for far longer than offline_after
     second = await make_service()
-    await asyncio.sleep(0.4)  # many scan rounds
+    await scan_rounds_pass(second)
+    assert decided(second) == 0
     assert await inbox(store, USER) == []
-    assert counted(second, "events", kind="mower_offline") == 0
     # One mower reports after the restart; the other stays silent and is told after
     # offline_after counted from the restart, not from its last state.
     clock.now = at(1010)
@@ -122,7 +131,8 @@ async def test_nats_outage_does_not_count_as_silence(
     transport.close()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
     await eventually(lambda: nc.stats["reconnects"] >= 1, what="a reconnect")
     await eventually(lambda: service.consuming is not None and service.consuming.since > before)
-    await asyncio.sleep(0.3)
+    await scan_rounds_pass(service)
+    assert decided(service) == 0
     assert await inbox(store, USER) == []
     clock.now = at(200 + 121)
     items = await eventually(lambda: inbox(store, USER))
