@@ -19,7 +19,13 @@ not even for the type checker): `_errors`, `_states`, `_future`, `_snapshot`, `_
 """
 
 from actors._actor import DispatcherActor
-from actors._batch_ask import AnswerSink, BatchAsk, PrefetchedSnapshots, ReadSnapshots
+from actors._batch_ask import (
+    AnswerSink,
+    BatchAsk,
+    PrefetchedSnapshots,
+    ReadSnapshots,
+    snapshots_by_id,
+)
 from actors._bridge import LoopBridge
 from actors._dispatcher import Dispatcher
 from actors._errors import (
@@ -58,4 +64,5 @@ __all__ = [
     "SupervisorError",
     "TwoLaneInbox",
     "is_emergency",
+    "snapshots_by_id",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -23,7 +24,7 @@ from actors._bridge import LoopBridge
 from actors._snapshot import Snapshot
 from actors._supervisor import ShardSupervisor
 
-__all__ = ["AnswerSink", "BatchAsk", "PrefetchedSnapshots", "ReadSnapshots"]
+__all__ = ["AnswerSink", "BatchAsk", "PrefetchedSnapshots", "ReadSnapshots", "snapshots_by_id"]
 
 _log = structlog.get_logger("actors.batch_ask")
 
@@ -33,6 +34,23 @@ V = TypeVar("V")
 
 ReadSnapshots = Callable[[Sequence[str]], Awaitable[Mapping[str, Snapshot]]]
 """Reads the snapshots of many keys at once; a key without one is left out."""
+
+
+def snapshots_by_id(
+    read: Callable[[list[uuid.UUID]], Awaitable[Mapping[uuid.UUID, V]]],
+    encode: Callable[[V], bytes],
+) -> ReadSnapshots:
+    """``ReadSnapshots`` for actors keyed by a mower id's text whose state a store reads as
+    rows by id (``read``, one query for many) and ``encode`` makes a snapshot of."""
+
+    async def snapshots(keys: Sequence[str]) -> dict[str, Snapshot]:
+        ids = {uuid.UUID(key): key for key in keys}
+        found = await read(list(ids))
+        return {
+            ids[m]: Snapshot(key=ids[m], state=encode(row), sequence=0) for m, row in found.items()
+        }
+
+    return snapshots
 
 
 class AnswerSink(Generic[K, A]):

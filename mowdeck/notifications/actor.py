@@ -27,6 +27,7 @@ from actors import (
     DispatcherActor,
     PrefetchedSnapshots,
     Snapshot,
+    snapshots_by_id,
 )
 from contracts.v1 import MowerState
 from mowdeck.notifications.plan import Plan, contact_only, plan_mower
@@ -139,16 +140,7 @@ class WatchSnapshots(PrefetchedSnapshots):
     """
 
     def __init__(self, store: NotificationStore) -> None:
-        async def read(keys: Sequence[str]) -> dict[str, Snapshot]:
-            ids = {uuid.UUID(key): key for key in keys}
-            watches = await store.read_watches(list(ids))
-            return {ids[m]: _snapshot(ids[m], watch) for m, watch in watches.items()}
-
-        super().__init__(read)
-
-
-def _snapshot(key: str, watch: MowerWatch) -> Snapshot:
-    return Snapshot(key=key, state=encode_watch(watch), sequence=0)
+        super().__init__(snapshots_by_id(store.read_watches, encode_watch))
 
 
 def actor_factory(dispatcher: Dispatcher, thresholds: Thresholds) -> ActorFactory:

@@ -24,6 +24,7 @@ from actors import (
     DispatcherActor,
     PrefetchedSnapshots,
     Snapshot,
+    snapshots_by_id,
 )
 from contracts.v1 import MowerState
 from mowdeck.telemetry.fingerprint import Decision, Rules, decide_all
@@ -110,16 +111,7 @@ class LatestRowSnapshots(PrefetchedSnapshots):
     """
 
     def __init__(self, store: TelemetryStore) -> None:
-        async def read(keys: Sequence[str]) -> dict[str, Snapshot]:
-            ids = {uuid.UUID(key): key for key in keys}
-            memories = await store.memories(list(ids))
-            return {ids[m]: _snapshot(ids[m], memory) for m, memory in memories.items()}
-
-        super().__init__(read)
-
-
-def _snapshot(key: str, memory: Memory) -> Snapshot:
-    return Snapshot(key=key, state=_memory_codec.encode(memory), sequence=0)
+        super().__init__(snapshots_by_id(store.memories, _memory_codec.encode))
 
 
 def actor_factory(dispatcher: Dispatcher, rules: Rules) -> ActorFactory:

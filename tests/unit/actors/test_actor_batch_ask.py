@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from actors import (
     PrefetchedSnapshots,
     ShardSupervisor,
     Snapshot,
+    snapshots_by_id,
 )
 
 
@@ -218,3 +220,21 @@ async def test_a_save_replaces_a_prefetched_snapshot() -> None:
     await snapshots.save(Snapshot("a", b"2", 3))
     assert saved == [Snapshot("a", b"2", 3)]
     assert await snapshots.load("a") == Snapshot("a", b"2", 0)  # read again, not the stale copy
+
+
+async def test_snapshots_by_id_read_rows_in_one_call_keyed_by_the_ids_text() -> None:
+    one, two, absent = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    rows = {one: "first", two: "second"}
+    calls: list[list[uuid.UUID]] = []
+
+    async def read(ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+        calls.append(ids)
+        return {i: rows[i] for i in ids if i in rows}
+
+    snapshots = snapshots_by_id(read, str.encode)
+    found = await snapshots([str(one), str(two), str(absent)])
+    assert calls == [[one, two, absent]]
+    assert found == {
+        str(one): Snapshot(key=str(one), state=b"first", sequence=0),
+        str(two): Snapshot(key=str(two), state=b"second", sequence=0),
+    }
