@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
-import gc
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -43,7 +40,7 @@ from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.rules import Thresholds
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import Fleet
-from tests.bench.telemetry_replay import _callgrind, _cpu
+from tests.bench.replay import measure
 from tests.support.fakes import FakeMsg
 from tests.support.postgres import create_database, drop_database
 
@@ -107,40 +104,12 @@ async def _replay(pool: asyncpg.Pool, opts: Options) -> None:
     states = [s for _ in range(rounds) for s in fleet.next_round()[0]]
     msgs = [FakeMsg(encode(s), telemetry_subject(s.mower_id)) for s in states]
     warm, measured = msgs[:mowers], msgs[mowers:]
-    profiler = cProfile.Profile() if profile else None
     try:
-        cold = _cpu()
-        await _feed(pipeline, warm)
-        cold = _cpu() - cold
-        gc.collect()
-        _callgrind(True)
-        if profiler is not None:
-            profiler.enable()
-        cpu, wall = _cpu(), time.perf_counter()
-        await _feed(pipeline, measured)
-        cpu, wall = _cpu() - cpu, time.perf_counter() - wall
-        if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(profile)
-        _callgrind(False)
+        replayed = await measure(pipeline, warm, measured, profile=profile)
     finally:
         await supervisor.stop_all()
         await asyncio.to_thread(dispatcher.stop)
-    acked = sum(1 for msg in measured if msg.outcome == "ack")
-    assert acked == len(measured), f"{acked} of {len(measured)} acknowledged"
-    print(
-        f"RESULT batch={batch} states={len(measured)} "
-        f"cpu_us_per_state={cpu / len(measured) * 1e6:.1f} wall_s={wall:.2f} "
-        f"cold_cpu_us_per_state={cold / len(warm) * 1e6:.1f}"
-    )
-
-
-async def _feed(pipeline: StatePipeline, msgs: list[FakeMsg]) -> None:
-    # All queued first, then the loop drains them: every batch is full.
-    pipeline.start()
-    for msg in msgs:
-        await pipeline.on_message(msg)
-    await pipeline.stop()
+    print(replayed.result(batch))
 
 
 def main() -> None:

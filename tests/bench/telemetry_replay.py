@@ -6,9 +6,10 @@ The benchmark's mix of 1,000 mowers (``tests.bench.telemetry.states``) is handed
 ``StateBatcher`` as stand-in deliveries (``tests.support.fakes.FakeMsg``): the kit's
 batching loop, the decoding, the fingerprint actors on their dispatcher (``BatchAsk``),
 the plan and the PostgreSQL transaction all run as in the service; NATS does not (the
-acks are recorded). The first round starts the actors and is not measured. Every
-message is queued before the loop runs, so each batch holds ``--batch`` states: the
-live benchmark's batch sizes depend on the machine's speed, these do not.
+acks are recorded). The first round starts the actors and is measured apart
+(``cold_cpu_us_per_state``; ``tests.bench.replay``). Every message is queued before the
+loop runs, so each batch holds ``--batch`` states: the live benchmark's batch sizes
+depend on the machine's speed, these do not.
 
 Under ``valgrind --tool=callgrind --instr-atstart=no`` with ``MOWDECK_BENCH_CALLGRIND=1``
 the instruction count covers the measured rounds only (``callgrind_control -i``): on a
@@ -20,11 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
-import os
-import resource
-import subprocess
-import time
 
 import asyncpg
 from prometheus_client import CollectorRegistry
@@ -40,26 +36,12 @@ from mowdeck.telemetry.ingest import StateBatcher
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.postgres import PostgresTelemetryStore, pool_options
 from mowdeck.telemetry.settings import TelemetrySettings
+from tests.bench.replay import measure
 from tests.bench.telemetry import states
 from tests.support.fakes import FakeMsg
 from tests.support.postgres import create_database, drop_database
 
 MOWERS = 1000
-
-
-def _callgrind(on: bool) -> None:
-    # Instructions counted between the two calls only; a no-op outside valgrind's callgrind.
-    if os.environ.get("MOWDECK_BENCH_CALLGRIND"):
-        subprocess.run(
-            ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
-            check=False,
-            capture_output=True,
-        )
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 async def run(batch: int, rounds: int) -> None:
@@ -104,30 +86,11 @@ async def _replay(pool: asyncpg.Pool, url: str, batch: int, rounds: int) -> None
     msgs = [FakeMsg(encode(s), telemetry_subject(s.mower_id)) for s in states(MOWERS, rounds)]
     warm, measured = msgs[:MOWERS], msgs[MOWERS:]
     try:
-        await _feed(batcher, warm)
-        gc.collect()
-        _callgrind(True)
-        cpu, wall = _cpu(), time.perf_counter()
-        await _feed(batcher, measured)
-        cpu, wall = _cpu() - cpu, time.perf_counter() - wall
-        _callgrind(False)
+        replayed = await measure(batcher, warm, measured)
     finally:
         await supervisor.stop_all()
         await asyncio.to_thread(dispatcher.stop)
-    acked = sum(1 for msg in measured if msg.outcome == "ack")
-    assert acked == len(measured), f"{acked} of {len(measured)} acknowledged"
-    print(
-        f"RESULT batch={batch} states={len(measured)} "
-        f"cpu_us_per_state={cpu / len(measured) * 1e6:.1f} wall_s={wall:.2f}"
-    )
-
-
-async def _feed(batcher: StateBatcher, msgs: list[FakeMsg]) -> None:
-    # All queued first, then the loop drains them: every batch is full.
-    batcher.start()
-    for msg in msgs:
-        await batcher.on_message(msg)
-    await batcher.stop()
+    print(replayed.result(batch))
 
 
 def main() -> None:
