@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from nats.aio.msg import Msg
-from nats.errors import MsgAlreadyAckdError
 
 from mowdeck.gateway.metrics import GatewayMetrics
-from mowdeck.kit.wire import ack_all, progress_all
+from mowdeck.kit.batching import ack_together
+from mowdeck.kit.wire import progress_all
 
 __all__ = ["FinalOutcomes", "HeldDeliveries"]
 
@@ -181,19 +181,9 @@ class HeldDeliveries:
         """Write the acks decided so far."""
         acks, self._acks = self._acks, []
         if acks:
-            try:
-                await ack_all(acks)
-            except Exception as err:
-                # One at a time then. One that cannot be written comes back after the ack
-                # wait and is recognised (its final result is remembered).
-                log.warning("acknowledging one by one", count=len(acks), error=str(err))
-                for msg in acks:
-                    try:
-                        await msg.ack()
-                    except MsgAlreadyAckdError:
-                        continue
-                    except Exception as one:
-                        log.warning("could not acknowledge a delivery", error=str(one))
+            # A delivery whose ack is lost comes back after the ack wait and is recognised
+            # (its final result is remembered).
+            await ack_together(acks)
         if not self._held and not self._acks:
             self._empty.set()
 

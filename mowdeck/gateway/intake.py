@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 
 import structlog
 from nats.aio.msg import Msg
-from nats.errors import MsgAlreadyAckdError
 
 from contracts.v1 import CommandEnvelope
 from contracts.v1.subjects import PRIORITY_HEADER
@@ -31,9 +30,10 @@ from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
+from mowdeck.kit.batching import ack_together
 from mowdeck.kit.bus import header
 from mowdeck.kit.loop_scheduling import call_first_threadsafe
-from mowdeck.kit.wire import ack_all, delivery
+from mowdeck.kit.wire import delivery
 
 __all__ = ["EMERGENCY_MARKER", "CommandIntake"]
 
@@ -245,21 +245,7 @@ class CommandIntake:
         # and is recognised as admitted before; one that cannot be settled at all now is
         # given back by JetStream after the ack wait, as an ack lost on the wire would be.
         acks, self._acks = self._acks, []
-        if not acks:
-            return
-        try:
-            await ack_all(acks)
-        except Exception as err:
-            # One at a time then, skipping any settled meanwhile (a failure after its
-            # decision gives it back with a nak).
-            log.warning("acknowledging one by one", count=len(acks), error=str(err))
-            for msg in acks:
-                try:
-                    await msg.ack()
-                except MsgAlreadyAckdError:
-                    continue
-                except Exception as one:
-                    log.warning("could not acknowledge a delivery", error=str(one))
+        await ack_together(acks)
 
     async def _refuse_while_closing(self, msg: Msg) -> None:
         # Given back, for the next owner of the shard to run; unless this gateway admitted

@@ -23,12 +23,13 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 from nats.aio.msg import Msg
+from nats.errors import MsgAlreadyAckdError
 
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DropMessage, RetryLater
 from mowdeck.kit.wire import ack_all
 
-__all__ = ["BatchLoop", "Commit", "MicroBatchConsumer", "ack_quietly", "nak_all"]
+__all__ = ["BatchLoop", "Commit", "MicroBatchConsumer", "ack_quietly", "ack_together", "nak_all"]
 
 log = structlog.get_logger("mowdeck.batching")
 
@@ -58,6 +59,28 @@ async def ack_quietly(msgs: Sequence[Msg]) -> None:
             await msg.ack()
         except Exception as err:
             log.debug("ack failed", error=str(err))
+
+
+async def ack_together(msgs: Sequence[Msg]) -> None:
+    """Acknowledge the deliveries in one write (``kit.wire.ack_all``); when that fails,
+    one at a time, skipping any settled meanwhile, each failure logged.
+
+    A delivery whose ack is lost comes back after the ack wait, as an ack lost on the wire
+    would: the caller must recognise it then (already admitted, already stored).
+    """
+    if not msgs:
+        return
+    try:
+        await ack_all(msgs)
+    except Exception as err:
+        log.warning("acknowledging one by one", count=len(msgs), error=str(err))
+        for msg in msgs:
+            try:
+                await msg.ack()
+            except MsgAlreadyAckdError:
+                continue
+            except Exception as one:
+                log.warning("could not acknowledge a delivery", error=str(one))
 
 
 class BatchLoop(Generic[P]):

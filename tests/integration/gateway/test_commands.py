@@ -326,7 +326,7 @@ async def test_a_real_redelivery_after_expiry_gets_no_second_result(
     mower = mowers[0]
     env = command(mower, SetBladeHeight(height_mm=44), ttl_s=1.0)
     marker = str(env.command_id).encode()
-    real_ack_all = deliveries_module.ack_all
+    real_ack_all = deliveries_module.ack_together
     lost: list[int] = []
 
     async def ack_all(msgs: list[Msg]) -> None:
@@ -338,7 +338,7 @@ async def test_a_real_redelivery_after_expiry_gets_no_second_result(
             kept.append(msg)
         await real_ack_all(kept)
 
-    monkeypatch.setattr(deliveries_module, "ack_all", ack_all)
+    monkeypatch.setattr(deliveries_module, "ack_together", ack_all)
     settings = settings_for(nats_server.url, mowers, command_ack_wait_seconds=2.0)
     async with running_gateway(settings) as gw:
         await wait_connected(gw, len(mowers))

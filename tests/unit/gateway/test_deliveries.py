@@ -57,7 +57,7 @@ async def test_the_acks_of_one_loop_turn_are_written_together_at_its_end(
         for m in msgs:
             await m.ack()
 
-    monkeypatch.setattr(deliveries_module, "ack_all", ack_all)
+    monkeypatch.setattr(deliveries_module, "ack_together", ack_all)
     deliveries, _ = held()
     deliveries.start()
     try:

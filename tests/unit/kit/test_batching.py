@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from nats.errors import MsgAlreadyAckdError
 from structlog.testing import capture_logs
 
-from mowdeck.kit.batching import MicroBatchConsumer, ack_quietly, nak_all
+from mowdeck.kit import batching
+from mowdeck.kit.batching import MicroBatchConsumer, ack_quietly, ack_together, nak_all
 from mowdeck.kit.consumer import ConsumerSpec, DropMessage, RetryLater
 from tests.support.fakes import FakeMsg
 
@@ -170,3 +172,40 @@ async def test_settling_quietly_goes_on_past_a_message_that_fails() -> None:
     naked = [FakeMsg(b"3"), FakeMsg(b"4")]
     await nak_all(naked, 2.5)
     assert [(m.outcome, m.nak_delays) for m in naked] == [("nak", [2.5]), ("nak", [2.5])]
+
+
+async def test_ack_together_writes_once_and_falls_back_to_one_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    writes: list[int] = []
+
+    async def one_write(msgs: list[FakeMsg]) -> None:
+        writes.append(len(msgs))
+        for msg in msgs:
+            await msg.ack()
+
+    monkeypatch.setattr(batching, "ack_all", one_write)
+    msgs = [FakeMsg(), FakeMsg()]
+    await ack_together(msgs)
+    await ack_together([])  # nothing to write: no write
+    assert writes == [2]
+    assert [m.settled for m in msgs] == [["ack"], ["ack"]]
+
+
+async def test_ack_together_after_a_failed_write_acks_each_and_logs_what_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def broken(msgs: list[FakeMsg]) -> None:
+        raise ConnectionError("connection being replaced")
+
+    monkeypatch.setattr(batching, "ack_all", broken)
+    # One settled meanwhile (its ack says so: skipped, not an error), one that fails.
+    settled = FakeMsg(fail_ack=MsgAlreadyAckdError())
+    failing, fine = FakeMsg(fail_ack=RuntimeError("no")), FakeMsg()
+    with capture_logs() as logs:
+        await ack_together([settled, failing, fine])
+    assert fine.settled == ["ack"] and failing.settled == []
+    assert [e["event"] for e in logs] == [
+        "acknowledging one by one",
+        "could not acknowledge a delivery",
+    ]
