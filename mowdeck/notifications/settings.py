@@ -56,8 +56,12 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
     # Period of the offline scan (the silence timer) and the watches it takes per round.
     notifications_offline_scan_seconds: Seconds = 5.0
     notifications_offline_scan_batch: Count = 500
-    # State micro-batches: at most this many states, waiting at most the linger.
-    notifications_state_batch_max: Count = 500
+    # State micro-batches: at most this many states, waiting at most the linger. Larger
+    # batches share a batch's fixed costs (two statements, one actor start and snapshot
+    # query for the new mowers, the loop's turns): 2,000 took 1.3x the states per second
+    # of 500 from a backlog (docs/performance.md, "Notifications"), 5,000 and 10,000 no
+    # more than 2,000 while locking more watches per transaction.
+    notifications_state_batch_max: Count = 2000
     notifications_state_batch_linger_ms: Annotated[float, msgspec.Meta(ge=0, le=10_000)] = 20.0
     # Pending events the fan-out claims per round, the lease of a claim, and the claims
     # after which an event that keeps failing its fan-out is dropped.

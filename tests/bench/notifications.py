@@ -270,7 +270,7 @@ async def latency(
     return samples
 
 
-async def run(smoke: bool) -> None:
+async def run(smoke: bool, state_batch_max: int) -> None:
     """Run every phase and print the figures."""
     mowers = 1000 if smoke else 10_000
     rounds = 3 if smoke else 6
@@ -306,6 +306,7 @@ async def run(smoke: bool) -> None:
                 http_port=0,
                 log_level="warning",
                 notifications_channels=["ntfy", "log"],
+                notifications_state_batch_max=state_batch_max,
             )
             configure_gc(settings)  # as `mowdeck notifications` does for its process
             service = freezing_service(  # as `mowdeck notifications` runs it
@@ -370,8 +371,14 @@ def main() -> None:
     """Parse the arguments and run."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
+    parser.add_argument(
+        "--state-batch-max",
+        type=int,
+        default=NotificationsSettings().notifications_state_batch_max,
+        help="MOWDECK_NOTIFICATIONS_STATE_BATCH_MAX of the service (default: the setting's)",
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.smoke))
+    asyncio.run(run(args.smoke, args.state_batch_max))
 
 
 if __name__ == "__main__":

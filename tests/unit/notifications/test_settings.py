@@ -27,7 +27,7 @@ DEFAULTS = {
     "notifications_inbox_limit": 200,
     "notifications_offline_scan_seconds": 5.0,
     "notifications_offline_scan_batch": 500,
-    "notifications_state_batch_max": 500,
+    "notifications_state_batch_max": 2000,
     "notifications_state_batch_linger_ms": 20.0,
     "notifications_fanout_batch": 50,
     "notifications_fanout_lease_seconds": 60.0,
