@@ -270,7 +270,7 @@ async def latency(
     return samples
 
 
-async def run(smoke: bool, state_batch_max: int) -> None:
+async def run(smoke: bool, state_batch_max: int, actor_workers: int) -> None:
     """Run every phase and print the figures."""
     mowers = 1000 if smoke else 10_000
     rounds = 3 if smoke else 6
@@ -307,6 +307,7 @@ async def run(smoke: bool, state_batch_max: int) -> None:
                 log_level="warning",
                 notifications_channels=["ntfy", "log"],
                 notifications_state_batch_max=state_batch_max,
+                notifications_actor_workers=actor_workers,
             )
             configure_gc(settings)  # as `mowdeck notifications` does for its process
             service = freezing_service(  # as `mowdeck notifications` runs it
@@ -377,8 +378,14 @@ def main() -> None:
         default=NotificationsSettings().notifications_state_batch_max,
         help="MOWDECK_NOTIFICATIONS_STATE_BATCH_MAX of the service (default: the setting's)",
     )
+    parser.add_argument(
+        "--actor-workers",
+        type=int,
+        default=NotificationsSettings().notifications_actor_workers,
+        help="MOWDECK_NOTIFICATIONS_ACTOR_WORKERS of the service (default: the setting's)",
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.smoke, args.state_batch_max))
+    asyncio.run(run(args.smoke, args.state_batch_max, args.actor_workers))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -238,3 +239,37 @@ async def test_snapshots_by_id_read_rows_in_one_call_keyed_by_the_ids_text() -> 
         str(one): Snapshot(key=str(one), state=b"first", sequence=0),
         str(two): Snapshot(key=str(two), state=b"second", sequence=0),
     }
+
+
+async def test_sink_resolves_once_with_every_answer_under_thread_switches() -> None:
+    # Threads switched as often as the interpreter allows: the count that reaches the
+    # expected number is the last answer's, whoever delivers it, and only once.
+    bridge = LoopBridge(asyncio.get_running_loop())
+    resolutions: list[int] = []
+    n, threads_n = 20_000, 8
+    sink: AnswerSink[int, int] = AnswerSink(bridge, n)
+    real_call_soon = bridge.call_soon
+
+    def counting_call_soon(callback: Any, *args: Any) -> None:
+        resolutions.append(len(sink.answers))
+        real_call_soon(callback, *args)
+
+    bridge.call_soon = counting_call_soon  # type: ignore[method-assign]
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [
+            threading.Thread(
+                target=lambda t=t: [sink.deliver(k, k) for k in range(t, n, threads_n)]
+            )
+            for t in range(threads_n)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(saved)
+    await sink.done
+    assert resolutions == [n]  # once, and every answer was in when it was scheduled
+    assert len(sink.answers) == n
