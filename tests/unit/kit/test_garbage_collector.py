@@ -116,3 +116,19 @@ def test_the_burst_size_is_a_parameter() -> None:
     service.on_actors_started(2)
     service.on_actors_started(3)
     assert service.gc_pauses.frozen == 1
+
+
+def test_freezes_add_up_to_what_the_collector_holds_frozen() -> None:
+    registry = CollectorRegistry()
+    pauses = GcPauses(registry)
+    kept: list[object] = []
+    try:
+        first = pauses.freeze()
+        kept.extend([{"n": n}] for n in range(1_000))  # a burst of start-up
+        second = pauses.freeze()
+        assert second >= 1_000
+        assert first + second == gc.get_freeze_count()
+        assert registry.get_sample_value("mowdeck_gc_frozen_objects") == gc.get_freeze_count()
+    finally:
+        pauses.unfreeze()
+    assert registry.get_sample_value("mowdeck_gc_frozen_objects") == 0
