@@ -143,10 +143,10 @@ class StateBatcher:
 
     async def _prepare(self, msgs: Sequence[Msg]) -> _Prepared | None:
         self._metrics.batch_size.observe(len(msgs))
-        sorted_ = self._sorter.sort(msgs, self._check())
-        mowers, foreign = sorted_.mowers, sorted_.foreign
+        batch = self._sorter.sort(msgs, self._check())
+        mowers, foreign = batch.mowers, batch.foreign
         self._metrics.states_received.inc(len(msgs) - len(foreign))
-        for rejected in sorted_.rejected:
+        for rejected in batch.rejected:
             await self._reject(rejected.msg, rejected.reason, rejected.detail)
         if foreign:
             # The consumer reads the whole stream (see service.py); these are not states.
