@@ -197,6 +197,7 @@ class FleetService(ServiceShell[FleetSettings]):
         if self.fleet is not None:
             self.fleet.authorizer.invalidate()
             self.fleet.records.forget()
+            self.fleet.metrics.caches_dropped.inc()
 
 
 def _quietly(close: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:

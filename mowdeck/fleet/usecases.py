@@ -59,6 +59,12 @@ class FleetMetrics:
         self.changes = Counter(
             "mowdeck_fleet_registry_changes_total", "Registry changes", ["event"], registry=registry
         )
+        self.caches_dropped = Counter(
+            "mowdeck_fleet_caches_dropped_total",
+            "Times this replica dropped its cached decisions and records (a mower event or"
+            " identity.grants.changed)",
+            registry=registry,
+        )
         self._issued: dict[str, Any] = {}
 
     def issued(self, kind: str) -> None:

@@ -41,6 +41,12 @@ async def grants_changed(bus: Bus, account: uuid.UUID) -> None:
     await bus.publish_event(event)
 
 
+def dropped(fleet: FleetService) -> float:
+    """How often ``fleet`` dropped its caches on an event."""
+    value = fleet.metrics_registry.get_sample_value("mowdeck_fleet_caches_dropped_total")
+    return value or 0.0
+
+
 async def eventually_status(api: Api, path: str, expected: int, within: float = 0.5) -> None:
     """Poll ``path`` until it answers ``expected`` (fails after ``within`` seconds)."""
 
@@ -134,6 +140,9 @@ async def test_grants_changed_clears_cached_decisions_at_once(
     try:
         admin = await owner(http, fleet, authorizer)
         mower_id = await registered(admin)
+        # The registration's own mower.registered comes back from the outbox on its own
+        # time and drops the caches: the decision below must be cached after it.
+        await eventually(lambda: dropped(fleet) >= 1, what="mower.registered seen by Fleet")
         await authorizer.write(grant_tuples(admin.account, "viewer-1", "viewer"))
         viewer = Api(http, fleet.url, "viewer-1", admin.account)
         path = f"/v1/mowers/{mower_id}"
@@ -141,6 +150,7 @@ async def test_grants_changed_clears_cached_decisions_at_once(
         await authorizer.write([], revoke_tuples(admin.account, "viewer-1", "viewer"))
         # Without the event the decision is reused for the cache's lifetime...
         assert (await viewer.call("GET", path))[0] == 200
+        assert dropped(fleet) == 1  # (and no other event dropped it meanwhile)
         # ...and the event ends it.
         await grants_changed(bus, admin.account)
         await eventually_status(viewer, path, 404)
