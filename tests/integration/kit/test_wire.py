@@ -110,11 +110,13 @@ async def test_progress_all_keeps_deliveries_from_being_redelivered(bus: Bus) ->
     async def keep(msg: Msg) -> None:
         got.append(msg)
 
-    spec = ConsumerSpec(stream="TELEMETRY", subject="telemetry.>", durable="wire-wpi", ack_wait=0.6)
+    # Reported in progress every 0.3 s for two ack waits of 1.2 s: a loaded machine may
+    # stretch a 0.3 s sleep a good deal before the ack wait runs out.
+    spec = ConsumerSpec(stream="TELEMETRY", subject="telemetry.>", durable="wire-wpi", ack_wait=1.2)
     consumer = Consumer(bus, spec, keep)
     await consumer.start()
     try:
-        for _ in range(6):  # 1.8 s, three ack waits: reported in progress every 0.3 s
+        for _ in range(8):
             await asyncio.sleep(0.3)
             await wire.progress_all(got)
         assert len(got) == 5  # nothing was redelivered
