@@ -117,9 +117,14 @@ async def test_fleet_prunes_on_its_interval_with_its_retention_settings(
             )
         }
         assert left == {owed}
-        async with aiohttp.ClientSession() as http, http.get(service.url + "/metrics") as r:
-            metrics = await r.text()
-        assert 'mowdeck_fleet_pruned_rows_total{table="fleet_commands"}' in metrics
+        # The round counts its rows once it is over, a moment after its deletes committed.
+        line = 'mowdeck_fleet_pruned_rows_total{table="fleet_commands"}'
+
+        async def counted() -> bool:
+            async with aiohttp.ClientSession() as http, http.get(service.url + "/metrics") as r:
+                return line in await r.text()
+
+        await eventually(counted, what="the round's rows counted")
     finally:
         await service.stop()
         await pool.execute("DELETE FROM fleet_outbox WHERE event_id = $1", owed)
