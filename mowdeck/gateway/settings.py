@@ -37,7 +37,7 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     # stream (the durable's max_ack_pending). At saturation a held command waits about
     # this many divided by the rate inside the shard; sized by measurement in
     # docs/gateway.md, amendment 1 (raise it for devices that answer slowly).
-    gateway_max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 256
+    gateway_max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 192
     # Hosts device connections may dial (host, host:port, *.domain, CIDR); see
     # docs/gateway.md. The default is the simulator's own address, for development.
     gateway_device_hosts: list[str] = msgspec.field(
