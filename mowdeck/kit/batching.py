@@ -114,12 +114,16 @@ class BatchLoop(Generic[P]):
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
-    async def on_message(self, msg: Msg) -> None:
-        """The consumer callback: queue the message; it is settled with its batch."""
+    def take(self, msg: Msg) -> None:
+        """Queue a delivery; it is settled with its batch (a ``DirectConsumer``'s callback)."""
         pending = self._pending
         pending.append(msg)
         if len(pending) == 1 or len(pending) >= self._batch_max:
             self._wake.set()
+
+    async def on_message(self, msg: Msg) -> None:
+        """The consumer callback: queue the message; it is settled with its batch."""
+        self.take(msg)
 
     @property
     def task(self) -> asyncio.Task[None] | None:

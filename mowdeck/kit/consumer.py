@@ -15,10 +15,12 @@ from nats.js.errors import NotFoundError
 
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.wire import has_inline_status, is_fast, plain_headers, subscribe_direct
 
 __all__ = [
     "Consumer",
     "ConsumerSpec",
+    "DirectConsumer",
     "DropMessage",
     "Handler",
     "RetryLater",
@@ -260,6 +262,95 @@ class Consumer:
                 with contextlib.suppress(Exception):
                     await self._sub.unsubscribe()
             self._sub = None
+
+
+class DirectConsumer(Consumer):
+    """A ``Consumer`` whose deliveries reach ``on_message`` as the connection reads them.
+
+    nats-py hands each delivery of a callback subscription through a queue to a task that
+    awaits the callback: an ``asyncio.Queue`` put and get and a coroutine per message,
+    about 11 to 13 µs of the 2026-12-04 machine's CPU per delivery with the ack, against
+    7.3 to 7.5 µs read here (``docs/performance.md``, "Notifications: deliveries read
+    directly"). On the fast client (``kit.wire.subscribe_direct``) the durable's deliver
+    subject is subscribed directly and ``on_message`` is called on the read loop, in
+    order, for a consumer whose callback only queues (``BatchLoop.on_message``): it must
+    be quick and must not block. On nats-py's stock client it is an ordinary
+    ``Consumer``. The durable asks for no idle heartbeats and no flow control, so every
+    message but an inline status (dropped) is a delivery.
+
+    Stopping drains the subscription: what the server sent before the drain's round trip
+    is handed over (or nak'd, while closing) before ``stop`` returns.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        spec: ConsumerSpec,
+        on_message: Callable[[Msg], object],
+        *,
+        settles_while_closing: bool = False,
+    ) -> None:
+        async def queued(msg: Msg) -> None:
+            on_message(msg)
+
+        super().__init__(bus, spec, queued, settles_while_closing=settles_while_closing)
+        self._take = on_message
+        self._nc: Any = bus.nc
+        self._naks: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        """Create or bind the durable consumer and subscribe its deliver subject directly."""
+        if not is_fast(self._bus.nc):
+            await super().start()
+            return
+        self._closing = False
+        await self._reconcile()
+        spec, js = self.spec, self._bus.js
+        try:
+            info = await js.consumer_info(spec.stream, spec.durable)
+        except NotFoundError:
+            config = spec.config()
+            if config.deliver_subject is None:
+                config.deliver_subject = self._bus.nc.new_inbox()
+            info = await js.add_consumer(spec.stream, config=config)
+        deliver = info.config.deliver_subject
+        if not deliver:
+            raise RuntimeError(f"consumer {spec.durable} is not a push consumer")
+        self._nc = self._bus.nc
+        self._sub = await subscribe_direct(
+            self._nc, deliver, self._on_raw, fallback=self._deliver, queue=spec.queue or ""
+        )
+
+    @property
+    def alive(self) -> bool:
+        """False once stopped or never started (a direct subscription has no task)."""
+        if self._sub is None:
+            return False
+        return super().alive
+
+    def _on_raw(self, subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        if hdr is not None and has_inline_status(hdr):
+            log.debug("status message on a deliver subject dropped", consumer=self.spec.durable)
+            return
+        msg = Msg(
+            _client=self._nc,
+            subject=subject.decode(),
+            reply=reply.decode(),
+            data=data,
+            headers=None if hdr is None else plain_headers(hdr),
+        )
+        if self._closing and not self._settles_while_closing:
+            task = asyncio.get_running_loop().create_task(msg.nak())
+            self._naks.add(task)
+            task.add_done_callback(self._naks.discard)
+            return
+        self._take(msg)
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop receiving after draining; the durable consumer stays for the next start."""
+        await super().stop(timeout)
+        if self._naks:
+            await asyncio.gather(*self._naks, return_exceptions=True)
 
 
 def _own_inbox(bus: Bus, subject: str | None) -> bool:

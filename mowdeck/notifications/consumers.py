@@ -18,7 +18,7 @@ from actors import ShardSupervisor
 from contracts.v1.subjects import EVENTS, MOWER_EVENT_FILTER, TELEMETRY
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
+from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer, settle
 from mowdeck.kit.http import Readiness
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.notifications.consuming import ConsumingSince
@@ -93,18 +93,16 @@ async def start_consumers(
     await link_consumer.start()
     res.push(link_consumer.stop, name="links consumer")
     readiness.watch("links consumer", lambda: link_consumer.alive)
-    for name, spec, callback in (
-        ("identity", _spec(EVENTS.name, IDENTITY_FILTER, IDENTITY_DURABLE), on_identity),
-        # The whole stream, as Telemetry reads it: a filter narrower than the stream's
-        # subjects costs JetStream about twice the CPU per delivery; the pipeline
-        # acknowledges whatever is not telemetry.mower.<id>.
-        (
-            "states",
-            _spec(TELEMETRY.name, TELEMETRY.subjects[0], STATES_DURABLE),
-            parts.pipeline.on_message,
-        ),
+    # The states: the whole stream, as Telemetry reads it (a filter narrower than the
+    # stream's subjects costs JetStream about twice the CPU per delivery; the pipeline
+    # acknowledges whatever is not telemetry.mower.<id>), read directly on the connection's
+    # read loop: the pipeline's callback only queues each delivery for its batch.
+    states = _spec(TELEMETRY.name, TELEMETRY.subjects[0], STATES_DURABLE)
+    identity_spec = _spec(EVENTS.name, IDENTITY_FILTER, IDENTITY_DURABLE)
+    for name, consumer in (
+        ("identity", Consumer(bus, identity_spec, on_identity)),
+        ("states", DirectConsumer(bus, states, parts.pipeline.take)),
     ):
-        consumer = Consumer(bus, spec, callback)
         await consumer.start()
         res.push(consumer.stop, name=f"{name} consumer")
         readiness.watch(f"{name} consumer", _alive(consumer))

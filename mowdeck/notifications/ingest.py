@@ -120,6 +120,7 @@ class StatePipeline:
             name="notifications-states",
         )
         self.on_message = self._loop.on_message
+        self.take = self._loop.take  # for a DirectConsumer
         self._writer = StateBatchWriter(store, thresholds)
         self._sorter = StateSorter()
         self._key = self._sorter.key
