@@ -304,6 +304,8 @@ class ShardSupervisor:
                 entry.ref = ref
                 entry.actor_name = ref.actor_class.__name__
                 _inbox_of(ref).add_termination_callback(self._termination_callback(key, ref))
+                if not _starts_with_code(ref):
+                    continue  # nothing runs before its first message: nothing to wait for
                 # If on_start failed, the termination callback takes it from here.
                 with contextlib.suppress(pykka.ActorDeadError):
                     probe = ref.ask(_STARTED_PROBE, block=False)
@@ -408,6 +410,11 @@ class ShardSupervisor:
                 entry.pending.set_result(None)  # waiters re-check and see the key is gone
         if tasks:
             await asyncio.wait(tasks)
+
+
+def _starts_with_code(ref: pykka.ActorRef[Any]) -> bool:
+    """Whether the actor's class has an ``on_start`` of its own (pykka's does nothing)."""
+    return ref.actor_class.on_start is not pykka.Actor.on_start
 
 
 async def _all_settled(bridge: LoopBridge, futures: list[DispatcherFuture[Any]]) -> None:

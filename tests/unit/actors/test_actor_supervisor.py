@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -449,3 +450,42 @@ async def test_a_cancelled_get_or_start_many_leaves_every_key_startable(
 
 async def harness_ask(ref: pykka.ActorRef[Any], message: Any) -> Any:
     return await LoopBridge(asyncio.get_running_loop()).ask(ref, message, timeout=2)
+
+
+async def test_get_or_start_many_does_not_wait_for_actors_without_an_on_start(
+    registry: CollectorRegistry,
+) -> None:
+    """Nothing of such an actor runs before its first message: the starts are not waited
+    for, so they return while the only worker is busy; their mail is handled after."""
+
+    class Plain(DispatcherActor):
+        def on_receive(self, message: Any) -> Any:
+            return message
+
+    class Gate(DispatcherActor):
+        def on_receive(self, message: Any) -> Any:
+            return message.wait(5)  # a threading.Event: holds the only worker
+
+    dispatcher = Dispatcher(workers=1, name="plain-starts")
+    dispatcher.start()
+    supervisor = ShardSupervisor(
+        dispatcher,
+        lambda _key, _snapshot: Plain.start(dispatcher=dispatcher),
+        InMemorySnapshotStore(),
+    )
+    gate = threading.Event()
+    blocker = Gate.start(dispatcher=dispatcher)
+    held = blocker.ask(gate, block=False)
+    try:
+        refs = await asyncio.wait_for(supervisor.get_or_start_many(["p1", "p2", "p3"]), 2)
+        assert all(isinstance(ref, pykka.ActorRef) for ref in refs)
+        answer = refs[0].ask("after the start", block=False)
+        with pytest.raises(pykka.Timeout):  # the worker is still held: nothing has run yet
+            answer.get(timeout=0.05)
+    finally:
+        gate.set()
+    assert held.get(timeout=5) is True
+    assert answer.get(timeout=5) == "after the start"
+    await supervisor.stop_all()
+    blocker.stop()
+    assert await asyncio.to_thread(dispatcher.stop, 5)
