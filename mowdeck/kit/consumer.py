@@ -269,12 +269,12 @@ class DirectConsumer(Consumer):
 
     nats-py hands each delivery of a callback subscription through a queue to a task that
     awaits the callback: an ``asyncio.Queue`` put and get and a coroutine per message,
-    about 11 to 13 µs of the 2026-12-04 machine's CPU per delivery with the ack, against
-    7.3 to 7.5 µs read here (``docs/performance.md``, "Notifications: deliveries read
-    directly"). On the fast client (``kit.wire.subscribe_direct``) the durable's deliver
-    subject is subscribed directly and ``on_message`` is called on the read loop, in
-    order, for a consumer whose callback only queues (``BatchLoop.on_message``): it must
-    be quick and must not block. On nats-py's stock client it is an ordinary
+    about 12 µs of the 2026-12-04 machine's CPU per delivery with its ack, against about
+    9 µs read here (``tests/bench/deliveries.py``; ``docs/performance.md``, "Deliveries
+    read directly"). On the fast client (``kit.wire.subscribe_direct``) the durable's
+    deliver subject is subscribed directly and ``on_message`` is called on the read loop,
+    in order, for a consumer whose callback only queues (``BatchLoop.take``): it must be
+    quick and must not block. On nats-py's stock client it is an ordinary
     ``Consumer``. The durable asks for no idle heartbeats and no flow control, so every
     message but an inline status (dropped) is a delivery.
 
