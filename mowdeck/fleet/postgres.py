@@ -25,7 +25,7 @@ from mowdeck.fleet.ports import (
     PruneCutoffs,
 )
 from mowdeck.kit.locked_round import BatchedDelete, LockedRound, connection_like
-from mowdeck.kit.pg import delete_in_batches
+from mowdeck.kit.pg import delete_in_batches, keep_session
 
 __all__ = [
     "PostgresMowerRepository",
@@ -47,22 +47,14 @@ _OUTBOX_INSERT = (
 )
 
 
-async def _keep_session(_: asyncpg.Connection) -> None:
-    """Release a pooled connection without asyncpg's reset query (one round trip less).
-
-    asyncpg still rolls back a transaction left open. Nothing on Fleet's own pool changes
-    session state: no SET, LISTEN, WITH HOLD cursors or session advisory locks (the relay
-    takes transaction-level locks; pruning holds its session lock on a connection of its
-    own, not one of the pool's).
-    """
-
-
 def pool_options(max_size: int) -> dict[str, Any]:
     """Options of Fleet's pool (``asyncpg.create_pool``)."""
     return {
         "min_size": 1,
         "max_size": max_size,
-        "reset": _keep_session,
+        # Nothing on Fleet's pool changes session state: the relay's locks are
+        # transaction-level, pruning locks on a connection of its own.
+        "reset": keep_session,
         # No idle-close timer armed on every release (the pool stays small anyway).
         "max_inactive_connection_lifetime": 0,
     }

@@ -6,7 +6,20 @@ from typing import Any
 
 import asyncpg
 
-__all__ = ["delete_in_batches", "rows_affected"]
+__all__ = ["delete_in_batches", "keep_session", "rows_affected"]
+
+
+async def keep_session(_: asyncpg.Connection) -> None:
+    """A pool's ``reset``: release a connection without asyncpg's reset query.
+
+    asyncpg sends ``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``
+    on every release, a round trip (and a wake-up of the server's backend) per
+    transaction; it still rolls back a transaction left open without this. For a pool on
+    which nothing changes session state: no ``SET``, ``LISTEN``, ``WITH HOLD`` cursors or
+    session advisory locks (``kit.locked_round`` takes its lock on a connection of its
+    own; transaction-level locks end with their transaction). Settings given at connect
+    (``server_settings``) are the session's defaults either way.
+    """
 
 
 def rows_affected(status: str) -> int:

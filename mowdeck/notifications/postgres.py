@@ -11,11 +11,12 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 import asyncpg
 import msgspec
 
-from mowdeck.kit.pg import rows_affected
+from mowdeck.kit.pg import keep_session, rows_affected
 from mowdeck.notifications import delivery_sql, sql
 from mowdeck.notifications.completion import complete
 from mowdeck.notifications.delivery_postgres import PostgresDeliveries
@@ -35,7 +36,7 @@ from mowdeck.notifications.preferences import Preferences, QuietHours
 from mowdeck.notifications.recipients import Subscriber
 from mowdeck.notifications.watch import MowerWatch, decode_watch
 
-__all__ = ["PostgresNotificationStore"]
+__all__ = ["PostgresNotificationStore", "pool_options"]
 
 # The SQLSTATE class of data exceptions: the values themselves were refused.
 _DATA_EXCEPTION = "22"
@@ -122,6 +123,19 @@ def _subscriber(row: asyncpg.Record) -> Subscriber:
     return Subscriber(
         user_id=row["user_id"], account_id=row["account_id"], preferences=_preferences(row)
     )
+
+
+def pool_options(max_size: int) -> dict[str, Any]:
+    """Options of Notifications' pool (``asyncpg.create_pool``): sessions in UTC, released
+    without asyncpg's reset query (``kit.pg.keep_session``: nothing on this pool changes
+    session state; the offline scan and the outbox lock rows with ``SKIP LOCKED`` inside
+    their transactions, housekeeping locks on a connection of its own)."""
+    return {
+        "min_size": 1,
+        "max_size": max_size,
+        "server_settings": {"timezone": "UTC"},
+        "reset": keep_session,
+    }
 
 
 class PostgresNotificationStore(PostgresDeliveries):

@@ -35,7 +35,7 @@ from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.offline import OfflineScan
 from mowdeck.notifications.outbox import DeliveryWorker
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
 from mowdeck.notifications.routes import ApiDeps, create_app
 from mowdeck.notifications.settings import NotificationsSettings
 from mowdeck.notifications.targets import TargetPolicy
@@ -118,11 +118,7 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
             pool = await res.pool(
-                None,
-                s.database_url,
-                min_size=1,
-                max_size=s.notifications_db_pool_size,
-                server_settings={"timezone": "UTC"},
+                None, s.database_url, **pool_options(s.notifications_db_pool_size)
             )
         if self.store is None:
             assert pool is not None

@@ -52,7 +52,7 @@ from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications import sql
 from mowdeck.notifications.cli import configure_gc, freezing_service
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.rules import evaluate_state
 from mowdeck.notifications.service import STATES_DURABLE
@@ -282,7 +282,8 @@ async def run(smoke: bool, state_batch_max: int, actor_workers: int) -> None:
     try:
         await migrate(url, discover(sql_root(), ["notifications", "authz"]))
         bus = await Bus.connect(server.url, name="bench")
-        pool = await asyncpg.create_pool(url, min_size=2, max_size=10)
+        # The service's pool options, two connections open from the start as before.
+        pool = await asyncpg.create_pool(url, **{**pool_options(10), "min_size": 2})
         try:
             fleet = Fleet(mowers)
             # -- naive baseline --------------------------------------------------------
