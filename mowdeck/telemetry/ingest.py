@@ -98,6 +98,7 @@ class StateBatcher:
             name="telemetry-batcher",
         )
         self.on_message = self._loop.on_message
+        self.take = self._loop.take  # for a DirectConsumer
         self._sorter = StateSorter()
         self._key = self._sorter.key
         # One query for every new mower's memory, then all actors start together.

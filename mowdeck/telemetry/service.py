@@ -22,7 +22,7 @@ from contracts.v1.subjects import (
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.consumer import Consumer, ConsumerSpec, settle
+from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer, settle
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.seed import seed_healthy
@@ -189,15 +189,18 @@ class TelemetryService(ServiceShell[TelemetrySettings]):
         async def on_event(msg: Any) -> None:
             await settle(msg, directory.handle, consumer=DIRECTORY_DURABLE)
 
-        for name, spec, callback in (
-            ("events", _spec(EVENTS.name, MOWER_EVENT_FILTER, DIRECTORY_DURABLE), on_event),
-            ("results", _spec(COMMANDS.name, RESULT_FILTER, RESULTS_DURABLE), on_result),
-            # The whole stream, not TELEMETRY_FILTER: a filter narrower than the stream's
-            # subjects costs JetStream about twice the CPU per delivered message (file
-            # store); the batcher acknowledges anything that is not telemetry.mower.<id>.
-            ("states", _spec(TELEMETRY.name, STATES_SUBJECT, STATES_DURABLE), batcher.on_message),
+        # The states: the whole stream, not TELEMETRY_FILTER (a filter narrower than the
+        # stream's subjects costs JetStream about twice the CPU per delivered message, file
+        # store; the batcher acknowledges anything that is not telemetry.mower.<id>), read
+        # directly on the connection's read loop: the batcher only queues each delivery.
+        events = _spec(EVENTS.name, MOWER_EVENT_FILTER, DIRECTORY_DURABLE)
+        results_spec = _spec(COMMANDS.name, RESULT_FILTER, RESULTS_DURABLE)
+        states = _spec(TELEMETRY.name, STATES_SUBJECT, STATES_DURABLE)
+        for name, consumer in (
+            ("events", Consumer(bus, events, on_event)),
+            ("results", Consumer(bus, results_spec, on_result)),
+            ("states", DirectConsumer(bus, states, batcher.take)),
         ):
-            consumer = Consumer(bus, spec, callback)
             await consumer.start()
             self._resources.push(consumer.stop, name=f"{name} consumer")
             self.readiness.watch(f"{name} consumer", _alive(consumer))
