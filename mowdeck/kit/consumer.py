@@ -316,7 +316,6 @@ class DirectConsumer(Consumer):
         deliver = info.config.deliver_subject
         if not deliver:
             raise RuntimeError(f"consumer {spec.durable} is not a push consumer")
-        self._nc = self._bus.nc
         self._sub = await subscribe_direct(
             self._nc, deliver, self._on_raw, fallback=self._deliver, queue=spec.queue or ""
         )

@@ -119,8 +119,7 @@ class StatePipeline:
             nak_delay=_NAK_DELAY,
             name="notifications-states",
         )
-        self.on_message = self._loop.on_message
-        self.take = self._loop.take  # for a DirectConsumer
+        self.take = self._loop.take  # the states consumer's callback (a DirectConsumer)
         self._writer = StateBatchWriter(store, thresholds)
         self._sorter = StateSorter()
         self._key = self._sorter.key
@@ -143,7 +142,7 @@ class StatePipeline:
         return self._loop.task
 
     def start(self) -> None:
-        """Start the batching task (``on_message`` is the consumer's callback)."""
+        """Start the batching task (``take`` is the consumer's callback)."""
         self._loop.start()
 
     async def stop(self) -> None:

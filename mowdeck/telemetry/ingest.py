@@ -97,8 +97,7 @@ class StateBatcher:
             nak_delay=_NAK_DELAY,
             name="telemetry-batcher",
         )
-        self.on_message = self._loop.on_message
-        self.take = self._loop.take  # for a DirectConsumer
+        self.take = self._loop.take  # the states consumer's callback (a DirectConsumer)
         self._sorter = StateSorter()
         self._key = self._sorter.key
         # One query for every new mower's memory, then all actors start together.
@@ -130,7 +129,7 @@ class StateBatcher:
         return self._loop.task
 
     def start(self) -> None:
-        """Start the batching task (``on_message`` is the consumer's callback)."""
+        """Start the batching task (``take`` is the consumer's callback)."""
         self._loop.start()
 
     async def stop(self) -> None:

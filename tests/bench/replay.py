@@ -30,7 +30,7 @@ class Pipeline(Protocol):
 
     def start(self) -> None: ...
 
-    async def on_message(self, msg: FakeMsg, /) -> None: ...
+    def take(self, msg: FakeMsg, /) -> None: ...
 
     async def stop(self) -> None: ...
 
@@ -74,7 +74,7 @@ async def _feed(pipeline: Pipeline, msgs: Sequence[FakeMsg]) -> None:
     # All queued first, then the loop drains them: every batch is full.
     pipeline.start()
     for msg in msgs:
-        await pipeline.on_message(msg)
+        pipeline.take(msg)
     await pipeline.stop()
 
 
