@@ -243,6 +243,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
                 http_host=args.host,
                 http_port=_port(args.port, 2),
                 gateway_device_hosts=json.loads(device_hosts),
+                # A development machine: the emergency lane's thread stays ordinarily
+                # scheduled (SCHED_FIFO needs a capability a developer's shell lacks).
+                gateway_lane_realtime_priority=0,
             ),
             bus=bus,
         )

@@ -9,6 +9,12 @@ is pure and only reads the shard's mowers), and puts the device send at the fron
 main loop's queue (``call_first_threadsafe``), where it runs as soon as the callback
 running now returns. Ordinary commands are ignored here (the stream delivers them); only the
 header is looked at before deciding.
+
+A stop's time is also the time its threads wait for a core: with every core busy, a
+thread that wakes waits for a time slice, and the lane's thread wakes for every stop.
+With ``realtime_priority`` the lane's thread runs ``SCHED_FIFO`` (``kit.loop_scheduling.
+run_realtime``): it runs as soon as it wakes. It sleeps nearly all the time and does
+little when woken (a byte search per ordinary command), so it takes no core from the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from mowdeck.kit.bus import Bus, NatsCredentials
+from mowdeck.kit.loop_scheduling import run_realtime
 from mowdeck.kit.wire import has_inline_status, plain_headers, subscribe_direct
 
 __all__ = ["EmergencyLane"]
@@ -40,6 +47,9 @@ class EmergencyLane:
     pre-filter on the raw bytes: ``handle`` still reads the header and decides.
     ``fast_path`` is ``Bus.connect``'s: with it off the lane's connection is nats-py's
     stock client, whose messages come as ``Msg`` and are filtered on their parsed headers.
+    ``realtime_priority`` (1-99; 0 for ordinary scheduling): the thread's ``SCHED_FIFO``
+    priority. Where the process may not have it, the lane runs ordinarily scheduled and
+    says so in the log; ``realtime`` tells which it got.
     """
 
     def __init__(
@@ -52,8 +62,12 @@ class EmergencyLane:
         marker: bytes | None = None,
         fast_path: bool = True,
         credentials: NatsCredentials | None = None,
+        realtime_priority: int = 0,
     ) -> None:
         self._url = nats_url
+        self._realtime_priority = realtime_priority
+        # True once the thread runs SCHED_FIFO (set on the thread before start returns).
+        self.realtime = False
         self._fast_path = fast_path
         self._credentials = credentials
         self._name = name
@@ -88,6 +102,16 @@ class EmergencyLane:
             self._thread = None
 
     def _run(self) -> None:
+        if self._realtime_priority:
+            refused = run_realtime(self._realtime_priority)
+            self.realtime = refused is None
+            if refused is not None:
+                log.warning(
+                    "emergency lane runs at ordinary priority: its stops wait for a core"
+                    " like every other thread when all are busy",
+                    reason=refused,
+                    setting="MOWDECK_GATEWAY_LANE_REALTIME_PRIORITY",
+                )
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:

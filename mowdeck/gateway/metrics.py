@@ -107,6 +107,12 @@ class GatewayMetrics:
             buckets=_STOP_LATENCY,
             registry=registry,
         )
+        self.lane_realtime = Gauge(
+            "mowdeck_gateway_emergency_lane_realtime",
+            "1 when the emergency lane's thread runs SCHED_FIFO, 0 when ordinarily"
+            " scheduled (the process may not raise it: see docs/gateway.md).",
+            registry=registry,
+        )
         self.connected = Gauge(
             "mowdeck_gateway_mowers_connected", "Mowers with a live link.", registry=registry
         )

@@ -178,6 +178,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
         own.push(beats.stop, name="heartbeats")
         self._lane = lane = emergency_lane(s, intake, name=f"{self._producer}-estop")
         await lane.start()
+        self.metrics.lane_realtime.set(1 if lane.realtime else 0)
         self._consumer = consumer = await self._start_consumer(bus, intake, held)
         # What this shard cannot work without: /healthz fails when one of them died.
         watch = self.readiness.watch

@@ -43,6 +43,9 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     gateway_device_hosts: list[str] = msgspec.field(
         default_factory=lambda: list(DEVELOPMENT_DEVICE_HOSTS)
     )
+    # SCHED_FIFO priority of the emergency lane's thread (0: ordinary scheduling); it
+    # needs CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least this. See docs/gateway.md.
+    gateway_lane_realtime_priority: Annotated[int, msgspec.Meta(ge=0, le=99)] = 10
     # Allocations between young collections (0 keeps Python's 700); see docs/gateway.md.
     gateway_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 20_000
 

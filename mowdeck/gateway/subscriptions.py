@@ -51,4 +51,5 @@ def emergency_lane(settings: GatewaySettings, intake: CommandIntake, *, name: st
         marker=EMERGENCY_MARKER,
         fast_path=settings.nats_fast_path,
         credentials=NatsCredentials.from_settings(settings),
+        realtime_priority=settings.gateway_lane_realtime_priority,
     )

@@ -11,16 +11,20 @@ hundreds of milliseconds. That is the wrong order for an emergency stop.
 - ``eager_task`` runs a coroutine at once, up to its first real suspension, and only the
   rest as a task (what Python 3.12 calls an eager task): a send that needs no waiting
   happens inside the calling callback instead of a turn later.
+- ``run_realtime`` gives the calling thread a real-time scheduling policy (``SCHED_FIFO``):
+  on a machine whose cores are all busy, the thread runs as soon as it wakes, ahead of
+  every ordinarily scheduled thread, instead of waiting for a time slice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["call_first_threadsafe", "eager_task"]
+__all__ = ["call_first_threadsafe", "eager_task", "run_realtime"]
 
 T = TypeVar("T")
 
@@ -93,3 +97,26 @@ async def _resume(coro: Coroutine[Any, Any, T], yielded: Any) -> T:
             yielded = coro.send(None)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+
+def run_realtime(priority: int) -> str | None:
+    """Schedule the calling thread ``SCHED_FIFO`` at ``priority`` (1-99); None when done.
+
+    Otherwise the reason it could not be (the process lacks ``CAP_SYS_NICE`` and an
+    ``RLIMIT_RTPRIO`` of at least ``priority``, or the platform has no such policy), and
+    the thread keeps its ordinary scheduling. Only for a thread that sleeps nearly all
+    the time and does little when woken: a real-time thread that kept a core busy would
+    take it from everything else (the kernel leaves ordinary threads 5 % of each second,
+    ``kernel.sched_rt_runtime_us``).
+    """
+    if not 1 <= priority <= 99:
+        raise ValueError(f"a real-time priority is 1 to 99, not {priority}")
+    setscheduler = getattr(os, "sched_setscheduler", None)
+    fifo = getattr(os, "SCHED_FIFO", None)
+    if setscheduler is None or fifo is None:
+        return "this platform has no SCHED_FIFO"
+    try:
+        setscheduler(0, fifo, os.sched_param(priority))  # 0: the calling thread on Linux
+    except OSError as err:  # PermissionError (EPERM) without the capability or rlimit
+        return f"{err.strerror or err} (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority})"
+    return None

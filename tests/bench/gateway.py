@@ -57,6 +57,7 @@ from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.garbage_collector import set_young_threshold
+from mowdeck.kit.loop_scheduling import run_realtime
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer, free_port
 
@@ -66,6 +67,10 @@ ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000bec1")
 BUSY_DEVICE_MS = 2000
 # Stops of one round go this far apart: each is a stop the gateway takes on its own.
 STOP_SPACING_S = 0.02
+# SCHED_FIFO priority of the stand-ins for what has a core of its own in production (the
+# stopped mowers' simulator, the stops' publisher) with --stand-ins-realtime; see
+# ``StandIns``.
+STAND_IN_PRIORITY = 5
 
 
 def pct(values: list[float], q: float) -> float:
@@ -90,6 +95,18 @@ def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def schedule_process(pid: int, *, realtime: bool) -> str | None:
+    """Every thread of ``pid`` SCHED_FIFO (or back to ordinary); the refusal, if any."""
+    policy = os.SCHED_FIFO if realtime else os.SCHED_OTHER
+    param = os.sched_param(STAND_IN_PRIORITY if realtime else 0)
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setscheduler(int(tid), policy, param)
+    except OSError as err:
+        return str(err)
+    return None
 
 
 def cpu_seconds(pid: int) -> float:
@@ -142,6 +159,7 @@ class Fleet:
         self.probe_count = probes
         self.probe_port = free_port()
         self.probes: list[MowerRegistration] = []
+        self.probe_pid: int | None = None
         self.nats = nats
         self.n = n
         self.workdir = workdir
@@ -170,9 +188,10 @@ class Fleet:
         with contextlib.ExitStack() as stack:
             sim, self.mowers = stack.enter_context(self._simulator(self.n, self.sim_port, 1))
             if self.probe_count:
-                _, self.probes = stack.enter_context(
+                probe_sim, self.probes = stack.enter_context(
                     self._simulator(self.probe_count, self.probe_port, 2)
                 )
+                self.probe_pid = probe_sim.pid
             hosts = [f"127.0.0.1:{self.sim_port}", f"127.0.0.1:{self.probe_port}"]
             # The registry comes from `fleet.mowers.list`, answered by `serve_fleet_list`
             # (10,000 registrations do not fit into one environment variable).
@@ -452,6 +471,42 @@ async def received_at(
     }
 
 
+async def _on_thread(fn: Any, *args: Any) -> Any:
+    return fn(*args)
+
+
+class StandIns:
+    """The stops' publisher and the stopped mowers' simulator, given a core when they wake.
+
+    In production the stop's publisher (Fleet) and the mower run on cores of their own.
+    Here they share two cores with the saturated gateway, simulator, nats-server and load
+    generator, and each of them wakes for every stop: with ordinary scheduling each waits
+    for a time slice, which is the benchmark's co-location, not the system. With
+    ``--stand-ins-realtime`` they run SCHED_FIFO during the e-stop phases (a diagnostic:
+    the stop's path through nats-server and the gateway stays scheduled as it is).
+    """
+
+    def __init__(self, fleet: Fleet, *, realtime: bool) -> None:
+        self.fleet = fleet
+        self.realtime = realtime and fleet.probe_pid is not None
+        self.stops = StopPublisher(fleet.nats.url)
+
+    async def __aenter__(self) -> StopPublisher:
+        refused = await self.stops.start(realtime=self.realtime)
+        if refused is None and self.realtime:
+            assert self.fleet.probe_pid is not None
+            refused = schedule_process(self.fleet.probe_pid, realtime=True)
+        if refused is not None:
+            print(f"stand-ins ordinarily scheduled: {refused}")
+            self.realtime = False
+        return self.stops
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stops.stop()
+        if self.realtime and self.fleet.probe_pid is not None:
+            schedule_process(self.fleet.probe_pid, realtime=False)
+
+
 class StopPublisher:
     """Publishes the stops from a thread, event loop and connection of its own.
 
@@ -467,9 +522,14 @@ class StopPublisher:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._bus: Bus | None = None
 
-    async def start(self) -> None:
+    async def start(self, *, realtime: bool = False) -> str | None:
+        """Connect; with ``realtime`` the thread runs SCHED_FIFO (the refusal, if any)."""
         self._thread.start()
+        refused = (
+            await self._call(_on_thread(run_realtime, STAND_IN_PRIORITY)) if realtime else None
+        )
         self._bus = await self._call(Bus.connect(self._url, name="bench-stops"))
+        return refused  # type: ignore[no-any-return]
 
     async def publish(self, env: CommandEnvelope) -> float:
         async def send() -> float:
@@ -688,6 +748,8 @@ async def main_async(args: argparse.Namespace) -> None:
         gateway_env = {}
         if args.max_in_flight:
             gateway_env["MOWDECK_GATEWAY_MAX_IN_FLIGHT"] = str(args.max_in_flight)
+        if args.lane_priority is not None:
+            gateway_env["MOWDECK_GATEWAY_LANE_REALTIME_PRIORITY"] = str(args.lane_priority)
         # The stopped mowers: one set per phase (idle, the saturated ones, busy).
         probes = 0 if args.stops_on_loaded_simulator else args.targets * (args.loaded_runs + 2)
         fleet = Fleet(nats, args.mowers, workdir, gateway_env=gateway_env, probes=probes)
@@ -702,47 +764,48 @@ async def main_async(args: argparse.Namespace) -> None:
                 targets = stopped[: args.targets]
                 s0, n0 = await estop_inside(http, fleet)
                 collections_before = await gc_pauses(http, fleet)
-                stops = StopPublisher(nats.url)
-                await stops.start()
-                idle = await estop_latency(
-                    bus, stops, http, fleet, targets, loaded=False, count=args.estops
-                )
-                s1, n1 = await estop_inside(http, fleet)
-                # Inside the gateway at saturation: admission to final result of the load
-                # alone (the targets' 2 s starts of the stop phases would be its tail).
-                command_seconds = "mowdeck_gateway_command_seconds"
-                await estop_latency(bus, stops, http, fleet, [], loaded=True, count=0, hold_s=1.0)
-                admission_before = await histogram(http, fleet.gw_url, command_seconds)
-                await estop_latency(
-                    bus, stops, http, fleet, [], loaded=True, count=0, hold_s=args.saturated_s
-                )
-                admission_after = await histogram(http, fleet.gw_url, command_seconds)
-                # The saturated phase five times over: its p99 is the worst of the five.
-                estop_seconds = "mowdeck_gateway_emergency_stop_seconds"
-                estop_before = await histogram(http, fleet.gw_url, estop_seconds)
-                loaded_runs: list[list[float]] = []
-                for run in range(args.loaded_runs):
-                    first = args.targets * (1 + run)
-                    targets = stopped[first : first + args.targets]
-                    loaded_runs.append(
-                        await estop_latency(
-                            bus, stops, http, fleet, targets, loaded=True, count=args.estops
-                        )
+                stand_ins = StandIns(fleet, realtime=args.stand_ins_realtime)
+                async with stand_ins as stops:
+                    idle = await estop_latency(
+                        bus, stops, http, fleet, targets, loaded=False, count=args.estops
                     )
-                estop_after = await histogram(http, fleet.gw_url, estop_seconds)
-                s2, n2 = await estop_inside(http, fleet)
-                targets = stopped[-args.targets :]
-                busy = await estop_latency(
-                    bus,
-                    stops,
-                    http,
-                    fleet,
-                    targets,
-                    loaded=True,
-                    count=args.busy_estops,
-                    device_ms=BUSY_DEVICE_MS,
-                )
-                await stops.stop()
+                    s1, n1 = await estop_inside(http, fleet)
+                    # Inside the gateway at saturation: admission to final result of the load
+                    # alone (the targets' 2 s starts of the stop phases would be its tail).
+                    command_seconds = "mowdeck_gateway_command_seconds"
+                    await estop_latency(
+                        bus, stops, http, fleet, [], loaded=True, count=0, hold_s=1.0
+                    )
+                    admission_before = await histogram(http, fleet.gw_url, command_seconds)
+                    await estop_latency(
+                        bus, stops, http, fleet, [], loaded=True, count=0, hold_s=args.saturated_s
+                    )
+                    admission_after = await histogram(http, fleet.gw_url, command_seconds)
+                    # The saturated phase five times over: its p99 is the worst of the five.
+                    estop_seconds = "mowdeck_gateway_emergency_stop_seconds"
+                    estop_before = await histogram(http, fleet.gw_url, estop_seconds)
+                    loaded_runs: list[list[float]] = []
+                    for run in range(args.loaded_runs):
+                        first = args.targets * (1 + run)
+                        targets = stopped[first : first + args.targets]
+                        loaded_runs.append(
+                            await estop_latency(
+                                bus, stops, http, fleet, targets, loaded=True, count=args.estops
+                            )
+                        )
+                    estop_after = await histogram(http, fleet.gw_url, estop_seconds)
+                    s2, n2 = await estop_inside(http, fleet)
+                    targets = stopped[-args.targets :]
+                    busy = await estop_latency(
+                        bus,
+                        stops,
+                        http,
+                        fleet,
+                        targets,
+                        loaded=True,
+                        count=args.busy_estops,
+                        device_ms=BUSY_DEVICE_MS,
+                    )
                 s3, n3 = await estop_inside(http, fleet)
                 inside = {
                     "idle_mean_ms": (s1 - s0) / max(1, n1 - n0) * 1000,
@@ -784,6 +847,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 "estop_busy_ms": {"p50": pct(busy, 50), "p99": busy_p99, "n": len(busy)},
                 "busy_over_idle_p99": busy_p99 / idle_p99 if idle_p99 else None,
                 "estop_inside_gateway": inside,
+                "stand_ins_realtime": stand_ins.realtime,
                 "gateway_gc": collections,
                 f"gateway_{args.big}": big,
             },
@@ -818,6 +882,17 @@ def main() -> None:
     )
     parser.add_argument(
         "--max-in-flight", type=int, default=0, help="MOWDECK_GATEWAY_MAX_IN_FLIGHT (0: default)"
+    )
+    parser.add_argument(
+        "--lane-priority",
+        type=int,
+        default=None,
+        help="MOWDECK_GATEWAY_LANE_REALTIME_PRIORITY (default: the setting's; 0: ordinary)",
+    )
+    parser.add_argument(
+        "--stand-ins-realtime",
+        action="store_true",
+        help="run the stops' publisher and the stopped mowers' simulator SCHED_FIFO",
     )
     parser.add_argument(
         "--stops-on-loaded-simulator",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
 
-from mowdeck.kit.loop_scheduling import call_first_threadsafe, eager_task
+from mowdeck.kit.loop_scheduling import call_first_threadsafe, eager_task, run_realtime
 
 
 async def test_a_first_call_runs_before_everything_already_ready() -> None:
@@ -126,3 +127,27 @@ async def test_cancelling_an_eager_task_cancels_the_coroutine_where_it_waits() -
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cleaned.is_set()
+
+
+@pytest.mark.parametrize("priority", [0, 100, -1])
+def test_a_realtime_priority_outside_1_to_99_is_refused(priority: int) -> None:
+    with pytest.raises(ValueError, match="1 to 99"):
+        run_realtime(priority)
+
+
+def test_realtime_refused_by_the_kernel_is_a_reason_and_the_thread_stays_ordinary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[tuple[int, int, int]] = []
+
+    def refuse(pid: int, policy: int, param: os.sched_param) -> None:
+        asked.append((pid, policy, param.sched_priority))
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    answer: list[str | None] = []
+    thread = threading.Thread(target=lambda: answer.append(run_realtime(5)))
+    thread.start()
+    thread.join()
+    assert asked == [(0, os.SCHED_FIFO, 5)]  # the calling thread, FIFO, that priority
+    assert answer == ["Operation not permitted (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= 5)"]
