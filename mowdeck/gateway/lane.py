@@ -14,7 +14,8 @@ A stop's time is also the time its threads wait for a core: with every core busy
 thread that wakes waits for a time slice, and the lane's thread wakes for every stop.
 With ``realtime_priority`` the lane's thread runs ``SCHED_FIFO`` (``kit.loop_scheduling.
 run_realtime``): it runs as soon as it wakes. It sleeps nearly all the time and does
-little when woken (a byte search per ordinary command), so it takes no core from the rest.
+little when woken (a byte search per ordinary command); waking for every read of them
+costs the shard a few per cent of its throughput (docs/performance.md).
 """
 
 from __future__ import annotations
