@@ -161,6 +161,9 @@ class Consumer:
         self._settles_while_closing = settles_while_closing
         self._sub: Any = None
         self._closing = False
+        # Deliveries that arrived while closing, nak'd once the subscription is gone (see
+        # ``stop``).
+        self._given_back: list[Msg] = []
 
     async def start(self) -> None:
         """Create or bind the durable consumer and start receiving."""
@@ -228,7 +231,7 @@ class Consumer:
 
     async def _deliver(self, msg: Msg) -> None:
         if self._closing and not self._settles_while_closing:
-            await msg.nak()
+            self._given_back.append(msg)
             return
         try:
             await self._on_message(msg)
@@ -249,9 +252,11 @@ class Consumer:
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop receiving; the durable consumer stays for the next start.
 
-        The subscription is drained, not just unsubscribed: deliveries already in the
-        client's queue still reach the callback, which naks them, so they are redelivered
-        at once instead of after ``ack_wait``.
+        The subscription is drained, not just unsubscribed: deliveries already on their
+        way are still read, and given back (nak'd) once the subscription is gone, so they
+        are redelivered at once instead of after ``ack_wait``. Not while it exists: a nak
+        makes the server deliver again at once, to this same subscription, and a delivery
+        on its way when the subscription goes waits out the ack wait.
         """
         self._closing = True
         if self._sub is not None:
@@ -262,6 +267,12 @@ class Consumer:
                 with contextlib.suppress(Exception):
                     await self._sub.unsubscribe()
             self._sub = None
+        given_back, self._given_back = self._given_back, []
+        for msg in given_back:
+            try:
+                await msg.nak()
+            except Exception as err:  # the connection went: the ack wait gives it back
+                log.debug("nak failed", error=repr(err), consumer=self.spec.durable)
 
 
 class DirectConsumer(Consumer):
@@ -279,7 +290,8 @@ class DirectConsumer(Consumer):
     message but an inline status (dropped) is a delivery.
 
     Stopping drains the subscription: what the server sent before the drain's round trip
-    is handed over (or nak'd, while closing) before ``stop`` returns.
+    is handed over, or, arriving while closing, given back (nak'd) once the subscription
+    is gone, before ``stop`` returns (as ``Consumer.stop`` says).
     """
 
     def __init__(
@@ -296,7 +308,6 @@ class DirectConsumer(Consumer):
         super().__init__(bus, spec, queued, settles_while_closing=settles_while_closing)
         self._take = on_message
         self._nc: Any = bus.nc
-        self._naks: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
         """Create or bind the durable consumer and subscribe its deliver subject directly."""
@@ -339,17 +350,9 @@ class DirectConsumer(Consumer):
             headers=None if hdr is None else plain_headers(hdr),
         )
         if self._closing and not self._settles_while_closing:
-            task = asyncio.get_running_loop().create_task(msg.nak())
-            self._naks.add(task)
-            task.add_done_callback(self._naks.discard)
+            self._given_back.append(msg)
             return
         self._take(msg)
-
-    async def stop(self, timeout: float = 5.0) -> None:
-        """Stop receiving after draining; the durable consumer stays for the next start."""
-        await super().stop(timeout)
-        if self._naks:
-            await asyncio.gather(*self._naks, return_exceptions=True)
 
 
 def _own_inbox(bus: Bus, subject: str | None) -> bool:
