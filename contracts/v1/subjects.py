@@ -11,6 +11,7 @@ from contracts.v1._base import ContractError
 
 __all__ = [
     "COMMANDS",
+    "EMERGENCY_FILTER",
     "EVENTS",
     "FLEET_MOWERS_LIST",
     "MSG_ID_HEADER",
@@ -19,6 +20,7 @@ __all__ = [
     "TELEMETRY",
     "StreamSpec",
     "command_subject",
+    "emergency_subject",
     "event_subject",
     "event_type_from_subject",
     "mower_id_from_subject",
@@ -35,6 +37,15 @@ TELEMETRY_PREFIX: Final = "telemetry.mower."
 EVENT_PREFIX: Final = "event."
 
 COMMAND_FILTER: Final = "command.mower.*"
+
+EMERGENCY_PREFIX: Final = "emergency.mower."
+EMERGENCY_FILTER: Final = "emergency.mower.*"
+"""Core only (no stream holds it): an emergency stop announced as it is published.
+
+The stop itself is the ``command.mower.<id>`` message the stream stores; the kit's
+publisher sends the same bytes and headers here first, so that the gateway's emergency
+lane sees the stops and nothing else (docs/gateway.md, amendment 2 to ADR 0013).
+"""
 RESULT_FILTER: Final = "command.result.mower.*"
 TELEMETRY_FILTER: Final = "telemetry.mower.*"
 MOWER_EVENT_FILTER: Final = "event.mower.*"
@@ -70,6 +81,11 @@ def command_subject(mower_id: uuid.UUID) -> str:
     return f"{COMMAND_PREFIX}{mower_id}"
 
 
+def emergency_subject(mower_id: uuid.UUID) -> str:
+    """``emergency.mower.<id>``: where a stop is announced (core, not stored)."""
+    return f"{EMERGENCY_PREFIX}{mower_id}"
+
+
 def result_subject(mower_id: uuid.UUID) -> str:
     """``command.result.mower.<id>``."""
     return f"{RESULT_PREFIX}{mower_id}"
@@ -93,8 +109,8 @@ def event_type_from_subject(subject: str) -> str:
 
 
 def mower_id_from_subject(subject: str) -> uuid.UUID:
-    """Read the mower id from a command, result or telemetry subject."""
-    for prefix in (RESULT_PREFIX, COMMAND_PREFIX, TELEMETRY_PREFIX):
+    """Read the mower id from a command, result, telemetry or stop announcement subject."""
+    for prefix in (RESULT_PREFIX, COMMAND_PREFIX, TELEMETRY_PREFIX, EMERGENCY_PREFIX):
         if subject.startswith(prefix):
             token = subject[len(prefix) :]
             try:

@@ -1,21 +1,21 @@
-"""The emergency lane: every command as it is published, on a thread of its own.
+"""The emergency lane: every stop as it is published, on a thread of its own.
 
 The gateway's event loop also carries every ordinary command, result, state and device
 frame; at full load one turn of it lasts tens to hundreds of milliseconds. A stop that
 waits for the loop to read it, then for a task to send it, waits for those turns. So the
-lane reads commands on a NATS connection and an event loop of its own, in a thread that
-the interpreter switches to within its switch interval, admits a stop there (admission
-is pure and only reads the shard's mowers), and puts the device send at the front of the
-main loop's queue (``call_first_threadsafe``), where it runs as soon as the callback
-running now returns. Ordinary commands are ignored here (the stream delivers them); only the
-header is looked at before deciding.
+lane reads the stops' announcements (``emergency.mower.*``: the kit's publisher sends a
+stop there as well as to the stream, amendment 2 to ADR 0013) on a NATS connection and
+an event loop of its own, in a thread that the interpreter switches to within its switch
+interval, admits a stop there (admission is pure and only reads the shard's mowers), and
+puts the device send at the front of the main loop's queue (``call_first_threadsafe``),
+where it runs as soon as the callback running now returns. Only the header is looked at
+before deciding.
 
 A stop's time is also the time its threads wait for a core: with every core busy, a
 thread that wakes waits for a time slice, and the lane's thread wakes for every stop.
 With ``realtime_priority`` the lane's thread runs ``SCHED_FIFO`` (``kit.loop_scheduling.
 run_realtime``): it runs as soon as it wakes. It sleeps nearly all the time and does
-little when woken (a byte search per ordinary command); waking for every read of them
-costs the shard a few per cent of its throughput (docs/performance.md).
+little when woken (admission of a stop).
 """
 
 from __future__ import annotations

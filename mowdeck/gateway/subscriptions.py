@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nats.js import api
 
-from contracts.v1.subjects import COMMAND_FILTER, COMMANDS
+from contracts.v1.subjects import COMMAND_FILTER, COMMANDS, EMERGENCY_FILTER
 from mowdeck.gateway.intake import EMERGENCY_MARKER, CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.settings import GatewaySettings
@@ -38,15 +38,16 @@ def command_consumer(
 
 
 def emergency_lane(settings: GatewaySettings, intake: CommandIntake, *, name: str) -> EmergencyLane:
-    """A thread and a connection of its own that see every command as it is published.
+    """A thread and a connection of its own that see every stop as it is published.
 
-    A stop found there is neither queued behind the stream's backlog nor behind a busy turn
+    It reads the stops' announcements (``emergency.mower.*``, amendment 2 to ADR 0013). A
+    stop found there is neither queued behind the stream's backlog nor behind a busy turn
     of the main loop (docs/gateway.md, "The emergency lane").
     """
     return EmergencyLane(
         settings.nats_url,
         name=name,
-        subject=COMMAND_FILTER,
+        subject=EMERGENCY_FILTER,
         handle=intake.on_lane_message,
         marker=EMERGENCY_MARKER,
         fast_path=settings.nats_fast_path,

@@ -20,6 +20,7 @@ import msgspec
 from contracts.v1.subjects import (
     COMMAND_FILTER,
     COMMANDS,
+    EMERGENCY_FILTER,
     EVENTS,
     FLEET_MOWERS_LIST,
     MOWER_EVENT_FILTER,
@@ -108,6 +109,7 @@ USERS: tuple[BusUser, ...] = (
         purpose="issues commands, announces mower changes, answers the mower list",
         publish=(
             COMMAND_FILTER,
+            EMERGENCY_FILTER,
             MOWER_EVENT_FILTER,
             *reader_of(COMMANDS.name),
             *_stream_info(EVENTS.name),
@@ -137,8 +139,9 @@ USERS: tuple[BusUser, ...] = (
             *reader_of(COMMANDS.name, EVENTS.name),
             *_stream_info(TELEMETRY.name),
         ),
-        # The emergency lane sees every command as it is published (core subscription).
-        subscribe=(COMMAND_FILTER, _inbox("gateway")),
+        # The emergency lane reads the stops' announcements (core subscription); commands
+        # come through the durable consumer's deliver subject, an inbox.
+        subscribe=(EMERGENCY_FILTER, _inbox("gateway")),
         streams=(COMMANDS.name, EVENTS.name, TELEMETRY.name),
     ),
     BusUser(

@@ -22,6 +22,7 @@ from nats.js import api
 from contracts.v1 import CommandEnvelope, CommandResult, EventEnvelope, MowerState, encode
 from contracts.v1.subjects import (
     COMMAND_PREFIX,
+    EMERGENCY_PREFIX,
     EVENT_PREFIX,
     MSG_ID_HEADER,
     PRIORITY_HEADER,
@@ -75,20 +76,26 @@ class Publisher:
     ) -> Ack:
         """Publish on ``command.mower.<id>``; ``ExpiredCommandError`` if it expired by ``now``.
 
-        ``body`` is the envelope already encoded, when the caller has it.
+        An emergency stop is first announced, the same bytes and headers, on the core
+        subject ``emergency.mower.<id>``, in the same write: the gateway's emergency lane
+        reads only that subject, so it sees the stops and none of the ordinary commands
+        (docs/gateway.md, amendment 2 to ADR 0013). The stream's copy is the stop of
+        record either way. ``body`` is the envelope already encoded, when the caller has
+        it.
         """
         if envelope.is_expired(now):
             raise ExpiredCommandError(
                 f"command {envelope.command_id} expired at {envelope.expires_at}"
             )
-        return await self._engine.publish(
-            COMMAND_PREFIX + self._key(envelope.mower_id),
-            encode(envelope) if body is None else body,
-            {
-                MSG_ID_HEADER: str(envelope.command_id),
-                PRIORITY_HEADER: envelope.priority or "normal",
-            },
-        )
+        key = self._key(envelope.mower_id)
+        data = encode(envelope) if body is None else body
+        headers = {
+            MSG_ID_HEADER: str(envelope.command_id),
+            PRIORITY_HEADER: envelope.priority or "normal",
+        }
+        if envelope.is_emergency:
+            await self._nc.publish(EMERGENCY_PREFIX + key, data, headers=headers)
+        return await self._engine.publish(COMMAND_PREFIX + key, data, headers)
 
     async def result(self, result: CommandResult) -> Ack:
         """Publish on ``command.result.mower.<id>`` with msg id ``<command_id>:<status>``."""

@@ -47,9 +47,8 @@ from contracts.v1 import (
 from contracts.v1.subjects import (
     COMMAND_FILTER,
     COMMANDS,
+    EMERGENCY_FILTER,
     FLEET_MOWERS_LIST,
-    PRIORITY_HEADER,
-    command_subject,
     result_subject,
     telemetry_subject,
 )
@@ -295,13 +294,8 @@ class Results:
 
 
 async def publish(bus: Bus, env: CommandEnvelope) -> Any:
-    """Pipelined publish with the command's headers."""
-    return await bus.publish_nowait(
-        command_subject(env.mower_id),
-        encode(env),
-        msg_id=str(env.command_id),
-        headers={PRIORITY_HEADER: env.priority or "normal"},
-    )
+    """Pipelined publish as Fleet publishes (the kit's headers, a stop's announcement)."""
+    return await bus.publisher.command(env, now=env.issued_at)
 
 
 async def throughput(
@@ -392,9 +386,10 @@ async def transport(bus: Bus, url: str, mowers: list[MowerRegistration], total: 
 async def standin_main(url: str) -> None:
     """The stand-in gateway: the bus traffic of each command, nothing else.
 
-    The durable consumer's delivery and its ack, the emergency lane's copy (a core
-    subscription on a connection of its own), the ``accepted`` and ``executed`` results
-    published to the stream with their acks awaited, and one state; no actors, no device.
+    The durable consumer's delivery and its ack, the emergency lane's subscription to the
+    stops' announcements (a core subscription on a connection of its own), the
+    ``accepted`` and ``executed`` results published to the stream with their acks
+    awaited, and one state; no actors, no device.
     Runs until its standard input closes.
     """
     gw = await Bus.connect(url, name="bench-standin")
@@ -426,9 +421,9 @@ async def standin_main(url: str) -> None:
         await gw.nc.publish(telemetry_subject(env.mower_id), encode(state))
 
     async def on_lane(msg: Any) -> None:
-        del msg  # the lane only looks at the header of each command
+        del msg  # the lane only looks at the header of each stop
 
-    await lane.nc.subscribe(COMMAND_FILTER, cb=on_lane)
+    await lane.nc.subscribe(EMERGENCY_FILTER, cb=on_lane)
     consumer = Consumer(
         gw,
         ConsumerSpec(

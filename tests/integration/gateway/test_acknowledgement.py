@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,40 @@ async def test_a_stop_overtakes_a_full_in_flight_window(
         assert elapsed < 0.5, elapsed  # the window frees in 3 s at the earliest
         assert len(gw.held) >= 19  # type: ignore[arg-type] # the load still holds it
         assert all(results.final(e.command_id) is None for e in load[:3])
+
+
+async def test_a_stop_never_announced_is_still_executed_when_the_stream_delivers_it(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server: NatsServer
+) -> None:
+    # A publisher that only stores the stop (not the kit's, which announces it on
+    # emergency.mower.<id> first): the lane never sees it, and its stream copy waits its
+    # turn behind the full window like any delivery, then stops the mower.
+    mowers = sim.registrations()
+    target, others = mowers[0], mowers[1:]
+    for m in others:
+        await sim.inject(m.mower_id, LatencyFault(ms=1500))
+    settings = settings_for(
+        nats_server.url, mowers, gateway_max_in_flight=6, command_ack_wait_seconds=3.0
+    )
+    async with running_gateway(settings) as gw:
+        await wait_connected(gw, len(mowers))
+        load = [command(others[i % 3], SetSpeed(speed_mps=0.3), ttl_s=60) for i in range(6)]
+        for env in load:
+            await bus.publish_command(env, now=datetime.now(UTC))
+        await eventually(lambda: len(gw.held) == 6, timeout=5)  # type: ignore[arg-type]
+        stop = command(target, EmergencyStop(reason="stored only"))
+        await bus.publish(
+            command_subject(stop.mower_id),
+            encode(stop),
+            msg_id=str(stop.command_id),
+            headers={PRIORITY_HEADER: "emergency"},
+        )
+        assert (await results.wait_final(stop.command_id, timeout=10)).status == "executed"
+        # Delivered only once the window had room: after the first of the load answered.
+        load_ids = {e.command_id for e in load}
+        order = [r.command_id for r in results.results if r.is_final]
+        assert any(c in load_ids for c in order[: order.index(stop.command_id)])
+        assert Counter(sim.fleet.mower(target.mower_id).frames())[stop.command_id] == 1
 
 
 @pytest.mark.slow

@@ -130,6 +130,7 @@ async def connect(
 async def test_fleet_commands_announces_and_answers_the_mower_list(connect) -> None:  # type: ignore[no-untyped-def]
     fleet, gateway = await connect("fleet"), await connect("gateway")
     assert (await fleet.js.publish(COMMAND, b"c", stream="COMMANDS")).seq == 1
+    assert not await fleet.refused_publish(f"emergency.mower.{MOWER}")  # a stop's announcement
     assert (await fleet.js.publish("event.mower.registered", b"e")).stream == "EVENTS"
 
     assert not await fleet.refused_subscribe("fleet.mowers.list")
@@ -147,7 +148,7 @@ async def test_fleet_commands_announces_and_answers_the_mower_list(connect) -> N
 
 async def test_the_gateway_executes_but_cannot_command(connect) -> None:  # type: ignore[no-untyped-def]
     fleet, gateway = await connect("fleet"), await connect("gateway")
-    assert not await gateway.refused_subscribe("command.mower.*")  # the emergency lane
+    assert not await gateway.refused_subscribe("emergency.mower.*")  # the emergency lane
     await fleet.js.publish(COMMAND, b"c")
     sub = await gateway.js.pull_subscribe(
         "command.mower.*", durable="device-gateway-0", stream="COMMANDS"
@@ -159,6 +160,9 @@ async def test_the_gateway_executes_but_cannot_command(connect) -> None:  # type
     assert (await gateway.js.publish("event.mower.connected", b"l")).stream == "EVENTS"
     assert gateway.errors == []
     assert await gateway.refused_publish(COMMAND)
+    assert await gateway.refused_publish(f"emergency.mower.{MOWER}")
+    # Commands reach the gateway through its durable's inbox, not a core subscription.
+    assert await gateway.refused_subscribe("command.mower.*")
     assert await gateway.refused_publish("event.mower.registered")
     assert await gateway.refused_subscribe("fleet.mowers.list")
     assert await gateway.refused_publish("$JS.API.STREAM.DELETE.COMMANDS")
@@ -175,6 +179,8 @@ async def test_only_fleet_commands_only_the_gateway_results_only_fleet_lists(
     assert await conn.refused_publish(STATE)
     assert await conn.refused_subscribe("fleet.mowers.list")
     assert await conn.refused_subscribe("command.mower.*")
+    assert await conn.refused_publish(f"emergency.mower.{MOWER}")
+    assert await conn.refused_subscribe("emergency.mower.*")
 
 
 async def test_telemetry_and_realtime_consume_and_publish_nothing(connect) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 import pytest
 from nats.aio.msg import Msg
 
-from contracts.v1 import CommandEnvelope, CommandResult, EmergencyStop, decode_result
+from contracts.v1 import (
+    CommandEnvelope,
+    CommandResult,
+    EmergencyStop,
+    StartMow,
+    decode_result,
+    encode,
+)
 from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus
@@ -41,6 +48,32 @@ async def test_a_command_is_stored_once_with_its_headers(bus: Bus) -> None:
         assert msg.headers[PRIORITY_HEADER] == "emergency"
     finally:
         await sub.unsubscribe()
+        await publisher.stop()
+
+
+async def test_only_a_stop_is_announced_on_its_core_subject(bus: Bus) -> None:
+    # The emergency lane reads emergency.mower.*: a stop's bytes and headers, nothing else.
+    publisher = Publisher(bus.nc)
+    account = uuid.uuid4()
+    now = datetime.now(UTC)
+    start = CommandEnvelope.issue(
+        mower_id=MOWER, account_id=account, command=StartMow(), issued_by="user:a", now=now
+    )
+    stop = CommandEnvelope.issue(
+        mower_id=MOWER, account_id=account, command=EmergencyStop(), issued_by="user:a", now=now
+    )
+    announced = await bus.nc.subscribe("emergency.mower.*")
+    try:
+        await (await publisher.command(start, now=now))
+        await (await publisher.command(stop, now=now))  # after the start: its sentinel
+        msg = await announced.next_msg(timeout=2)
+        assert msg.subject == f"emergency.mower.{MOWER}"
+        assert msg.data == encode(stop)
+        assert msg.headers == {"Nats-Msg-Id": str(stop.command_id), PRIORITY_HEADER: "emergency"}
+        await bus.nc.flush()
+        assert announced.pending_msgs == 0  # the start before it was not announced
+    finally:
+        await announced.unsubscribe()
         await publisher.stop()
 
 

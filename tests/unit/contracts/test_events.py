@@ -24,6 +24,7 @@ from contracts.v1 import (
 )
 from contracts.v1.subjects import (
     command_subject,
+    emergency_subject,
     event_subject,
     event_type_from_subject,
     mower_id_from_subject,
@@ -89,7 +90,9 @@ def test_subject_helpers_round_trip() -> None:
     assert mower_id_from_subject(command_subject(MOWER)) == MOWER
     assert mower_id_from_subject(result_subject(MOWER)) == MOWER
     assert mower_id_from_subject(telemetry_subject(MOWER)) == MOWER
+    assert mower_id_from_subject(emergency_subject(MOWER)) == MOWER
     assert command_subject(MOWER) == f"command.mower.{MOWER}"
+    assert emergency_subject(MOWER) == f"emergency.mower.{MOWER}"
     assert result_subject(MOWER) == f"command.result.mower.{MOWER}"
     assert event_subject("mower.registered") == "event.mower.registered"
     assert event_type_from_subject("event.identity.user.deleted") == "identity.user.deleted"
@@ -97,7 +100,13 @@ def test_subject_helpers_round_trip() -> None:
 
 @pytest.mark.parametrize(
     "subject",
-    ["command.mower.not-a-uuid", "command.mower.", "fleet.mowers.list", "telemetry.mower"],
+    [
+        "command.mower.not-a-uuid",
+        "command.mower.",
+        "emergency.mower.",
+        "fleet.mowers.list",
+        "telemetry.mower",
+    ],
 )
 def test_subject_without_a_mower_id_is_refused(subject: str) -> None:
     with pytest.raises(ContractError, match="subject"):
