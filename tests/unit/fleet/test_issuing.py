@@ -89,10 +89,12 @@ async def test_a_command_goes_out_with_its_id_and_priority(stop: bool, priority:
     publisher = CommandPublisher(bus, clock=lambda: NOW)  # type: ignore[arg-type]
     sent = envelope(NOW, stop=stop)
     await publisher.publish(sent, encode_command(sent))
-    (out,) = bus.published
-    assert out.subject == f"command.mower.{sent.mower_id}"
-    assert out.headers == {MSG_ID_HEADER: str(sent.command_id), PRIORITY_HEADER: priority}
-    assert decode_command(out.data) == sent
+    # A stop is announced for the gateways' emergency lanes first (docs/gateway.md).
+    subjects = [f"emergency.mower.{sent.mower_id}"] if stop else []
+    assert [m.subject for m in bus.published] == [*subjects, f"command.mower.{sent.mower_id}"]
+    for out in bus.published:
+        assert out.headers == {MSG_ID_HEADER: str(sent.command_id), PRIORITY_HEADER: priority}
+        assert decode_command(out.data) == sent
     await publisher.stop()
 
 

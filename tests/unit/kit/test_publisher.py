@@ -48,10 +48,13 @@ async def test_a_command_goes_to_its_mower_with_its_id_and_priority(
     publisher = Publisher(nc)  # type: ignore[arg-type]
     env = command(stop=stop)
     await (await publisher.command(env, now=NOW))
-    (sent,) = nc.published
-    assert sent.subject == f"command.mower.{MOWER}"
-    assert sent.headers == {MSG_ID_HEADER: str(env.command_id), PRIORITY_HEADER: priority}
-    assert decode_command(sent.data) == env
+    # A stop is announced first on its core subject for the emergency lanes (the same
+    # bytes and headers); an ordinary command goes out once.
+    subjects = [f"emergency.mower.{MOWER}"] if stop else []
+    assert [m.subject for m in nc.published] == [*subjects, f"command.mower.{MOWER}"]
+    for sent in nc.published:
+        assert sent.headers == {MSG_ID_HEADER: str(env.command_id), PRIORITY_HEADER: priority}
+        assert decode_command(sent.data) == env
 
 
 async def test_an_expired_command_is_refused_and_never_sent() -> None:
