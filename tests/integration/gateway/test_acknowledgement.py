@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from contracts.v1 import CommandEnvelope, EmergencyStop, SetSpeed, encode
+from contracts.v1 import CommandEnvelope, EmergencyStop, MowerRegistration, SetSpeed, encode
 from contracts.v1.subjects import COMMANDS, PRIORITY_HEADER, command_subject
 from mowdeck.kit.bus import Bus
 from simulator import FleetConfig, LatencyFault, SimulatorServer
@@ -55,23 +57,43 @@ async def test_a_command_running_longer_than_the_ack_wait_is_not_redelivered(
     assert info.num_ack_pending == 0  # acknowledged once its result was stored
 
 
-async def test_a_stop_overtakes_a_full_in_flight_window(
-    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server: NatsServer
-) -> None:
+@contextlib.asynccontextmanager
+async def _full_window(
+    bus: Bus,
+    sim: SimulatorServer,
+    nats_server: NatsServer,
+    *,
+    window: int,
+    load: int,
+    device_ms: int,
+) -> AsyncIterator[tuple[Any, MowerRegistration, list[CommandEnvelope]]]:
+    """A gateway whose in-flight window of ``window`` is full of ``load`` slow commands
+    (``device_ms`` each) for three mowers; yields it, a fourth (idle) mower and the load."""
     mowers = sim.registrations()
     target, others = mowers[0], mowers[1:]
     for m in others:
-        await sim.inject(m.mower_id, LatencyFault(ms=3000))
+        await sim.inject(m.mower_id, LatencyFault(ms=device_ms))
     settings = settings_for(
-        nats_server.url, mowers, gateway_max_in_flight=20, command_ack_wait_seconds=3.0
+        nats_server.url, mowers, gateway_max_in_flight=window, command_ack_wait_seconds=3.0
     )
     async with running_gateway(settings) as gw:
         await wait_connected(gw, len(mowers))
-        load = [command(others[i % 3], SetSpeed(speed_mps=0.3), ttl_s=60) for i in range(60)]
-        for env in load:
+        envs = [command(others[i % 3], SetSpeed(speed_mps=0.3), ttl_s=60) for i in range(load)]
+        for env in envs:
             await bus.publish_command(env, now=datetime.now(UTC))
+        await eventually(lambda: len(gw.held) == window, timeout=5)  # type: ignore[arg-type]
+        yield gw, target, envs
+
+
+async def test_a_stop_overtakes_a_full_in_flight_window(
+    bus: Bus, sim: SimulatorServer, results: ResultLog, nats_server: NatsServer
+) -> None:
+    async with _full_window(bus, sim, nats_server, window=20, load=60, device_ms=3000) as (
+        gw,
+        target,
+        load,
+    ):
         # The window is full (20 held); the other 40 wait in the stream, not in the process.
-        await eventually(lambda: len(gw.held) == 20, timeout=5)  # type: ignore[arg-type]
         await eventually(lambda: gw.metrics.waiting_in_stream._value.get() >= 30, timeout=5)
         stop = command(target, EmergencyStop(reason="test"))
         t0 = time.monotonic()
@@ -89,19 +111,11 @@ async def test_a_stop_never_announced_is_still_executed_when_the_stream_delivers
     # A publisher that only stores the stop (not the kit's, which announces it on
     # emergency.mower.<id> first): the lane never sees it, and its stream copy waits its
     # turn behind the full window like any delivery, then stops the mower.
-    mowers = sim.registrations()
-    target, others = mowers[0], mowers[1:]
-    for m in others:
-        await sim.inject(m.mower_id, LatencyFault(ms=1500))
-    settings = settings_for(
-        nats_server.url, mowers, gateway_max_in_flight=6, command_ack_wait_seconds=3.0
-    )
-    async with running_gateway(settings) as gw:
-        await wait_connected(gw, len(mowers))
-        load = [command(others[i % 3], SetSpeed(speed_mps=0.3), ttl_s=60) for i in range(6)]
-        for env in load:
-            await bus.publish_command(env, now=datetime.now(UTC))
-        await eventually(lambda: len(gw.held) == 6, timeout=5)  # type: ignore[arg-type]
+    async with _full_window(bus, sim, nats_server, window=6, load=6, device_ms=1500) as (
+        _,
+        target,
+        load,
+    ):
         stop = command(target, EmergencyStop(reason="stored only"))
         await bus.publish(
             command_subject(stop.mower_id),
