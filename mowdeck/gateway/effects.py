@@ -42,6 +42,7 @@ from mowdeck.gateway.controller import (
 )
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.names import MowerNames
+from mowdeck.kit.background import BackgroundTasks
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.loop_scheduling import eager_task
 from mowdeck.kit.publisher import Publisher
@@ -128,7 +129,7 @@ class EffectRunner:
         # controller was told.
         self._stop_epochs: dict[uuid.UUID, int] = {}
         self._stops_ahead: dict[uuid.UUID, uuid.UUID] = {}
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks = BackgroundTasks()
         # Results and states leave through one task, in decision order, acks pipelined.
         self._outgoing: deque[CommandResult | tuple[MowerState, str]] = deque()
         self._wake = asyncio.Event()
@@ -161,20 +162,20 @@ class EffectRunner:
                 case SendToDevice(envelope) if envelope.is_emergency:
                     # Written to the device inside this call, not a loop turn later.
                     self._stop_epochs[mower_id] = self._stop_epochs.get(mower_id, 0) + 1
-                    self._track(eager_task(self._send(envelope)))
+                    self._tasks.track(eager_task(self._send(envelope)))
                 case SendToDevice(envelope) if mower_id in self._stops_ahead:
                     # Decided before its controller knew of the stop the lane sent: it
                     # was published before the stop, which overtook it.
                     self._tell(mower_id, DeviceOutcome(envelope, "rejected", PREEMPTED))
                 case SendToDevice(envelope):
-                    self._spawn(self._send(envelope, self._stop_epochs.get(mower_id, 0)))
+                    self._tasks.spawn(self._send(envelope, self._stop_epochs.get(mower_id, 0)))
                 case PublishState(state, heartbeat):
                     # A heartbeat gets an id of its own (the time it was due): republishing
                     # an unchanged state under the state's id would be dropped by the
                     # stream's duplicate window (30 s), and most heartbeats with it.
                     self._enqueue((state, f":hb:{time.time():.3f}" if heartbeat else ""))
                 case EndDrive(mower):
-                    self._spawn(self._end_drive(mower))
+                    self._tasks.spawn(self._end_drive(mower))
                 case ScheduleDriveCheck(delay_s, token):
                     asyncio.get_running_loop().call_later(
                         delay_s, self._tell, mower_id, DriveCheck(token)
@@ -191,7 +192,7 @@ class EffectRunner:
                         now=self._clock(),
                         account_id=registration.account_id,
                     )
-                    self._spawn(self._publish_event(event))
+                    self._tasks.spawn(self._publish_event(event))
 
     def stop_sent_ahead(self, mower_id: uuid.UUID, command_id: uuid.UUID) -> None:
         """The lane is sending a stop its controller has not been told of yet.
@@ -207,14 +208,6 @@ class EffectRunner:
             self._delivered_at[command_id] = at
             if len(self._delivered_at) > 1024:
                 self._delivered_at.popitem(last=False)
-
-    def _spawn(self, coro: Any) -> None:
-        self._track(asyncio.get_running_loop().create_task(coro))
-
-    def _track(self, task: asyncio.Future[Any]) -> None:
-        if not task.done():
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
 
     def _enqueue(self, item: CommandResult | tuple[MowerState, str]) -> None:
         self._outgoing.append(item)
@@ -373,21 +366,19 @@ class EffectRunner:
 
     async def settle(self, timeout: float) -> None:
         """Wait for the effect tasks started so far (device sends, publishes)."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
+        await self._tasks.wait(timeout)
         deadline = time.monotonic() + timeout
         while self._outgoing and time.monotonic() < deadline:  # noqa: ASYNC110 - no "empty" event
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
         """Cancel what is left."""
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         if self._publisher is not None:
             self._publisher.cancel()
             await asyncio.gather(self._publisher, return_exceptions=True)
         await self._jetstream.stop()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.finish()
 
 
 def _debug_enabled() -> bool:

@@ -185,7 +185,7 @@ class CommandIntake:
             await asyncio.sleep(0)
 
     def on_lane_message(self, msg: Msg) -> None:
-        """On the emergency lane's thread: a command as it was published.
+        """On the emergency lane's thread: a stop's announcement, as it was published.
 
         Only stops are acted on: admitted here (admission is pure and only reads the
         registry), then handed to the loop ahead of everything it has queued. Refusals

@@ -35,6 +35,7 @@ from mowdeck.gateway.actor import ControllerActor, EffectOutbox, EmergencySubmit
 from mowdeck.gateway.controller import Effect
 from mowdeck.gateway.names import MowerNames
 from mowdeck.gateway.open_commands import OpenCommands, lost_effects
+from mowdeck.kit.background import BackgroundTasks
 
 __all__ = ["ControllerRouter"]
 
@@ -73,7 +74,7 @@ class ControllerRouter:
         self._tells: list[tuple[str, pykka.ActorRef[Any], object]] = []
         self._tells_scheduled = False
         self._held: dict[str, list[object]] = {}
-        self._held_deliveries: set[asyncio.Task[None]] = set()
+        self._held_deliveries = BackgroundTasks()
         self._open = OpenCommands()  # what each controller holds, settled if it fails
 
     def _make_controller(self, key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
@@ -175,9 +176,7 @@ class ControllerRouter:
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = []
-            task = asyncio.get_running_loop().create_task(self._deliver_held(key))
-            self._held_deliveries.add(task)
-            task.add_done_callback(self._held_deliveries.discard)
+            self._held_deliveries.spawn(self._deliver_held(key))
         held.append(message)
 
     async def _deliver_held(self, key: str) -> None:
@@ -199,8 +198,7 @@ class ControllerRouter:
 
     async def wait_held(self, timeout: float) -> None:
         """Until the messages held for restarting controllers are delivered (or ``timeout``)."""
-        if self._held_deliveries:
-            await asyncio.wait(set(self._held_deliveries), timeout=timeout)
+        await self._held_deliveries.wait(timeout)
 
     async def stop_all(self) -> None:
         """Stop every controller."""

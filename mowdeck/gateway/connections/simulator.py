@@ -19,8 +19,7 @@ import contextlib
 import random
 import uuid
 import weakref
-from collections.abc import Coroutine
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 import aiohttp
 import msgspec
@@ -35,6 +34,7 @@ from mowdeck.gateway.connections.port import (
     LinkDownError,
     LinkLostError,
 )
+from mowdeck.kit.background import BackgroundTasks
 from simulator.protocol import (
     PROTOCOL_VERSION,
     CommandFrame,
@@ -70,13 +70,7 @@ class SimulatorOptions(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("backoff_max_seconds must not be below backoff_initial_seconds")
 
 
-_background: set[asyncio.Task[None]] = set()  # pings and closes under way, kept referenced
-
-
-def _spawn(coro: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.get_running_loop().create_task(coro)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
+_background = BackgroundTasks()  # pings and closes under way
 
 
 class _Heartbeat:
@@ -106,13 +100,13 @@ class _Heartbeat:
             self._timer = loop.call_later(self._period, self._tick)
         elif not self._pinged:
             self._pinged = True
-            _spawn(self._ping())
+            _background.spawn(self._ping())
             self._timer = loop.call_later(self._period / 2, self._tick)
         else:
             # The reader's receive sees the closing at once and ends the link; the close
             # handshake with a mower that no longer answers is left to its own timeout.
             self.timed_out = True
-            _spawn(self._close())
+            _background.spawn(self._close())
 
     async def _ping(self) -> None:
         with contextlib.suppress(OSError, aiohttp.ClientError, RuntimeError):
