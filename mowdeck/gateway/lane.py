@@ -32,7 +32,7 @@ from nats.aio.msg import Msg
 
 from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.loop_scheduling import run_realtime
-from mowdeck.kit.wire import has_inline_status, plain_headers, subscribe_direct
+from mowdeck.kit.wire import has_inline_status, plain_headers, round_trip, subscribe_direct
 
 __all__ = ["EmergencyLane"]
 
@@ -133,7 +133,7 @@ class EmergencyLane:
             )
             self.nc = bus.nc
             await subscribe_direct(bus.nc, self._subject, self._on_raw, fallback=self._on_message)
-            await bus.nc.flush()  # ready once the server has the subscription, not before
+            await round_trip(bus.nc)  # ready once the server has the subscription, not before
         except BaseException as err:
             if bus is not None:  # connected, then failed: the connection is not left open
                 with contextlib.suppress(Exception):

@@ -2,9 +2,10 @@
 
 What it does and why is in ``mowdeck.kit.wire``, the module to import. This one reaches
 into nats-py internals (``Parser`` state, ``_send_command``, ``_flush_pending``,
-``_send_publish``, ``_process_headers``, ``_remove_sub``, ``Msg._ackd``, ``BadHeaderError``
-of nats-py 2.16) and is imported only by ``wire.new_client`` once the installed nats-py is
-one of ``wire.TESTED_NATS_PY``: with ``MOWDECK_NATS_FAST_PATH`` off it is never imported.
+``_send_publish``, ``_send_ping``, ``_pongs``, ``_process_headers``, ``_remove_sub``,
+``Msg._ackd``, ``BadHeaderError`` of nats-py 2.16) and is imported only by
+``wire.new_client`` once the installed nats-py is one of ``wire.TESTED_NATS_PY``: with
+``MOWDECK_NATS_FAST_PATH`` off it is never imported.
 tests/unit/kit/test_wire.py holds it to nats-py's own parser and publisher and
 tests/integration/kit/test_wire.py to a real server, so an upgrade that changes them
 fails there, not in production.
@@ -12,6 +13,7 @@ fails there, not in production.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -146,6 +148,19 @@ class Client(nats_client.Client):
             await sub.unsubscribe()
             raise RuntimeError(f"nats: subscription id {sub._id}, expected {sid}")
         return DirectSubscription(sub)
+
+    async def _send_ping(self, future: asyncio.Future[bool] | None = None) -> None:
+        # nats-py writes the PING of ``flush`` straight to the socket, ahead of commands
+        # still waiting for its flusher: a PONG then does not mean the server has read a
+        # SUB made just before. Here the PING waits its turn behind them. While there is
+        # no connection nats-py's way stands: a PING kept for the next one would answer
+        # the first flush made after the reconnect, not its own.
+        if not self.is_connected:
+            await super()._send_ping(future)
+            return
+        self._pongs.append(future if future is not None else asyncio.Future())
+        await self._send_command(nats_client.PING_PROTO)
+        await self._flush_pending()
 
     async def _process_msg(
         self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None

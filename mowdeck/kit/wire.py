@@ -18,6 +18,8 @@ keeps nats-py's behaviour and replaces only those steps:
   on (``+WPI``, what ``msg.in_progress()`` sends), also in one write.
 - Publishes with headers build their ``HPUB`` from header names checked once (nats-py
   checks every name with a regular expression on every publish); the bytes are the same.
+- ``flush`` (``round_trip`` here) sends its ``PING`` behind the commands still waiting to be
+  written, so its ``PONG`` means the server has read them (nats-py writes it ahead of them).
 - ``subscribe_direct`` hands each message of a subscription to a plain function, as the
   parser reads it: no ``Msg``, no queue and no task step per message. For subscriptions
   that only look at a message and move on (publish acks, the gateway's emergency lane).
@@ -62,6 +64,7 @@ __all__ = [
     "parse_header_lines",
     "plain_headers",
     "progress_all",
+    "round_trip",
     "subscribe_direct",
 ]
 
@@ -123,6 +126,22 @@ def is_fast(nc: object) -> bool:
     """Whether ``nc`` is the fast client (and so has ``subscribe_direct``)."""
     fast = sys.modules.get(_FAST_MODULE)
     return fast is not None and isinstance(nc, fast.Client)
+
+
+async def round_trip(nc: NATS) -> None:
+    """Return once the server has read everything sent on ``nc`` before (a SUB, say).
+
+    nats-py 2.16's ``flush`` writes its ``PING`` straight to the socket, ahead of commands
+    still waiting for the client's flusher task (a ``subscribe`` leaves its ``SUB`` there):
+    its ``PONG`` can come back before the server has the subscription, and a message
+    published elsewhere meanwhile misses it. The fast client queues the ``PING`` behind
+    them, so one ``flush`` is enough. On the stock client the first ``flush`` lets the
+    flusher write what waited (it runs before any reply can be read), and the second
+    ``PING`` follows it on the socket.
+    """
+    await nc.flush()
+    if not is_fast(nc):
+        await nc.flush()
 
 
 async def subscribe_direct(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import ConnectionDrainingError, MsgAlreadyAckdError, NotJSMessageError
 
@@ -295,3 +296,71 @@ async def test_a_direct_subscription_survives_a_server_restart(
         assert seen.got[0][2] == b"before" and seen.got[-1][2] == b"after"
     finally:
         await bus.drain()
+
+
+class _Written:
+    """Every byte ``nc`` writes to its socket from now on, in order (writes pass through)."""
+
+    def __init__(self, nc: NATS) -> None:
+        self.data = bytearray()
+        transport = nc._transport
+        assert transport is not None
+        write, writelines = transport.write, transport.writelines
+
+        def recorded_write(chunk: bytes) -> None:
+            self.data += chunk
+            write(chunk)
+
+        def recorded_writelines(chunks: list[bytes]) -> None:
+            for chunk in chunks:
+                self.data += chunk
+            writelines(chunks)
+
+        transport.write = recorded_write  # type: ignore[method-assign]
+        transport.writelines = recorded_writelines  # type: ignore[method-assign]
+
+
+async def _connected(nats_server: NatsServer, *, fast_path: bool) -> NATS:
+    nc = wire.new_client(fast_path=fast_path)
+    await nc.connect(servers=[nats_server.url], allow_reconnect=False)
+    return nc
+
+
+async def _ignore(_msg: Msg) -> None:
+    return None
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "stock"])
+async def test_a_round_trip_follows_the_subscription_made_before_it(
+    nats_server: NatsServer, fast_path: bool
+) -> None:
+    # The emergency lane is ready once its subscription is: a PONG that came back for a
+    # PING written ahead of the SUB would let a stop published meanwhile pass it by.
+    nc = await _connected(nats_server, fast_path=fast_path)
+    try:
+        written = _Written(nc)
+        await nc.subscribe("order.check", cb=_ignore)
+        await wire.round_trip(nc)
+        sub = written.data.find(b"SUB order.check")
+        assert sub >= 0
+        assert written.data.rfind(b"PING\r\n") > sub, bytes(written.data)
+    finally:
+        await nc.close()
+
+
+async def test_the_fast_client_flushes_behind_what_waits_to_be_written(
+    nats_server: NatsServer,
+) -> None:
+    # nats-py's own flush writes its PING ahead of a SUB still waiting for the flusher
+    # (the stock client here); the fast client's comes after it.
+    order = {}
+    for fast_path in (True, False):
+        nc = await _connected(nats_server, fast_path=fast_path)
+        try:
+            written = _Written(nc)
+            await nc.subscribe("order.check", cb=_ignore)
+            await nc.flush()
+            order[fast_path] = written.data.find(b"PING\r\n") > written.data.find(b"SUB ")
+        finally:
+            await nc.close()
+    assert order == {True: True, False: False}
