@@ -5,7 +5,10 @@ Run: python -m tests.bench.gateway [--smoke]
 Processes: a nats-server, ``mowdeck sim`` and ``mowdeck gateway`` as subprocesses; this
 process publishes commands and reads results. Latencies are wall-clock on one machine.
 The transport phase runs the gateway's NATS traffic alone (no gateway, no simulator): the
-ceiling of any gateway with this message pattern on this machine.
+ceiling of any gateway with this message pattern on this machine. With ``--witness`` a
+bare subscriber of the stops' announcements (``witness_main``) splits each e-stop phase
+at nats-server: publish to the witness (the publisher and nats-server), witness to device
+(the gateway and the stopped mowers' simulator).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from contracts.v1.subjects import (
     COMMANDS,
     EMERGENCY_FILTER,
     FLEET_MOWERS_LIST,
+    MSG_ID_HEADER,
     result_subject,
     telemetry_subject,
 )
@@ -57,6 +61,7 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.garbage_collector import set_young_threshold
 from mowdeck.kit.loop_scheduling import run_realtime
+from mowdeck.kit.wire import plain_headers, round_trip, subscribe_direct
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer, free_port
 
@@ -445,6 +450,88 @@ async def standin_main(url: str) -> None:
     await gw.drain()
 
 
+async def witness_main(url: str) -> None:
+    """The witness: when each stop's announcement came out of nats-server.
+
+    A bare subscriber to ``emergency.mower.*`` in a process of its own, run SCHED_FIFO
+    where this process may (so that its own wake-up is not what it measures), reading
+    the raw bytes as its client parses them. When its standard input closes it prints
+    ``seen <command id> <epoch seconds>`` for every stop it saw (among its log lines).
+    """
+    refused = run_realtime(STAND_IN_PRIORITY)
+    bus = await Bus.connect(url, name="bench-witness")
+    seen: list[tuple[bytes | str | None, float]] = []
+
+    def on_stop(subject: bytes, reply: bytes, data: bytes, hdr: bytes | None) -> None:
+        seen.append((hdr, time.time()))
+
+    async def on_msg(msg: Any) -> None:
+        seen.append(((msg.headers or {}).get(MSG_ID_HEADER), time.time()))
+
+    await subscribe_direct(bus.nc, EMERGENCY_FILTER, on_stop, fallback=on_msg)
+    await round_trip(bus.nc)
+    print(f"ready {refused or 'realtime'}", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await bus.drain()
+    for hdr, at in seen:
+        headers = (plain_headers(hdr) if isinstance(hdr, bytes) else None) or {}
+        command_id = hdr if isinstance(hdr, str) else headers.get(MSG_ID_HEADER)
+        print(f"seen {command_id} {at:.6f}")
+
+
+class Witness:
+    """``witness_main`` in a subprocess: the stops' arrival at a bare subscriber."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._proc: asyncio.subprocess.Process | None = None
+        self.realtime = False
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.bench.gateway",
+            "--witness-of",
+            self._url,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self._proc.stdout is not None
+        while True:  # past its log lines
+            line = (await self._proc.stdout.readline()).decode()
+            assert line, "the witness ended before it was ready"
+            if line.startswith("ready "):
+                break
+        self.realtime = line.split(maxsplit=1)[1].strip() == "realtime"
+
+    async def stop(self) -> dict[str, float]:
+        """Every stop seen: its command id and when (epoch seconds)."""
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.close()
+        out, _ = await self._proc.communicate()
+        seen: dict[str, float] = {}
+        for line in out.decode().splitlines():
+            if line.startswith("seen "):
+                _, command_id, at = line.split()
+                seen.setdefault(command_id, float(at))
+        return seen
+
+
+Trace = list[tuple[str, float, float]]  # a stop's command id, publish and device time
+
+
+def hops(trace: Trace, seen: dict[str, float]) -> dict[str, float]:
+    """p99 of a phase's publish to the witness, and witness to device, in ms."""
+    up = [(seen[c] - t0) * 1000 for c, t0, _ in trace if c in seen]
+    down = [(got - seen[c]) * 1000 for c, _, got in trace if c in seen]
+    return {
+        "publish_to_witness_p99": round(pct(up, 99), 2),
+        "witness_to_device_p99": round(pct(down, 99), 2),
+        "n": len(up),
+    }
+
+
 class _Stand:
     """What ``throughput`` needs of a fleet: its mowers."""
 
@@ -557,6 +644,7 @@ async def estop_latency(
     count: int,
     device_ms: int = 0,
     hold_s: float = 0.0,
+    trace: Trace | None = None,
 ) -> list[float]:
     """Publish-to-mower latency of ``count`` emergency stops, in ms.
 
@@ -566,7 +654,8 @@ async def estop_latency(
     mower takes that long over each ordinary command (a latency fault), so the load keeps
     each mower busy without the commands being instant; with 0 they are instant and the
     load saturates the machine's CPU instead. ``hold_s``: keep the load up this long
-    after the stops (with ``count`` 0: the load alone).
+    after the stops (with ``count`` 0: the load alone). ``trace`` gets each stop's
+    command id, publish time and arrival at its mower.
     """
     stop_load = asyncio.Event()
     chosen = {m.mower_id for m in targets}
@@ -617,6 +706,8 @@ async def estop_latency(
                     got = (await received_at(http, fleet, target.mower_id)).get(command_id)
                     if got is not None:
                         latencies.append((got - t0) * 1000)
+                        if trace is not None and len(trace) < count:
+                            trace.append((command_id, t0, got))
                         break
                     await asyncio.sleep(0.1)
         if loaded and hold_s:
@@ -759,10 +850,21 @@ async def main_async(args: argparse.Namespace) -> None:
                 targets = stopped[: args.targets]
                 s0, n0 = await estop_inside(http, fleet)
                 collections_before = await gc_pauses(http, fleet)
+                witness = Witness(nats.url) if args.witness else None
+                if witness is not None:
+                    await witness.start()
+                traces: dict[str, Trace] = {"idle": []}
                 stand_ins = StandIns(fleet, realtime=args.stand_ins_realtime)
                 async with stand_ins as stops:
                     idle = await estop_latency(
-                        bus, stops, http, fleet, targets, loaded=False, count=args.estops
+                        bus,
+                        stops,
+                        http,
+                        fleet,
+                        targets,
+                        loaded=False,
+                        count=args.estops,
+                        trace=traces["idle"],
                     )
                     s1, n1 = await estop_inside(http, fleet)
                     # Inside the gateway at saturation: admission to final result of the load
@@ -783,9 +885,17 @@ async def main_async(args: argparse.Namespace) -> None:
                     for run in range(args.loaded_runs):
                         first = args.targets * (1 + run)
                         targets = stopped[first : first + args.targets]
+                        traces[f"saturated {run + 1}"] = trace = []
                         loaded_runs.append(
                             await estop_latency(
-                                bus, stops, http, fleet, targets, loaded=True, count=args.estops
+                                bus,
+                                stops,
+                                http,
+                                fleet,
+                                targets,
+                                loaded=True,
+                                count=args.estops,
+                                trace=trace,
                             )
                         )
                     estop_after = await histogram(http, fleet.gw_url, estop_seconds)
@@ -800,7 +910,13 @@ async def main_async(args: argparse.Namespace) -> None:
                         loaded=True,
                         count=args.busy_estops,
                         device_ms=BUSY_DEVICE_MS,
+                        trace=traces.setdefault("busy", []),
                     )
+                estop_hops: dict[str, Any] | None = None
+                if witness is not None:
+                    seen = await witness.stop()
+                    estop_hops = {phase: hops(trace, seen) for phase, trace in traces.items()}
+                    estop_hops["witness_realtime"] = witness.realtime
                 s3, n3 = await estop_inside(http, fleet)
                 inside = {
                     "idle_mean_ms": (s1 - s0) / max(1, n1 - n0) * 1000,
@@ -844,6 +960,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 "estop_inside_gateway": inside,
                 "stand_ins_realtime": stand_ins.realtime,
                 "gateway_gc": collections,
+                **({"estop_hops_ms": estop_hops} if estop_hops is not None else {}),
                 f"gateway_{args.big}": big,
             },
             indent=2,
@@ -896,10 +1013,19 @@ def main() -> None:
     )
     parser.add_argument("--big", type=int, default=10_000)
     parser.add_argument("--footprint-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--witness",
+        action="store_true",
+        help="split each e-stop phase's p99 at a bare subscriber of the stops (estop_hops_ms)",
+    )
     parser.add_argument("--standin", metavar="NATS_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--witness-of", metavar="NATS_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.standin:
         asyncio.run(standin_main(args.standin))
+        return
+    if args.witness_of:
+        asyncio.run(witness_main(args.witness_of))
         return
     if args.smoke:
         args.mowers, args.commands, args.estops, args.big = 10, 200, 2, 50
