@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -856,27 +857,17 @@ async def main_async(args: argparse.Namespace) -> None:
                 traces: dict[str, Trace] = {"idle": []}
                 stand_ins = StandIns(fleet, realtime=args.stand_ins_realtime)
                 async with stand_ins as stops:
-                    idle = await estop_latency(
-                        bus,
-                        stops,
-                        http,
-                        fleet,
-                        targets,
-                        loaded=False,
-                        count=args.estops,
-                        trace=traces["idle"],
+                    stop_phase = functools.partial(estop_latency, bus, stops, http, fleet)
+                    idle = await stop_phase(
+                        targets, loaded=False, count=args.estops, trace=traces["idle"]
                     )
                     s1, n1 = await estop_inside(http, fleet)
                     # Inside the gateway at saturation: admission to final result of the load
                     # alone (the targets' 2 s starts of the stop phases would be its tail).
                     command_seconds = "mowdeck_gateway_command_seconds"
-                    await estop_latency(
-                        bus, stops, http, fleet, [], loaded=True, count=0, hold_s=1.0
-                    )
+                    await stop_phase([], loaded=True, count=0, hold_s=1.0)
                     admission_before = await histogram(http, fleet.gw_url, command_seconds)
-                    await estop_latency(
-                        bus, stops, http, fleet, [], loaded=True, count=0, hold_s=args.saturated_s
-                    )
+                    await stop_phase([], loaded=True, count=0, hold_s=args.saturated_s)
                     admission_after = await histogram(http, fleet.gw_url, command_seconds)
                     # The saturated phase five times over: its p99 is the worst of the five.
                     estop_seconds = "mowdeck_gateway_emergency_stop_seconds"
@@ -887,25 +878,12 @@ async def main_async(args: argparse.Namespace) -> None:
                         targets = stopped[first : first + args.targets]
                         traces[f"saturated {run + 1}"] = trace = []
                         loaded_runs.append(
-                            await estop_latency(
-                                bus,
-                                stops,
-                                http,
-                                fleet,
-                                targets,
-                                loaded=True,
-                                count=args.estops,
-                                trace=trace,
-                            )
+                            await stop_phase(targets, loaded=True, count=args.estops, trace=trace)
                         )
                     estop_after = await histogram(http, fleet.gw_url, estop_seconds)
                     s2, n2 = await estop_inside(http, fleet)
                     targets = stopped[-args.targets :]
-                    busy = await estop_latency(
-                        bus,
-                        stops,
-                        http,
-                        fleet,
+                    busy = await stop_phase(
                         targets,
                         loaded=True,
                         count=args.busy_estops,
