@@ -14,6 +14,27 @@ from tests.support.jetstream import recreate_streams
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
 from tests.support.settings import fast_path_from_environment
+from tests.support.taskdump import dump_tasks_after
+
+# Seconds before a test's timeout at which every asyncio task's stack is printed.
+_TASK_DUMP_AHEAD_S = 15.0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A test that runs into its timeout reports where each of its tasks waited."""
+    marker = item.get_closest_marker("timeout")
+    timeout = (
+        float(marker.args[0])
+        if marker and marker.args
+        else float(item.config.getini("timeout") or 0)
+    )
+    call_off = dump_tasks_after(max(1.0, timeout - _TASK_DUMP_AHEAD_S)) if timeout > 0 else None
+    try:
+        yield
+    finally:
+        if call_off is not None:
+            call_off()
 
 
 @pytest.fixture(autouse=True)
