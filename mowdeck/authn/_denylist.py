@@ -32,6 +32,7 @@ from contracts.v1 import UserRef, decode_event
 from contracts.v1.subjects import EVENTS
 from mowdeck.authn._settings import AuthSettings
 from mowdeck.errors import MowdeckError
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.bus_permissions import DENYLIST_DELIVER
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DropMessage, RetryLater, settle
@@ -246,8 +247,7 @@ class JetStreamDenyList:
                 await self._watcher.stop()  # type: ignore[no-untyped-call]
             self._watcher = None
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
 
     @property

@@ -25,6 +25,7 @@ import structlog
 from nats.aio.msg import Msg
 
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.batching import ack_together
 from mowdeck.kit.wire import progress_all
 
@@ -233,9 +234,7 @@ class HeldDeliveries:
 
     async def stop(self) -> None:
         """Write what is decided, then stop."""
-        for task in (self._writer, self._sweeper):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait(self._writer, name="command acks")
+        await cancel_and_wait(self._sweeper, name="command progress")
         self._writer = self._sweeper = None
         await self.flush()

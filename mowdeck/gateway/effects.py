@@ -42,7 +42,7 @@ from mowdeck.gateway.controller import (
 )
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.names import MowerNames
-from mowdeck.kit.background import BackgroundTasks
+from mowdeck.kit.background import BackgroundTasks, cancel_and_wait
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.loop_scheduling import eager_task
 from mowdeck.kit.publisher import Publisher
@@ -375,8 +375,7 @@ class EffectRunner:
         """Cancel what is left."""
         self._tasks.cancel()
         if self._publisher is not None:
-            self._publisher.cancel()
-            await asyncio.gather(self._publisher, return_exceptions=True)
+            await cancel_and_wait(self._publisher, name="results publisher")
         await self._jetstream.stop()
         await self._tasks.finish()
 

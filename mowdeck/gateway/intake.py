@@ -30,6 +30,7 @@ from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.batching import ack_together
 from mowdeck.kit.bus import header
 from mowdeck.kit.loop_scheduling import call_first_threadsafe
@@ -159,8 +160,7 @@ class CommandIntake:
     async def stop(self) -> None:
         """Stop the admitting task (after ``release`` and the results are out)."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task, name="admission")
             self._task = None
 
     async def on_command(self, msg: Msg) -> None:

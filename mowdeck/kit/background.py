@@ -4,6 +4,12 @@ The event loop holds only weak references to its tasks: a task started and not k
 be collected before it finishes. A service that starts work in the background (a device
 send, a publish, a ping) keeps it in a ``BackgroundTasks``, which forgets each task once
 it is done and lets shutdown wait for what is left or cancel it.
+
+``cancel_and_wait`` ends one task for good. A coroutine may swallow a cancellation and
+carry on (nats-py's ``_flush_pending`` catches ``CancelledError`` while a publish waits
+for its write buffer to be flushed); a plain ``task.cancel()`` followed by awaiting the
+task then waits for ever, and a shutdown with it. It cancels again until the task has
+ended, and gives up, logged, after a bound.
 """
 
 from __future__ import annotations
@@ -12,7 +18,44 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-__all__ = ["BackgroundTasks"]
+import structlog
+
+__all__ = ["BackgroundTasks", "cancel_and_wait"]
+
+log = structlog.get_logger("mowdeck.background")
+
+# How often a cancellation is repeated while the task goes on (one swallowed cancel
+# costs at most this much).
+RECANCEL_SECONDS = 0.05
+
+
+async def cancel_and_wait(
+    task: asyncio.Future[Any] | None, *, timeout: float = 10.0, name: str | None = None
+) -> bool:
+    """Cancel ``task`` and wait until it has ended; False if it had not after ``timeout``.
+
+    The cancellation is repeated every ``RECANCEL_SECONDS`` while the task goes on, so a
+    task that swallowed one still ends at the next. What the task raised or returned is
+    discarded (its own end). A task still running after ``timeout`` seconds is logged with
+    ``name`` (the task's own name when not given) and left cancelled: the caller's
+    shutdown goes on instead of waiting for it. A caller cancelled while waiting is
+    cancelled at once; the task keeps its cancellation.
+    """
+    if task is None:
+        return True
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not task.done():
+        task.cancel()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            label = name or (task.get_name() if isinstance(task, asyncio.Task) else repr(task))
+            log.error("task did not end when cancelled", task=label, timeout_s=timeout)
+            return False
+        await asyncio.wait({task}, timeout=min(RECANCEL_SECONDS, remaining))
+    if not task.cancelled():
+        task.exception()  # retrieved: its end is not reported as never retrieved
+    return True
 
 
 class BackgroundTasks:
@@ -48,6 +91,6 @@ class BackgroundTasks:
         for task in list(self._tasks):
             task.cancel()
 
-    async def finish(self) -> None:
-        """Until every task kept now has ended, whatever its outcome."""
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def finish(self, timeout: float = 10.0) -> None:
+        """Cancel every task kept now and wait until each has ended (``cancel_and_wait``)."""
+        await asyncio.gather(*(cancel_and_wait(t, timeout=timeout) for t in list(self._tasks)))

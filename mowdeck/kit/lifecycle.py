@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_authz_settings
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.bus_permissions import user as bus_user
 from mowdeck.kit.http import HttpServer, Readiness, with_ops_routes
@@ -28,6 +29,11 @@ from mowdeck.kit.settings import BaseSettings
 __all__ = ["Resources", "Service", "run_services", "start_all", "stop_all"]
 
 log = structlog.get_logger("mowdeck.lifecycle")
+
+# How long one part of a service's resources may take to close before the rest go on.
+PART_TIMEOUT_SECONDS = 30.0
+# A bus's drain bounds its own steps (5 s + 5 s + nats-py's 30 s drain): a little more.
+BUS_DRAIN_TIMEOUT_SECONDS = 45.0
 T = TypeVar("T")
 
 
@@ -54,8 +60,9 @@ class Resources:
     they are and never closed; what is created here is closed here.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, part_timeout: float = PART_TIMEOUT_SECONDS) -> None:
         self._stack = AsyncExitStack()
+        self._part_timeout = part_timeout
 
     async def bus(
         self,
@@ -78,7 +85,8 @@ class Resources:
         bus = await Bus.connect(
             url, name=name, fast_path=fast_path, credentials=credentials, user=user
         )
-        self.push(bus.drain, name=f"bus {name}")
+        # Its own steps are bounded (acks 5 s, async publishes 5 s, nats-py's drain 30 s).
+        self.push(bus.drain, name=f"bus {name}", timeout=BUS_DRAIN_TIMEOUT_SECONDS)
         return bus
 
     async def bus_for(
@@ -181,12 +189,26 @@ class Resources:
         self.push(server.stop, name="http server")
         return server
 
-    def push(self, close: Callable[[], Awaitable[object]], *, name: str) -> None:
-        """Run ``close()`` at close, before everything pushed earlier."""
+    def push(
+        self, close: Callable[[], Awaitable[object]], *, name: str, timeout: float | None = None
+    ) -> None:
+        """Run ``close()`` at close, before everything pushed earlier.
+
+        It gets ``timeout`` seconds (the ``part_timeout`` given to ``Resources`` when
+        None); a part still closing then is logged, cancelled and left behind, so that one
+        stuck part does not keep the rest (the bus's drain above all) from being released.
+        """
+        bound = self._part_timeout if timeout is None else timeout
 
         async def closing() -> None:
+            part = asyncio.ensure_future(close())
             try:
-                await close()
+                done, _ = await asyncio.wait({part}, timeout=bound)
+                if not done:
+                    log.error("closing timed out, the rest go on", part=name, timeout_s=bound)
+                    await cancel_and_wait(part, timeout=1.0, name=name)
+                    return
+                part.result()
             except Exception:
                 log.exception("closing failed", part=name)
 
@@ -204,8 +226,7 @@ class Resources:
         """Cancel ``task`` at close and wait for it; what it raises then is its own end."""
 
         async def cancel() -> None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait(task, name=name)
 
         self.push(cancel, name=name)
 

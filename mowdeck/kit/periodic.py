@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import structlog
 
+from mowdeck.kit.background import cancel_and_wait
+
 __all__ = ["Periodic"]
 
 log = structlog.get_logger("mowdeck.periodic")
@@ -41,8 +43,7 @@ class Periodic:
     async def stop(self) -> None:
         """Stop the timer."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _loop(self) -> None:

@@ -28,6 +28,7 @@ from contracts.v1 import (
     decode_event,
 )
 from contracts.v1.subjects import EVENTS, FLEET_MOWERS_LIST
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.bus import Bus
 
 __all__ = ["FleetSeed", "list_mowers", "seed_healthy"]
@@ -230,8 +231,7 @@ class FleetSeed:
         """Stop seeding and following."""
         self._stopping = True
         if self.task is not None:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
+            await cancel_and_wait(self.task)
         if self._sub is not None:
             try:
                 await self._sub.unsubscribe()

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 import structlog
 
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.periodic import Periodic
 from mowdeck.notifications.channels import Delivery, DeliveryResult, NotificationChannels
 from mowdeck.notifications.delivery_metrics import DeliveryMetrics
@@ -107,15 +108,12 @@ class DeliveryWorker:
         for periodic in self._housekeeping:
             await periodic.stop()
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         if self._sending:
             grace = self._settings.notifications_send_timeout_seconds + 1
             _, pending = await asyncio.wait(set(self._sending), timeout=grace)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*(cancel_and_wait(task) for task in pending))
         if self._flusher is not None:
             await asyncio.gather(self._flusher, return_exceptions=True)
         if self._stop_listening is not None:

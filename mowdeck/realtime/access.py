@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import structlog
 
 from mowdeck.authz import Authorizer, AuthzUnavailableError, user_ref
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.realtime.client import Client
 from mowdeck.realtime.hub import Hub
 from mowdeck.realtime.metrics import RealtimeMetrics
@@ -77,8 +78,7 @@ class Access:
     async def stop(self) -> None:
         """Stop the refresh loop."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _run(self) -> None:

@@ -34,7 +34,7 @@ from mowdeck.gateway.connections.port import (
     LinkDownError,
     LinkLostError,
 )
-from mowdeck.kit.background import BackgroundTasks
+from mowdeck.kit.background import BackgroundTasks, cancel_and_wait
 from simulator.protocol import (
     PROTOCOL_VERSION,
     CommandFrame,
@@ -256,9 +256,7 @@ class SimulatorConnection:
         """Close the link for good and report it down."""
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task, name="device link")
             self._task = None
         if self._own_session and self._session is not None:
             await _SharedSession.release(self._session)

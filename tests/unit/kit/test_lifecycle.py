@@ -113,6 +113,29 @@ async def test_a_failing_close_is_logged_and_the_others_still_close() -> None:
     ]
 
 
+async def test_a_part_that_does_not_close_in_time_is_cancelled_and_the_others_still_close() -> None:
+    events: list[str] = []
+    resources = Resources(part_timeout=0.2)
+    stuck_ended = asyncio.Event()
+
+    async def stuck() -> None:
+        try:
+            await asyncio.Event().wait()  # a close that waits for something that never comes
+        finally:
+            stuck_ended.set()
+
+    resources.push_sync(lambda: events.append("closed first"), name="first")
+    resources.push(stuck, name="stuck")
+    resources.push(Part("quick", events).stop, name="quick", timeout=5.0)
+    with capture_logs() as logs:
+        await asyncio.wait_for(resources.close(), timeout=10.0)
+    assert events == ["stop quick", "closed first"]
+    assert stuck_ended.is_set()  # cancelled, not left running
+    assert [(e["event"], e["part"]) for e in logs if e["log_level"] == "error"] == [
+        ("closing timed out, the rest go on", "stuck")
+    ]
+
+
 async def test_an_entered_context_is_exited_at_close_and_borrowed_parts_are_kept() -> None:
     events: list[str] = []
 
