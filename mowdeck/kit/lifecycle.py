@@ -204,10 +204,14 @@ class Resources:
             part = asyncio.ensure_future(close())
             try:
                 done, _ = await asyncio.wait({part}, timeout=bound)
-                if not done:
-                    log.error("closing timed out, the rest go on", part=name, timeout_s=bound)
-                    await cancel_and_wait(part, timeout=1.0, name=name)
-                    return
+            except asyncio.CancelledError:
+                part.cancel()  # the closing is cancelled: so is the part
+                raise
+            if not done:
+                log.error("closing timed out, the rest go on", part=name, timeout_s=bound)
+                await cancel_and_wait(part, timeout=1.0, name=name)
+                return
+            try:
                 part.result()
             except Exception:
                 log.exception("closing failed", part=name)

@@ -136,6 +136,26 @@ async def test_a_part_that_does_not_close_in_time_is_cancelled_and_the_others_st
     ]
 
 
+async def test_a_cancelled_close_cancels_the_part_it_was_waiting_for() -> None:
+    resources = Resources()
+    started, ended = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.set()
+
+    resources.push(slow, name="slow")
+    closing = asyncio.create_task(resources.close())
+    await asyncio.wait_for(started.wait(), timeout=5.0)
+    closing.cancel()
+    await asyncio.gather(closing, return_exceptions=True)
+    assert closing.cancelled()
+    await asyncio.wait_for(ended.wait(), timeout=5.0)  # not left running on its own
+
+
 async def test_an_entered_context_is_exited_at_close_and_borrowed_parts_are_kept() -> None:
     events: list[str] = []
 
