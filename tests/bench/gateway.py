@@ -3,12 +3,14 @@
 Run: python -m tests.bench.gateway [--smoke]
 
 Processes: a nats-server, ``mowdeck sim`` and ``mowdeck gateway`` as subprocesses; this
-process publishes commands and reads results. Latencies are wall-clock on one machine.
-The transport phase runs the gateway's NATS traffic alone (no gateway, no simulator): the
-ceiling of any gateway with this message pattern on this machine. With ``--witness`` a
-bare subscriber of the stops' announcements (``witness_main``) splits each e-stop phase
-at nats-server: publish to the witness (the publisher and nats-server), witness to device
-(the gateway and the stopped mowers' simulator).
+process publishes commands and reads results; the e-stops come from a process of their own
+(``stops_main``, as Fleet publishes them; ``--stops-on-thread`` for the earlier way).
+Latencies are wall-clock on one machine. The transport phase runs the gateway's NATS
+traffic alone (no gateway, no simulator): the ceiling of any gateway with this message
+pattern on this machine. With ``--witness`` a bare subscriber of the stops'
+announcements (``witness_main``) splits each e-stop phase at nats-server: publish to the
+witness (the publisher and nats-server), witness to device (the gateway and the stopped
+mowers' simulator).
 """
 
 from __future__ import annotations
@@ -569,10 +571,13 @@ class StandIns:
     the stop's path through nats-server and the gateway stays scheduled as it is).
     """
 
-    def __init__(self, fleet: Fleet, *, realtime: bool) -> None:
+    def __init__(self, fleet: Fleet, *, realtime: bool, on_thread: bool = False) -> None:
         self.fleet = fleet
         self.realtime = realtime and fleet.probe_pid is not None
-        self.stops = StopPublisher(fleet.nats.url)
+        url = fleet.nats.url
+        self.stops: StopPublisher = (
+            ThreadStopPublisher(url) if on_thread else ProcessStopPublisher(url)
+        )
 
     async def __aenter__(self) -> StopPublisher:
         refused = await self.stops.start(realtime=self.realtime)
@@ -591,13 +596,100 @@ class StandIns:
 
 
 class StopPublisher:
-    """Publishes the stops from a thread, event loop and connection of its own.
+    """Publishes the stops as Fleet does, apart from the load generator.
 
     This process is also the load generator: a stop published on its loop would first
-    wait for that loop to get through the results and commands it has queued, which is
-    the benchmark's own delay, not the system's. Returns when each stop was published
-    (wall clock, as the simulator records its arrival).
+    wait for that loop to get through the results and commands it has queued, and a stop
+    published from a thread of it waits for the interpreter, which the busy main thread
+    holds nearly all the time at saturation (each hand-over up to the switch interval, and
+    longer while the holder waits for a core). Both are the benchmark's delay, not the
+    system's: in production the stop's publisher is Fleet, a process of its own.
+    ``publish`` returns when each stop was published (wall clock, as the simulator records
+    its arrival).
     """
+
+    async def start(self, *, realtime: bool = False) -> str | None:
+        """Connect; with ``realtime`` run SCHED_FIFO (the refusal, if any)."""
+        raise NotImplementedError
+
+    async def publish(self, env: CommandEnvelope) -> float:
+        """Publish ``env`` (awaiting its acknowledgement); when it was published."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """Drain and end."""
+        raise NotImplementedError
+
+
+class ProcessStopPublisher(StopPublisher):
+    """``stops_main`` in a subprocess, one envelope per line on its standard input."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def start(self, *, realtime: bool = False) -> str | None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.bench.gateway",
+            "--stops-of",
+            self._url,
+            *(["--stops-realtime"] if realtime else []),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        line = await self._reply("ready ")
+        said = line.split(maxsplit=1)[1].strip()
+        return None if said in ("realtime", "ordinary") else said
+
+    async def publish(self, env: CommandEnvelope) -> float:
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(encode(env) + b"\n")
+        await self._proc.stdin.drain()
+        return float((await self._reply("published ")).split()[1])
+
+    async def stop(self) -> None:
+        if self._proc is not None and self._proc.stdin is not None:
+            self._proc.stdin.close()
+            await self._proc.wait()
+
+    async def _reply(self, prefix: str) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        while True:  # past its log lines
+            line = (await self._proc.stdout.readline()).decode()
+            assert line, "the stops' publisher ended"
+            if line.startswith(prefix):
+                return line
+
+
+async def stops_main(url: str, realtime: bool) -> None:
+    """The stops' publisher process: each line of standard input is an encoded envelope.
+
+    It publishes each as Fleet does (the kit's publisher: the stream and the stop's
+    announcement), waits for the stream's acknowledgement and prints ``published <epoch
+    seconds>``, the wall clock taken just before the publish.
+    """
+    said = "ordinary"
+    if realtime:
+        said = run_realtime(STAND_IN_PRIORITY) or "realtime"
+    set_young_threshold(20_000)  # no collection between a stop's timestamp and its publish
+    bus = await Bus.connect(url, name="bench-stops")
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    print(f"ready {said}", flush=True)
+    while line := await reader.readline():
+        env = decode(line, CommandEnvelope)
+        t0 = time.time()
+        await (await publish(bus, env))
+        print(f"published {t0!r}", flush=True)
+    await bus.drain()
+
+
+class ThreadStopPublisher(StopPublisher):
+    """The stops from a thread, event loop and connection of this process (the earlier way,
+    ``--stops-on-thread``, for comparison)."""
 
     def __init__(self, url: str) -> None:
         self._url = url
@@ -606,7 +698,6 @@ class StopPublisher:
         self._bus: Bus | None = None
 
     async def start(self, *, realtime: bool = False) -> str | None:
-        """Connect; with ``realtime`` the thread runs SCHED_FIFO (the refusal, if any)."""
         self._thread.start()
         refused = (
             await self._call(_on_thread(run_realtime, STAND_IN_PRIORITY)) if realtime else None
@@ -855,7 +946,9 @@ async def main_async(args: argparse.Namespace) -> None:
                 if witness is not None:
                     await witness.start()
                 traces: dict[str, Trace] = {"idle": []}
-                stand_ins = StandIns(fleet, realtime=args.stand_ins_realtime)
+                stand_ins = StandIns(
+                    fleet, realtime=args.stand_ins_realtime, on_thread=args.stops_on_thread
+                )
                 async with stand_ins as stops:
                     stop_phase = functools.partial(estop_latency, bus, stops, http, fleet)
                     idle = await stop_phase(
@@ -997,8 +1090,18 @@ def main() -> None:
         help="split each e-stop phase's p99 at a bare subscriber of the stops (estop_hops_ms)",
     )
     parser.add_argument("--standin", metavar="NATS_URL", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--stops-on-thread",
+        action="store_true",
+        help="publish the stops from a thread of this process (the load generator's)",
+    )
     parser.add_argument("--witness-of", metavar="NATS_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--stops-of", metavar="NATS_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--stops-realtime", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.stops_of:
+        asyncio.run(stops_main(args.stops_of, args.stops_realtime))
+        return
     if args.standin:
         asyncio.run(standin_main(args.standin))
         return
