@@ -24,17 +24,22 @@ __all__ = ["BackgroundTasks", "cancel_and_wait"]
 
 log = structlog.get_logger("mowdeck.background")
 
-# How often a cancellation is repeated while the task goes on (one swallowed cancel
-# costs at most this much).
-RECANCEL_SECONDS = 0.05
+# How long a cancelled task has before it is cancelled again: its own cleanup (a
+# ``finally`` that awaits) runs undisturbed for this long; a swallowed cancellation costs
+# at most this much.
+RECANCEL_SECONDS = 1.0
 
 
 async def cancel_and_wait(
-    task: asyncio.Future[Any] | None, *, timeout: float = 10.0, name: str | None = None
+    task: asyncio.Future[Any] | None,
+    *,
+    timeout: float = 10.0,
+    name: str | None = None,
+    every: float = RECANCEL_SECONDS,
 ) -> bool:
     """Cancel ``task`` and wait until it has ended; False if it had not after ``timeout``.
 
-    The cancellation is repeated every ``RECANCEL_SECONDS`` while the task goes on, so a
+    The cancellation is repeated every ``every`` seconds while the task goes on, so a
     task that swallowed one still ends at the next. What the task raised or returned is
     discarded (its own end). A task still running after ``timeout`` seconds is logged with
     ``name`` (the task's own name when not given) and left cancelled: the caller's
@@ -52,7 +57,7 @@ async def cancel_and_wait(
             label = name or (task.get_name() if isinstance(task, asyncio.Task) else repr(task))
             log.error("task did not end when cancelled", task=label, timeout_s=timeout)
             return False
-        await asyncio.wait({task}, timeout=min(RECANCEL_SECONDS, remaining))
+        await asyncio.wait({task}, timeout=min(every, remaining))
     if not task.cancelled():
         task.exception()  # retrieved: its end is not reported as never retrieved
     return True

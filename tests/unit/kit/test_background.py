@@ -93,7 +93,7 @@ async def test_cancel_and_wait_gives_up_after_its_timeout_and_says_so() -> None:
     task = asyncio.create_task(refusing(), name="refusing")
     await asyncio.sleep(0)
     with capture_logs() as logs:
-        assert not await cancel_and_wait(task, timeout=0.3)
+        assert not await cancel_and_wait(task, timeout=0.3, every=0.05)
     assert not task.done()
     assert cancels > 1  # asked again while it ran, not once
     said = [(e["event"], e["task"]) for e in logs]
@@ -121,3 +121,26 @@ async def test_finish_ends_tasks_that_swallow_a_cancellation() -> None:
     await asyncio.wait_for(tasks.finish(), timeout=5.0)  # cancels them itself
     assert task.cancelled()
     assert cancels == [1, 2]
+
+
+async def test_a_cancelled_task_s_own_cleanup_is_not_cancelled_again_within_the_interval() -> None:
+    cleaned = asyncio.Event()
+
+    async def with_cleanup() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.2)  # a cleanup that waits, shorter than the interval
+            cleaned.set()
+
+    task = asyncio.create_task(with_cleanup())
+    await asyncio.sleep(0)
+    assert await cancel_and_wait(task, timeout=5.0, every=1.0)
+    assert cleaned.is_set()
+    assert task.cancelled()
+
+    hurried = asyncio.create_task(with_cleanup())
+    cleaned.clear()
+    await asyncio.sleep(0)
+    assert await cancel_and_wait(hurried, timeout=5.0, every=0.05)
+    assert not cleaned.is_set()  # cancelled again inside its cleanup: why the interval
