@@ -482,6 +482,28 @@ async def witness_main(url: str) -> None:
         print(f"seen {command_id} {at:.6f}")
 
 
+async def helper_process(*args: str) -> asyncio.subprocess.Process:
+    """This module run again with ``args`` (a hidden mode), its standard streams piped."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.bench.gateway",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+
+
+async def line_starting(proc: asyncio.subprocess.Process, prefix: str, what: str) -> str:
+    """The next line ``proc`` prints that starts with ``prefix`` (past its log lines)."""
+    assert proc.stdout is not None
+    while True:
+        line = (await proc.stdout.readline()).decode()
+        assert line, f"{what} ended"
+        if line.startswith(prefix):
+            return line
+
+
 class Witness:
     """``witness_main`` in a subprocess: the stops' arrival at a bare subscriber."""
 
@@ -491,21 +513,8 @@ class Witness:
         self.realtime = False
 
     async def start(self) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.bench.gateway",
-            "--witness-of",
-            self._url,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert self._proc.stdout is not None
-        while True:  # past its log lines
-            line = (await self._proc.stdout.readline()).decode()
-            assert line, "the witness ended before it was ready"
-            if line.startswith("ready "):
-                break
+        self._proc = await helper_process("--witness-of", self._url)
+        line = await line_starting(self._proc, "ready ", "the witness")
         self.realtime = line.split(maxsplit=1)[1].strip() == "realtime"
 
     async def stop(self) -> dict[str, float]:
@@ -629,17 +638,10 @@ class ProcessStopPublisher(StopPublisher):
         self._proc: asyncio.subprocess.Process | None = None
 
     async def start(self, *, realtime: bool = False) -> str | None:
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.bench.gateway",
-            "--stops-of",
-            self._url,
-            *(["--stops-realtime"] if realtime else []),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
+        self._proc = await helper_process(
+            "--stops-of", self._url, *(["--stops-realtime"] if realtime else [])
         )
-        line = await self._reply("ready ")
+        line = await line_starting(self._proc, "ready ", "the stops' publisher")
         said = line.split(maxsplit=1)[1].strip()
         return None if said in ("realtime", "ordinary") else said
 
@@ -647,20 +649,13 @@ class ProcessStopPublisher(StopPublisher):
         assert self._proc is not None and self._proc.stdin is not None
         self._proc.stdin.write(encode(env) + b"\n")
         await self._proc.stdin.drain()
-        return float((await self._reply("published ")).split()[1])
+        line = await line_starting(self._proc, "published ", "the stops' publisher")
+        return float(line.split()[1])
 
     async def stop(self) -> None:
         if self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.close()
             await self._proc.wait()
-
-    async def _reply(self, prefix: str) -> str:
-        assert self._proc is not None and self._proc.stdout is not None
-        while True:  # past its log lines
-            line = (await self._proc.stdout.readline()).decode()
-            assert line, "the stops' publisher ended"
-            if line.startswith(prefix):
-                return line
 
 
 async def stops_main(url: str, realtime: bool) -> None:
