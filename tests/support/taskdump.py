@@ -30,8 +30,16 @@ def dump_tasks_after(seconds: float) -> Callable[[], None]:
             if loop.is_running() and not loop.is_closed():
                 loop.call_soon_threadsafe(_print_tasks, loop)
 
-    Thread(target=watch, name="task-dump", daemon=True).start()
-    return done.set
+    thread = Thread(target=watch, name="task-dump", daemon=True)
+    thread.start()
+
+    def call_off() -> None:
+        # Joined, not only told: a thread still ending while the next test runs frees its
+        # objects under that test (one counting the collector's objects saw it).
+        done.set()
+        thread.join()
+
+    return call_off
 
 
 def _print_tasks(loop: asyncio.AbstractEventLoop) -> None:

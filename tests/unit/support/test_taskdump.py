@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -46,3 +47,11 @@ async def test_called_off_it_prints_nothing(capsys: pytest.CaptureFixture[str]) 
 
     await eventually(seen, 5.0)
     assert "".join(printed).count("+++ asyncio tasks") == 1
+
+
+def test_called_off_its_thread_has_ended_when_the_call_returns() -> None:
+    before = {t for t in threading.enumerate() if t.name == "task-dump"}
+    call_off = dump_tasks_after(60.0)
+    assert {t for t in threading.enumerate() if t.name == "task-dump"} - before
+    call_off()
+    assert not {t for t in threading.enumerate() if t.name == "task-dump"} - before
