@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import msgspec
@@ -604,7 +604,7 @@ class StandIns:
             schedule_process(self.fleet.probe_pid, realtime=False)
 
 
-class StopPublisher:
+class StopPublisher(Protocol):
     """Publishes the stops as Fleet does, apart from the load generator.
 
     This process is also the load generator: a stop published on its loop would first
@@ -619,18 +619,15 @@ class StopPublisher:
 
     async def start(self, *, realtime: bool = False) -> str | None:
         """Connect; with ``realtime`` run SCHED_FIFO (the refusal, if any)."""
-        raise NotImplementedError
 
     async def publish(self, env: CommandEnvelope) -> float:
         """Publish ``env`` (awaiting its acknowledgement); when it was published."""
-        raise NotImplementedError
 
     async def stop(self) -> None:
         """Drain and end."""
-        raise NotImplementedError
 
 
-class ProcessStopPublisher(StopPublisher):
+class ProcessStopPublisher:
     """``stops_main`` in a subprocess, one envelope per line on its standard input."""
 
     def __init__(self, url: str) -> None:
@@ -682,7 +679,7 @@ async def stops_main(url: str, realtime: bool) -> None:
     await bus.drain()
 
 
-class ThreadStopPublisher(StopPublisher):
+class ThreadStopPublisher:
     """The stops from a thread, event loop and connection of this process (the earlier way,
     ``--stops-on-thread``, for comparison)."""
 
