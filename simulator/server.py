@@ -9,7 +9,8 @@ from typing import Any
 from aiohttp import web
 
 from contracts.v1 import Connection, MowerRegistration
-from mowdeck.kit.http import HttpServer, Problem, json_response, problem_middleware, read_json
+from mowdeck.kit.http import Problem, json_response, problem_middleware, read_json
+from mowdeck.kit.http_server import HttpServer
 from simulator.faults import Fault, FaultError, decode_fault
 from simulator.fleet import FleetConfig, SimulatorFleet, UnknownMowerError
 from simulator.session import MowerSession

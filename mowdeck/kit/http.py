@@ -18,8 +18,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from mowdeck.errors import MowdeckError
 
 __all__ = [
+    "PROBLEM_BASE",
     "PROBLEM_CONTENT_TYPE",
-    "HttpServer",
+    "Handler",
     "Problem",
     "Readiness",
     "authz_unavailable",
@@ -321,34 +322,3 @@ def with_ops_routes(
             web.get("/metrics", _metrics),
         ]
     )
-
-
-class HttpServer:
-    """Runs an aiohttp application on a host and port; ``port=0`` picks a free one."""
-
-    def __init__(self, app: web.Application, host: str, port: int) -> None:
-        self.app = app
-        self.host = host
-        self.port = port
-        self._runner: web.AppRunner | None = None
-
-    async def start(self) -> None:
-        """Listen."""
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        sockets = getattr(site._server, "sockets", None) or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
-
-    @property
-    def url(self) -> str:
-        """The base URL."""
-        return f"http://{self.host}:{self.port}"
-
-    async def stop(self) -> None:
-        """Stop listening and finish open requests."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None

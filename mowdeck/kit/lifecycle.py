@@ -23,7 +23,8 @@ from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_auth
 from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.bus_permissions import user as bus_user
-from mowdeck.kit.http import HttpServer, Readiness, with_ops_routes
+from mowdeck.kit.http import Readiness, with_ops_routes
+from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["Resources", "Service", "run_services", "start_all", "stop_all"]

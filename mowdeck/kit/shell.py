@@ -14,7 +14,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from mowdeck.kit.http import HttpServer, Readiness
+from mowdeck.kit.http import Readiness
+from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.settings import BaseSettings
 

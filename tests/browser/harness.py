@@ -14,7 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from mowdeck.kit.http import HttpServer, problem_middleware
+from mowdeck.kit.http import problem_middleware
+from mowdeck.kit.http_server import HttpServer
 from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes, console_routes
 
 TOKEN = "harness-token"  # the one token the fake APIs accept

@@ -9,7 +9,6 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
 from mowdeck.kit.http import (
-    HttpServer,
     Problem,
     Readiness,
     problem_middleware,
@@ -17,6 +16,7 @@ from mowdeck.kit.http import (
     task_alive,
     with_ops_routes,
 )
+from mowdeck.kit.http_server import HttpServer
 
 
 async def _boom(_: web.Request) -> web.Response:

@@ -10,7 +10,8 @@ from prometheus_client import CollectorRegistry
 from mowdeck.authn import TokenIssuer, TokenVerifier
 from mowdeck.authz import Authorizer, AuthzUnavailableError
 from mowdeck.fleet.routes import problem_of
-from mowdeck.kit.http import HttpServer, Readiness, authz_unavailable
+from mowdeck.kit.http import Readiness, authz_unavailable
+from mowdeck.kit.http_server import HttpServer
 from mowdeck.telemetry.memory import InMemoryTelemetryStore
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.routes import QueryDeps, create_app
