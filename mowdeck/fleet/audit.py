@@ -6,13 +6,14 @@ import base64
 import binascii
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 import msgspec
 
 from contracts.v1 import COMMAND_KINDS
 from mowdeck.fleet.errors import BadQueryError
 from mowdeck.fleet.ports import AuditEntry, AuditQuery
+from mowdeck.kit.times import TimeRefusal, check_time, parse_time
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "audit_query", "cursor_of"]
 
@@ -20,19 +21,14 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 
 
-def _time(params: Mapping[str, str], name: str) -> datetime | None:
+def _time(params: Mapping[str, str], name: str, now: datetime) -> datetime | None:
     raw = params.get(name)
     if raw is None or raw == "":
         return None
     try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        value = None
-    if value is None or value.tzinfo is None:
-        raise BadQueryError(
-            name, f"`{name}` must be an RFC 3339 time with its offset, such as 2026-05-01T00:00:00Z"
-        )
-    return value
+        return check_time(name, parse_time(name, raw), now)
+    except TimeRefusal as err:
+        raise BadQueryError(name, err.detail, out_of_range=err.out_of_range) from None
 
 
 def _limit(raw: str | None) -> int:
@@ -49,21 +45,27 @@ def cursor_of(entry: AuditEntry) -> str:
     return base64.urlsafe_b64encode(doc).decode().rstrip("=")
 
 
-def _after(raw: str | None) -> tuple[datetime, uuid.UUID] | None:
+def _after(raw: str | None, now: datetime) -> tuple[datetime, uuid.UUID] | None:
     if raw is None or raw == "":
         return None
+    refused = BadQueryError("cursor", "`cursor` is not one this API gave out")
     try:
         doc = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
         at, command_id = msgspec.json.decode(doc, type=tuple[datetime, uuid.UUID])
     except (binascii.Error, ValueError, msgspec.DecodeError):
-        raise BadQueryError("cursor", "`cursor` is not one this API gave out") from None
+        raise refused from None
     if at.tzinfo is None:
-        raise BadQueryError("cursor", "`cursor` is not one this API gave out")
-    return at, command_id
+        raise refused
+    try:
+        # A cursor names an issued command: never a time outside what a query may name.
+        return check_time("cursor", at.astimezone(UTC), now), command_id
+    except (OverflowError, TimeRefusal):
+        raise refused from None
 
 
-def audit_query(params: Mapping[str, str], account_id: uuid.UUID) -> AuditQuery:
-    """The audit query of ``?mower=&from=&to=&kind=&limit=&cursor=`` in ``account_id``."""
+def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: datetime) -> AuditQuery:
+    """The audit query of ``?mower=&from=&to=&kind=&limit=&cursor=`` in ``account_id``;
+    times are held to the range a query may name (``kit.times``) as of ``now``."""
     mower: uuid.UUID | None = None
     if raw := params.get("mower"):
         try:
@@ -73,7 +75,7 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID) -> AuditQuery:
     kind = params.get("kind") or None
     if kind is not None and kind not in COMMAND_KINDS:
         raise BadQueryError("kind", f"`kind` must be one of {', '.join(COMMAND_KINDS)}")
-    since, until = _time(params, "from"), _time(params, "to")
+    since, until = _time(params, "from", now), _time(params, "to", now)
     if since is not None and until is not None and until <= since:
         raise BadQueryError("to", "`to` must be after `from`")
     return AuditQuery(
@@ -83,5 +85,5 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID) -> AuditQuery:
         until=until,
         kind=kind,
         limit=_limit(params.get("limit")),
-        before=_after(params.get("cursor")),
+        before=_after(params.get("cursor"), now),
     )

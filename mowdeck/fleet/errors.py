@@ -13,6 +13,7 @@ __all__ = [
     "MowerExistsError",
     "MowerNotFoundError",
     "UnstorableError",
+    "ValueRefusedError",
     "VersionConflictError",
 ]
 
@@ -31,12 +32,14 @@ class InvalidRequestError(FleetError):
 
 
 class BadQueryError(FleetError):
-    """A query parameter is malformed (a 400); ``field`` names the parameter."""
+    """A query parameter is malformed (a 400) or out of the range it may take (a 422,
+    ``out_of_range``); ``field`` names the parameter."""
 
-    def __init__(self, field: str, detail: str) -> None:
+    def __init__(self, field: str, detail: str, *, out_of_range: bool = False) -> None:
         super().__init__(detail)
         self.field = field
         self.detail = detail
+        self.out_of_range = out_of_range
 
 
 class MowerExistsError(FleetError):
@@ -57,6 +60,11 @@ class ForbiddenError(FleetError):
 
 class CommandNotFoundError(FleetError):
     """No command with this id was issued to this mower."""
+
+
+class ValueRefusedError(FleetError):
+    """The database refused a value of the request (SQLSTATE class 22, or a value asyncpg
+    cannot send): the request's fault, a 422, never an outage."""
 
 
 class UnstorableError(FleetError):

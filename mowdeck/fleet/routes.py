@@ -23,6 +23,7 @@ from mowdeck.fleet.errors import (
     InvalidRequestError,
     MowerExistsError,
     MowerNotFoundError,
+    ValueRefusedError,
     VersionConflictError,
 )
 from mowdeck.fleet.ports import AuditEntry, MowerRecord
@@ -74,6 +75,14 @@ def problem_of(  # noqa: PLR0911 - one per error kind
 ) -> Problem:
     """The problem document of a Fleet error (or of a collaborator Fleet relies on)."""
     match err:
+        case BadQueryError(field=field, out_of_range=True):
+            return Problem(
+                422,
+                "Unprocessable Content",
+                err.detail,
+                type_="invalid-request",
+                extra={"field": field},
+            )
         case BadQueryError(field=field):
             return Problem(
                 400, "Bad Request", err.detail, type_="bad-request", extra={"field": field}
@@ -88,6 +97,8 @@ def problem_of(  # noqa: PLR0911 - one per error kind
                 type_="invalid-request",
                 extra={"field": field},
             )
+        case ValueRefusedError():
+            return Problem(422, "Unprocessable Content", str(err), type_="invalid-request")
         case MowerNotFoundError() | CommandNotFoundError():
             return Problem(404, "Not Found", str(err), type_="not-found")
         case ForbiddenError():
@@ -207,7 +218,7 @@ async def get_command(request: web.Request) -> web.Response:
 async def get_audit(request: web.Request) -> web.Response:
     """``GET /v1/audit?mower=&from=&to=&kind=&limit=&cursor=``: one page, newest first."""
     who = principal(request)
-    query = audit_query(request.query, who.account_id)
+    query = audit_query(request.query, who.account_id, now=request.app[FLEET].clock())
     page = await request.app[FLEET].audit(who, query)
     cursor = cursor_of(page[-1]) if len(page) == query.limit else None
     return json_response({"commands": page, "next_cursor": cursor})
@@ -216,7 +227,8 @@ async def get_audit(request: web.Request) -> web.Response:
 async def export_audit(request: web.Request) -> web.StreamResponse:
     """``GET /v1/audit/export?mower=&from=&to=&kind=``: every match as JSON lines."""
     fleet, who = request.app[FLEET], principal(request)
-    query = replace(audit_query(request.query, who.account_id), limit=_EXPORT_PAGE)
+    query = audit_query(request.query, who.account_id, now=fleet.clock())
+    query = replace(query, limit=_EXPORT_PAGE)
     await fleet.authorize_audit(who)
     pages = fleet.audit_pages(query)
     try:

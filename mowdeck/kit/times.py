@@ -1,0 +1,69 @@
+"""Times a client sends in a query: parsed one way, and held to a range Mowdeck can mean.
+
+A time far outside that range is never a question about mowers, and it is dangerous:
+asyncpg sends ``datetime.max`` as PostgreSQL's ``infinity`` (and ``datetime.min`` as
+``-infinity``), so a range that ends there generates bins without end; a time whose offset
+pushes it before year 1 cannot be sent at all. Every API checks its times here, before
+any query.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["EARLIEST", "FUTURE_ALLOWANCE", "TimeRefusal", "check_time", "parse_time"]
+
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+"""The earliest time a query may name: the origin of the history's bins; nothing Mowdeck
+stores is older."""
+FUTURE_ALLOWANCE = timedelta(days=366)
+"""How far past now a query may reach: a client asking "until the end of the season" is
+answered; one asking until year 9999 is refused."""
+
+
+class TimeRefusal(ValueError):
+    """Why a query's time is refused; ``out_of_range`` tells a malformed time from one
+    outside ``EARLIEST`` .. now + ``FUTURE_ALLOWANCE``."""
+
+    def __init__(self, detail: str, *, out_of_range: bool) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.out_of_range = out_of_range
+
+
+def parse_time(name: str, text: str) -> datetime:
+    """``text`` as a UTC datetime; raises ``TimeRefusal`` naming ``name``.
+
+    RFC 3339 with its offset (``2026-05-01T00:00:00Z``, ``...+02:00``); a time without
+    one is refused, since it would mean the server's time zone.
+    """
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise TimeRefusal(
+            f"`{name}` must be an RFC 3339 time with its offset, such as 2026-05-01T00:00:00Z",
+            out_of_range=False,
+        ) from None
+    if value.tzinfo is None:
+        raise TimeRefusal(
+            f"`{name}` must carry its offset, such as 2026-05-01T00:00:00Z", out_of_range=False
+        )
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 lies before the first representable time
+        raise TimeRefusal(_range_detail(name), out_of_range=True) from None
+
+
+def check_time(name: str, value: datetime, now: datetime) -> datetime:
+    """``value`` if it lies from ``EARLIEST`` to ``now + FUTURE_ALLOWANCE``; else a
+    ``TimeRefusal`` naming ``name``."""
+    if value < EARLIEST or value > now + FUTURE_ALLOWANCE:
+        raise TimeRefusal(_range_detail(name), out_of_range=True)
+    return value
+
+
+def _range_detail(name: str) -> str:
+    return (
+        f"`{name}` must lie between 2000-01-01T00:00:00Z and one year from now"
+        f" ({FUTURE_ALLOWANCE.days} days)"
+    )
