@@ -39,6 +39,7 @@ from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.kit.pg import session_settings
 from mowdeck.kit.settings import BaseSettings, load_settings
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences
@@ -48,7 +49,6 @@ from mowdeck.notifications.targets import LogTarget
 from mowdeck.realtime.console import OneTimeCodes
 from mowdeck.realtime.service import RealtimeService
 from mowdeck.realtime.settings import load_realtime_settings
-from mowdeck.realtime.stale import ReadModelLatestStates
 from mowdeck.telemetry.cli import freezing_service
 from mowdeck.telemetry.service import TelemetryService
 from mowdeck.telemetry.settings import load_telemetry_settings
@@ -130,11 +130,11 @@ def _realtime(
     bus: Bus | None,
     authorizer: LocalAuthorizer,
 ) -> RealtimeService:
-    # Realtime reads the states the stream no longer holds through Telemetry's store,
-    # which exists once Telemetry has started; its console calls the APIs started before.
+    # Realtime reads the states the stream no longer holds from Telemetry's tables, on a
+    # pool of its own; its console calls the APIs started before.
     fleet, telemetry, notifications = services
-    assert telemetry.store is not None
     console = {
+        "MOWDECK_REALTIME_TELEMETRY_DATABASE": "true",
         "MOWDECK_REALTIME_CONSOLE_FLEET_URL": fleet.url,
         "MOWDECK_REALTIME_CONSOLE_TELEMETRY_URL": telemetry.url,
         "MOWDECK_REALTIME_CONSOLE_NOTIFICATIONS_URL": notifications.url,
@@ -145,7 +145,6 @@ def _realtime(
         authz_settings=authz,
         bus=bus,
         authorizer=authorizer,
-        states=ReadModelLatestStates(telemetry.store),
         console_codes=codes,
     )
 
@@ -184,7 +183,12 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
                 "MOWDECK_NOTIFICATIONS_VAPID_SUBJECT", "mailto:demo@mowdeck.invalid"
             ),
         }
-        await migrate(database_url, discover(sql_root(), SERVICES))
+        base = load_settings(BaseSettings, {**os.environ, **env})
+        await migrate(
+            database_url,
+            discover(sql_root(), SERVICES),
+            statement_timeout_ms=base.database_maintenance_statement_timeout_ms,
+        )
 
         auth, key_file = demo_auth(Path(args.state_dir))
         token = TokenIssuer(auth).mint(DEMO_USER, DEMO_ACCOUNT, ttl_s=24 * 3600)
@@ -195,13 +199,21 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         env["MOWDECK_HTTP_CORS_ORIGINS"] = msgspec.json.encode(origins).decode()
         authz = AuthzSettings(authz="local")
 
-        pool = await asyncpg.create_pool(database_url, min_size=1, max_size=10)
+        # The tuples' pool stands in for OpenFGA, which every service asks. Each service
+        # has a pool of its own, as in production: one service's slow queries can use up
+        # only its own connections, never another's.
+        pool = await asyncpg.create_pool(
+            database_url,
+            min_size=1,
+            max_size=10,
+            server_settings=session_settings(base.database_statement_timeout_ms),
+        )
         stack.push_async_callback(pool.close)
         authorizer = LocalAuthorizer(PostgresTupleStore(pool))
         await authorizer.write(grant_tuples(DEMO_ACCOUNT, DEMO_USER, "admin"))
         # The admin step of `mowdeck streams`, before any service; then each service
         # connects as its own user (on a configured server: one shared connection).
-        fast_path = load_settings(BaseSettings, {**os.environ, **env}).nats_fast_path
+        fast_path = base.nats_fast_path
         await nats.admin_step(stack, {**os.environ, **env}, fast_path=fast_path)
         bus = nats.shared
 
@@ -214,7 +226,6 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             auth_settings=auth,
             authz_settings=authz,
             bus=bus,
-            pool=pool,
             authorizer=authorizer,
         )
         telemetry = freezing_service(  # as `mowdeck telemetry` runs it
@@ -222,7 +233,6 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             auth_settings=auth,
             authz_settings=authz,
             bus=bus,
-            pool=pool,
             authorizer=authorizer,
         )
         notifications = NotificationsService(
@@ -230,9 +240,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             auth_settings=auth,
             authz_settings=authz,
             bus=bus,
-            pool=pool,
             authorizer=authorizer,
         )
+        # One write at start, through the demo's own pool.
         await _subscribe_demo_user(PostgresNotificationStore(pool))
         gateway = GatewayService(
             GatewaySettings(

@@ -15,6 +15,7 @@ from mowdeck.authz._tuples import AuthzError, AuthzUnavailableError, account_obj
 from mowdeck.authz.roles import ROLES, grant_tuples, revoke_tuples
 from mowdeck.commands.identity_events import EventNotPublishedError, publish_identity_event
 from mowdeck.kit.migrate import redact_dsn
+from mowdeck.kit.pg import session_settings
 from mowdeck.kit.settings import BaseSettings, load_settings
 
 
@@ -67,7 +68,12 @@ async def run(args: argparse.Namespace) -> int:
     if settings.authz == "local":
         database_url = base.database_url
         try:
-            pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+            pool = await asyncpg.create_pool(
+                database_url,
+                min_size=1,
+                max_size=2,
+                server_settings=session_settings(base.database_statement_timeout_ms),
+            )
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as err:
             # A malformed URL lands here too (asyncpg's ClientConfigurationError).
             raise AuthzUnavailableError(f"cannot reach {redact_dsn(database_url)}: {err}") from err

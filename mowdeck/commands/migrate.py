@@ -21,6 +21,10 @@ async def run(args: argparse.Namespace) -> int:
     settings = load_settings(BaseSettings)
     configure_logging(settings.log_level, settings.log_format)
     migrations = discover(sql_root(), args.services or None)
-    applied = await migrate(settings.database_url, migrations)
+    applied = await migrate(
+        settings.database_url,
+        migrations,
+        statement_timeout_ms=settings.database_maintenance_statement_timeout_ms,
+    )
     print(f"applied {len(applied)} of {len(migrations)} migrations")
     return 0

@@ -9,12 +9,14 @@ from typing import Any
 
 import asyncpg
 import msgspec
+import structlog
 
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.fleet.errors import (
     FleetError,
     MowerExistsError,
     MowerNotFoundError,
+    ValueRefusedError,
     VersionConflictError,
 )
 from mowdeck.fleet.ports import (
@@ -25,15 +27,17 @@ from mowdeck.fleet.ports import (
     PruneCutoffs,
 )
 from mowdeck.kit.locked_round import BatchedDelete, LockedRound, connection_like
-from mowdeck.kit.pg import delete_in_batches, keep_session
+from mowdeck.kit.pg import delete_in_batches, keep_session, session_settings
 
 __all__ = [
     "PostgresMowerRepository",
     "PostgresPruning",
     "RepositoryUnavailableError",
+    "failed",
     "pool_options",
 ]
 
+log = structlog.get_logger("mowdeck.fleet.postgres")
 # One relay at a time publishes, so events leave in commit order even with replicas.
 _RELAY_LOCK = 0x666C6F62  # "flob"
 # One replica at a time prunes (a session lock: it spans many committed batches).
@@ -47,11 +51,12 @@ _OUTBOX_INSERT = (
 )
 
 
-def pool_options(max_size: int) -> dict[str, Any]:
+def pool_options(max_size: int, *, statement_timeout_ms: int) -> dict[str, Any]:
     """Options of Fleet's pool (``asyncpg.create_pool``)."""
     return {
         "min_size": 1,
         "max_size": max_size,
+        "server_settings": session_settings(statement_timeout_ms),
         # Nothing on Fleet's pool changes session state: the relay's locks are
         # transaction-level, pruning locks on a connection of its own.
         "reset": keep_session,
@@ -87,6 +92,15 @@ def refuses_data(err: asyncpg.PostgresError) -> bool:
     return isinstance(err, asyncpg.DataError) or sqlstate.startswith("22")
 
 
+def failed(what: str, err: asyncpg.PostgresError | OSError) -> FleetError:
+    """A database error on a request's path as Fleet's error: a refused value is the
+    request's (``ValueRefusedError``), anything else an outage."""
+    if isinstance(err, asyncpg.PostgresError) and refuses_data(err):
+        log.info("database refused a value of a request", what=what, error=str(err))
+        return ValueRefusedError(f"{what}: a value of the request is out of the stored range")
+    return RepositoryUnavailableError(f"{what}: {err}")
+
+
 def _outbox_args(event: OutboxEvent) -> tuple[Any, ...]:
     return (event.event_id, event.subject, event.body, event.created_at)
 
@@ -117,7 +131,7 @@ class PostgresMowerRepository:
         except asyncpg.UniqueViolationError as err:
             raise MowerExistsError(f"mower {reg.mower_id} is already registered") from err
         except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"registry: {err}") from err
+            raise failed("registry", err) from err
 
     async def get(self, mower_id: uuid.UUID) -> MowerRecord | None:
         """One mower, or None."""
@@ -164,7 +178,7 @@ class PostgresMowerRepository:
                     raise VersionConflictError(f"mower {reg.mower_id} changed meanwhile")
                 await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
         except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"registry: {err}") from err
+            raise failed("registry", err) from err
 
     async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
         """Delete a mower if still at ``expected_version``, with its event."""
@@ -179,7 +193,7 @@ class PostgresMowerRepository:
                     raise VersionConflictError(f"mower {mower_id} changed meanwhile")
                 await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
         except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"registry: {err}") from err
+            raise failed("registry", err) from err
 
     @asynccontextmanager
     async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxClaim | None]:
@@ -239,7 +253,7 @@ class PostgresMowerRepository:
         try:
             rows: list[asyncpg.Record] = await self._pool.fetch(query, *args)
         except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"registry: {err}") from err
+            raise failed("registry", err) from err
         return rows
 
 
@@ -254,9 +268,12 @@ class PostgresPruning:
     _AUDIT_STATUSES = BatchedDelete("fleet_audit_statuses", "at")
     _AUDIT_COMMANDS = BatchedDelete("fleet_audit_commands", "issued_at", key="command_id")
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        # The round's connection is a new one made like the pool's, never a pooled one.
-        self._round = LockedRound(_PRUNE_LOCK, lambda: connection_like(pool))
+    def __init__(self, pool: asyncpg.Pool, *, maintenance_timeout_ms: int | None = None) -> None:
+        # The round's connection is a new one made like the pool's, never a pooled one,
+        # with the longer statement timeout of housekeeping (None: the pool's).
+        self._round = LockedRound(
+            _PRUNE_LOCK, lambda: connection_like(pool), statement_timeout_ms=maintenance_timeout_ms
+        )
 
     async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
         """Delete in committed batches; None when another replica holds the lock."""

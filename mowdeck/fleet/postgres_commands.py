@@ -24,7 +24,7 @@ from mowdeck.fleet.ports import (
     CommandRecord,
     StatusRecord,
 )
-from mowdeck.fleet.postgres import RepositoryUnavailableError, refuses_data
+from mowdeck.fleet.postgres import RepositoryUnavailableError, failed, refuses_data
 
 __all__ = ["PostgresAuditTrail", "PostgresCommandLog"]
 
@@ -227,7 +227,7 @@ class PostgresAuditTrail:
                 )
                 found = await conn.fetch(_STATUSES, [r["command_id"] for r in rows])
         except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"audit trail: {err}") from err
+            raise failed("audit trail", err) from err
         statuses: dict[uuid.UUID, list[AuditStatus]] = {}
         for s in found:
             statuses.setdefault(s["command_id"], []).append(

@@ -98,7 +98,10 @@ class FleetService(ServiceShell[FleetSettings]):
         bus = await res.bus_for(
             self._bus, s, user="fleet", readiness=self.readiness, registry=self.metrics_registry
         )
-        pool = await res.pool(self._pool, s.database_url, **pool_options(s.fleet_db_pool_size))
+        options = pool_options(
+            s.fleet_db_pool_size, statement_timeout_ms=s.database_statement_timeout_ms
+        )
+        pool = await res.pool(self._pool, s.database_url, **options)
         authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
         auth = self._auth_settings or load_auth_settings()
         verifier = self._verifier or CachedTokenVerifier(auth)
@@ -124,7 +127,12 @@ class FleetService(ServiceShell[FleetSettings]):
         )
         responder = MowerListResponder(bus, repository, self.metrics_registry)
         self.pruner = pruner = Pruner(
-            PostgresPruning(pool), s, self.metrics_registry, clock=self._clock
+            PostgresPruning(
+                pool, maintenance_timeout_ms=s.database_maintenance_statement_timeout_ms
+            ),
+            s,
+            self.metrics_registry,
+            clock=self._clock,
         )
         self.finalizer = finalizer = Finalizer(
             command_log, s, self.metrics_registry, clock=self._clock

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import asyncpg
 import structlog
 
-from mowdeck.kit.pg import delete_in_batches
+from mowdeck.kit.pg import delete_in_batches, set_statement_timeout
 
 __all__ = ["BatchedDelete", "LockedRound", "connection_like"]
 
@@ -41,16 +41,26 @@ class BatchedDelete:
 
 
 class LockedRound:
-    """Runs work under the session advisory lock ``key`` on a connection of its own."""
+    """Runs work under the session advisory lock ``key`` on a connection of its own.
 
-    def __init__(self, key: int, connect: Connect) -> None:
+    ``statement_timeout_ms`` (when given) is the round's own statement timeout: a
+    housekeeping round may legitimately run statements longer than the service's pool
+    allows (``MOWDECK_DATABASE_MAINTENANCE_STATEMENT_TIMEOUT_MS``).
+    """
+
+    def __init__(
+        self, key: int, connect: Connect, *, statement_timeout_ms: int | None = None
+    ) -> None:
         self.key = key
         self._connect = connect
+        self._timeout_ms = statement_timeout_ms
 
     async def run(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T | None:
         """``work(conn)`` under the lock; None, without running it, if another holds it."""
         conn = await self._connect()
         try:
+            if self._timeout_ms is not None:
+                await set_statement_timeout(conn, self._timeout_ms)
             if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key):
                 return None
             try:

@@ -12,6 +12,7 @@ import asyncpg
 import structlog
 
 from mowdeck.errors import MowdeckError
+from mowdeck.kit.pg import set_statement_timeout
 
 __all__ = ["Migration", "MigrationError", "discover", "migrate", "redact_dsn", "sql_root"]
 
@@ -86,11 +87,20 @@ def discover(root: Path, services: list[str] | None = None) -> list[Migration]:
     return found
 
 
-async def migrate(dsn: str, migrations: list[Migration]) -> list[Migration]:
-    """Apply what is not applied yet; returns the migrations applied now."""
+async def migrate(
+    dsn: str, migrations: list[Migration], *, statement_timeout_ms: int | None = None
+) -> list[Migration]:
+    """Apply what is not applied yet; returns the migrations applied now.
+
+    ``statement_timeout_ms``: the session's statement timeout (0: none; None: the
+    server's default), ``MOWDECK_DATABASE_MAINTENANCE_STATEMENT_TIMEOUT_MS`` for
+    ``mowdeck migrate``: a migration may rewrite a big table, but never hangs for ever.
+    """
     conn = await _connect(dsn)
     applied_now: list[Migration] = []
     try:
+        if statement_timeout_ms is not None:
+            await set_statement_timeout(conn, statement_timeout_ms)
         await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
         try:
             await conn.execute(_TABLE)

@@ -6,7 +6,34 @@ from typing import Any
 
 import asyncpg
 
-__all__ = ["delete_in_batches", "keep_session", "rows_affected"]
+__all__ = [
+    "QUERY_CANCELED",
+    "delete_in_batches",
+    "keep_session",
+    "rows_affected",
+    "session_settings",
+    "set_statement_timeout",
+]
+
+
+QUERY_CANCELED = "57014"
+"""The SQLSTATE of a statement PostgreSQL cancelled: its statement timeout, mostly."""
+
+
+def session_settings(statement_timeout_ms: int) -> dict[str, str]:
+    """The server settings of a service's sessions (``server_settings`` at connect): UTC,
+    whatever the server's or database's default, and the statement timeout (0: none).
+
+    The timeout is PostgreSQL's own, so it holds whatever the client does: a query whose
+    caller went away, or whose cancellation never reached the server, still ends.
+    """
+    return {"timezone": "UTC", "statement_timeout": str(statement_timeout_ms)}
+
+
+async def set_statement_timeout(conn: asyncpg.Connection, statement_timeout_ms: int) -> None:
+    """Give the session of ``conn`` its own statement timeout (0: none)."""
+    # SET takes no parameters; the value is an int, never text from outside.
+    await conn.execute(f"SET statement_timeout = {int(statement_timeout_ms)}")
 
 
 async def keep_session(_: asyncpg.Connection) -> None:

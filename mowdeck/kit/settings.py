@@ -39,6 +39,13 @@ class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     # Replicas of a stream this process creates (3 in a cluster); an existing one keeps its own.
     stream_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    # The longest a statement on the service's pool may run before PostgreSQL cancels it
+    # (0: no limit). Far above the slowest query the APIs allow (docs/operations.md,
+    # "Database timeouts"): it is there for the statement that would otherwise run on.
+    database_statement_timeout_ms: Annotated[int, msgspec.Meta(ge=0)] = 5000
+    # The same for the paths that legitimately run longer: retention and pruning rounds,
+    # and migrations (`mowdeck migrate`, the demo's start).
+    database_maintenance_statement_timeout_ms: Annotated[int, msgspec.Meta(ge=0)] = 600_000
     http_host: str = "127.0.0.1"
     http_port: Port = 8080
     # Origins (scheme://host:port) whose pages may call this service's API from a browser;

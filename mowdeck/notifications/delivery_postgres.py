@@ -114,6 +114,7 @@ class PostgresDeliveries:
     """Targets and deliveries through the store's asyncpg pool."""
 
     _pool: asyncpg.Pool
+    _maintenance_timeout_ms: int | None
 
     async def add_target(self, user_id: str, target: Target) -> StoredTarget:
         """Register a target; a Web Push endpoint moves to its last registrant."""
@@ -171,7 +172,11 @@ class PostgresDeliveries:
     async def prune_deliveries(self, before: datetime) -> int | None:
         """Delete finished deliveries under the prune lock (one replica at a time)."""
         pool = self._pool
-        round_ = LockedRound(_PRUNE_LOCK, lambda: connection_like(pool))
+        round_ = LockedRound(
+            _PRUNE_LOCK,
+            lambda: connection_like(pool),
+            statement_timeout_ms=self._maintenance_timeout_ms,
+        )
         deleted = await round_.delete([(_PRUNE, before)], _PRUNE_BATCH_ROWS)
         return None if deleted is None else deleted.get(_PRUNE.table, 0)
 

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from mowdeck.kit.pg import keep_session, rows_affected
+from mowdeck.kit.pg import keep_session, rows_affected, session_settings
 from mowdeck.notifications import delivery_sql, sql
 from mowdeck.notifications.completion import complete
 from mowdeck.notifications.delivery_postgres import PostgresDeliveries
@@ -125,7 +125,7 @@ def _subscriber(row: asyncpg.Record) -> Subscriber:
     )
 
 
-def pool_options(max_size: int) -> dict[str, Any]:
+def pool_options(max_size: int, *, statement_timeout_ms: int) -> dict[str, Any]:
     """Options of Notifications' pool (``asyncpg.create_pool``): sessions in UTC, released
     without asyncpg's reset query (``kit.pg.keep_session``: nothing on this pool changes
     session state; the offline scan and the outbox lock rows with ``SKIP LOCKED`` inside
@@ -133,16 +133,18 @@ def pool_options(max_size: int) -> dict[str, Any]:
     return {
         "min_size": 1,
         "max_size": max_size,
-        "server_settings": {"timezone": "UTC"},
+        "server_settings": session_settings(statement_timeout_ms),
         "reset": keep_session,
     }
 
 
 class PostgresNotificationStore(PostgresDeliveries):
-    """Notification tables in PostgreSQL through an asyncpg pool."""
+    """Notification tables in PostgreSQL through an asyncpg pool; the pruning round's
+    statements get ``maintenance_timeout_ms`` (None: the pool's)."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, maintenance_timeout_ms: int | None = None) -> None:
         self._pool = pool
+        self._maintenance_timeout_ms = maintenance_timeout_ms
 
     # -- watches ---------------------------------------------------------------------
 

@@ -117,12 +117,15 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         )
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
-            pool = await res.pool(
-                None, s.database_url, **pool_options(s.notifications_db_pool_size)
+            options = pool_options(
+                s.notifications_db_pool_size, statement_timeout_ms=s.database_statement_timeout_ms
             )
+            pool = await res.pool(None, s.database_url, **options)
         if self.store is None:
             assert pool is not None
-            self.store = PostgresNotificationStore(pool)
+            self.store = PostgresNotificationStore(
+                pool, maintenance_timeout_ms=s.database_maintenance_statement_timeout_ms
+            )
         store = self.store
         authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
         clock = self._clock

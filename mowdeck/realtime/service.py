@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -18,6 +19,7 @@ from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.periodic import Periodic
+from mowdeck.kit.pg import session_settings
 from mowdeck.kit.shell import ServiceShell
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.console import CodeExchange
@@ -101,7 +103,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             authz = self._authz_settings or load_authz_settings()
             pool = None
             if authz.authz == "local":
-                pool = await res.pool(self._pool, s.database_url, min_size=1, max_size=4)
+                pool = await res.pool(self._pool, s.database_url, **self._pool_options())
             authorizer = res.authorizer(None, authz, pool)
         verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
         tickets = self._tickets
@@ -152,6 +154,11 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
         if self._on_started is not None:
             self._on_started()
 
+    def _pool_options(self) -> dict[str, Any]:
+        # Realtime reads tuples (the local authorizer) and Telemetry's latest rows.
+        timeout = self.settings.database_statement_timeout_ms
+        return {"min_size": 1, "max_size": 4, "server_settings": session_settings(timeout)}
+
     async def _telemetry_states(self) -> LatestStates:
         s, res = self.settings, self._resources
         if s.realtime_telemetry_url:
@@ -159,7 +166,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             res.push(session.close, name="telemetry client")
             return HttpLatestStates(s.realtime_telemetry_url, session)
         if s.realtime_telemetry_database:
-            pool = await res.pool(self._pool, s.database_url, min_size=1, max_size=4)
+            pool = await res.pool(self._pool, s.database_url, **self._pool_options())
             return ReadModelLatestStates(PostgresTelemetryStore(pool, s.database_url))
         return NoLatestStates()
 

@@ -7,6 +7,7 @@ __all__ = [
     "StoreConflictError",
     "StoreError",
     "StoreRejectedError",
+    "StoreTimeoutError",
     "TelemetryError",
 ]
 
@@ -21,6 +22,10 @@ class StoreError(TelemetryError):
 
 class StoreRejectedError(StoreError):
     """The store refused the data itself (PostgreSQL's class 22): retrying cannot help."""
+
+
+class StoreTimeoutError(StoreError):
+    """PostgreSQL cancelled the statement: it ran past the statement timeout."""
 
 
 class StoreConflictError(StoreError):

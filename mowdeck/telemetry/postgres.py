@@ -14,9 +14,14 @@ import msgspec
 
 from contracts.v1 import MowerState, Position
 from mowdeck.kit.locked_round import BatchedDelete, LockedRound
-from mowdeck.kit.pg import rows_affected
+from mowdeck.kit.pg import QUERY_CANCELED, rows_affected, session_settings
 from mowdeck.telemetry import sql
-from mowdeck.telemetry.errors import StoreConflictError, StoreError, StoreRejectedError
+from mowdeck.telemetry.errors import (
+    StoreConflictError,
+    StoreError,
+    StoreRejectedError,
+    StoreTimeoutError,
+)
 from mowdeck.telemetry.model import (
     HistoryBin,
     HistoryRow,
@@ -40,14 +45,19 @@ _raw = msgspec.json.Encoder()
 _decode_raw = msgspec.json.Decoder(dict[str, Any])
 
 
-def pool_options(max_size: int) -> dict[str, Any]:
-    """Pool options whose sessions run in UTC, whatever the server's or database's default."""
-    return {"min_size": 1, "max_size": max_size, "server_settings": {"timezone": "UTC"}}
+def pool_options(max_size: int, *, statement_timeout_ms: int) -> dict[str, Any]:
+    """Pool options whose sessions run in UTC with the statement timeout (``kit.pg``)."""
+    return {
+        "min_size": 1,
+        "max_size": max_size,
+        "server_settings": session_settings(statement_timeout_ms),
+    }
 
 
-async def create_pool(dsn: str, *, max_size: int) -> asyncpg.Pool:
+async def create_pool(dsn: str, *, max_size: int, statement_timeout_ms: int = 0) -> asyncpg.Pool:
     """A pool with ``pool_options``."""
-    pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **pool_options(max_size))
+    options = pool_options(max_size, statement_timeout_ms=statement_timeout_ms)
+    pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **options)
     return pool
 
 
@@ -74,6 +84,8 @@ def _translated(operation: str) -> Iterator[None]:
             raise StoreRejectedError(f"{operation} refused: {err}") from err
         if getattr(err, "sqlstate", None) in _CONFLICTS:
             raise StoreConflictError(f"{operation} lost a race: {err}") from err
+        if getattr(err, "sqlstate", None) == QUERY_CANCELED:
+            raise StoreTimeoutError(f"{operation} ran out of time: {err}") from err
         raise StoreError(f"{operation} failed: {err}") from err
 
 
@@ -103,12 +115,19 @@ class PostgresTelemetryStore:
     """Telemetry tables in PostgreSQL through an asyncpg pool.
 
     Retention opens a dedicated autocommit connection to ``dsn`` per round, so the
-    session-level advisory lock never leaks into a pooled connection.
+    session-level advisory lock never leaks into a pooled connection; its statements get
+    ``maintenance_timeout_ms`` (None: the server's default).
     """
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, dsn: str, *, maintenance_timeout_ms: int | None = None
+    ) -> None:
         self._pool = pool
-        self._retention = LockedRound(_RETENTION_LOCK, lambda: asyncpg.connect(dsn))
+        self._retention = LockedRound(
+            _RETENTION_LOCK,
+            lambda: asyncpg.connect(dsn, server_settings={"timezone": "UTC"}),
+            statement_timeout_ms=maintenance_timeout_ms,
+        )
 
     # -- ingest --------------------------------------------------------------------
 
@@ -195,17 +214,19 @@ class PostgresTelemetryStore:
 
     async def latest(self, account_id: uuid.UUID, mower_id: uuid.UUID) -> MowerState | None:
         """The latest state of one of the account's mowers."""
-        row = await self._pool.fetchrow(sql.LATEST_ONE, account_id, mower_id)
+        with _translated("latest state read"):
+            row = await self._pool.fetchrow(sql.LATEST_ONE, account_id, mower_id)
         return None if row is None else _state(row)
 
     async def latest_of_account(
         self, account_id: uuid.UUID, mower_ids: Collection[uuid.UUID] | None
     ) -> list[MowerState]:
         """The account's latest states, optionally of ``mower_ids`` only."""
-        if mower_ids is None:
-            rows = await self._pool.fetch(sql.LATEST_ACCOUNT, account_id)
-        else:
-            rows = await self._pool.fetch(sql.LATEST_SOME, account_id, list(mower_ids))
+        with _translated("latest states read"):
+            if mower_ids is None:
+                rows = await self._pool.fetch(sql.LATEST_ACCOUNT, account_id)
+            else:
+                rows = await self._pool.fetch(sql.LATEST_SOME, account_id, list(mower_ids))
         return [_state(row) for row in rows]
 
     async def history(
@@ -217,7 +238,8 @@ class PostgresTelemetryStore:
         limit: int,
     ) -> list[HistoryRow]:
         """History rows in ``[start, end)``."""
-        rows = await self._pool.fetch(sql.HISTORY, account_id, mower_id, start, end, limit)
+        with _translated("history read"):
+            rows = await self._pool.fetch(sql.HISTORY, account_id, mower_id, start, end, limit)
         return [HistoryRow(**dict(row)) for row in rows]
 
     async def history_bins(
@@ -229,7 +251,8 @@ class PostgresTelemetryStore:
         step: timedelta,
     ) -> list[HistoryBin]:
         """History downsampled with ``date_bin`` in the database."""
-        rows = await self._pool.fetch(sql.HISTORY_BINS, account_id, mower_id, start, end, step)
+        with _translated("history bins read"):
+            rows = await self._pool.fetch(sql.HISTORY_BINS, account_id, mower_id, start, end, step)
         # Built directly rather than through ``msgspec.convert`` of a dict per row: a month
         # at one hour is 744 bins, and this is the hot part of the route in Python.
         return [
@@ -259,7 +282,8 @@ class PostgresTelemetryStore:
         limit: int,
     ) -> list[PositionRow]:
         """Track points in ``[start, end)``."""
-        rows = await self._pool.fetch(sql.TRACK, account_id, mower_id, start, end, limit)
+        with _translated("track read"):
+            rows = await self._pool.fetch(sql.TRACK, account_id, mower_id, start, end, limit)
         return [PositionRow(**dict(row)) for row in rows]
 
     async def timeline(
@@ -271,7 +295,8 @@ class PostgresTelemetryStore:
         limit: int,
     ) -> list[TimelineRow]:
         """Status transitions in ``[start, end)``."""
-        rows = await self._pool.fetch(sql.TIMELINE, account_id, mower_id, start, end, limit)
+        with _translated("timeline read"):
+            rows = await self._pool.fetch(sql.TIMELINE, account_id, mower_id, start, end, limit)
         return [TimelineRow(**dict(row)) for row in rows]
 
     # -- retention -----------------------------------------------------------------

@@ -22,6 +22,7 @@ from mowdeck.authn import DenyList, Principal, TokenVerifier, auth_middleware, p
 from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, mower_object, user_ref
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.http import (
+    Handler,
     Problem,
     Readiness,
     authz_unavailable,
@@ -30,8 +31,14 @@ from mowdeck.kit.http import (
     request_metrics,
     with_ops_routes,
 )
+from mowdeck.kit.times import EARLIEST, TimeRefusal, check_time, parse_time
 from mowdeck.telemetry.bins import check_range, parse_step
-from mowdeck.telemetry.errors import QueryLimitError
+from mowdeck.telemetry.errors import (
+    QueryLimitError,
+    StoreError,
+    StoreRejectedError,
+    StoreTimeoutError,
+)
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import TelemetryStore
 from mowdeck.telemetry.settings import TelemetrySettings
@@ -84,37 +91,29 @@ async def _visible_mower(request: web.Request) -> tuple[QueryDeps, Principal, uu
     return deps, caller, mower_id
 
 
-def _time(request: web.Request, name: str, default: datetime) -> datetime:
+def _time(request: web.Request, name: str, default: datetime, now: datetime) -> datetime:
+    """The query's ``name`` time (``default`` when absent), within the range any query may
+    name (``kit.times``): 400 when it is no time, 422 when it is out of that range."""
     text = request.query.get(name)
-    if text is None:
-        return default
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
+        value = default if text is None else parse_time(name, text)
+        return check_time(name, value, now)
+    except TimeRefusal as err:
+        if err.out_of_range:
+            raise Problem(
+                422, "Unprocessable Content", err.detail, type_="query-limit", extra={"field": name}
+            ) from None
         raise Problem(
-            400, "Bad Request", f"`{name}` is not an ISO 8601 time", type_="bad-query"
-        ) from None
-    if value.tzinfo is None:
-        raise Problem(400, "Bad Request", f"`{name}` must carry a time zone", type_="bad-query")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first representable time
-        raise Problem(
-            400, "Bad Request", f"`{name}` is out of the representable range", type_="bad-query"
+            400, "Bad Request", err.detail, type_="bad-query", extra={"field": name}
         ) from None
 
 
 def _range(
     request: web.Request, deps: QueryDeps, step: timedelta | None
 ) -> tuple[datetime, datetime]:
-    end = _time(request, "to", deps.clock())
-    try:
-        default_start = end - _DEFAULT_WINDOW
-    except OverflowError:
-        raise Problem(
-            400, "Bad Request", "`to` is too early to leave room for a range", type_="bad-query"
-        ) from None
-    start = _time(request, "from", default_start)
+    now = deps.clock()
+    end = _time(request, "to", now, now)
+    start = _time(request, "from", max(EARLIEST, end - _DEFAULT_WINDOW), now)
     s = deps.settings
     try:
         check_range(
@@ -216,6 +215,37 @@ def _mower_ids(objects: Iterable[str]) -> set[uuid.UUID]:
     return ids
 
 
+@web.middleware
+async def store_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The store's failures as problems: a refused value is the request's (422), a
+    statement past its timeout or a database away an outage (503)."""
+    try:
+        return await handler(request)
+    except StoreRejectedError as err:
+        log.info("store refused a value of a query", path=request.path, error=str(err))
+        raise Problem(
+            422, "Unprocessable Content", "a value of the query is out of range", type_="bad-query"
+        ) from err
+    except StoreTimeoutError as err:
+        log.warning("query ran out of time", path=request.path, error=str(err))
+        raise Problem(
+            503,
+            "Service Unavailable",
+            "the query did not finish within the statement timeout",
+            type_="query-timeout",
+            headers={"Retry-After": "5"},
+        ) from err
+    except StoreError as err:
+        log.warning("store unavailable", path=request.path, error=str(err))
+        raise Problem(
+            503,
+            "Service Unavailable",
+            "the telemetry store is unavailable",
+            type_="unavailable",
+            headers={"Retry-After": "1"},
+        ) from err
+
+
 def create_app(
     deps: QueryDeps,
     verifier: TokenVerifier,
@@ -229,6 +259,7 @@ def create_app(
             request_metrics(registry, service="telemetry"),
             problem_middleware,
             auth_middleware(verifier, denylist=denylist),
+            store_errors,
         ]
     )
     CorsPolicy(deps.settings.http_cors_origins).install(app)

@@ -116,10 +116,17 @@ class TelemetryService(ServiceShell[TelemetrySettings]):
         )
         pool = self._pool
         if pool is None and (self.store is None or self._authorizer is None):
-            pool = await res.pool(None, s.database_url, **pool_options(s.telemetry_db_pool_size))
+            options = pool_options(
+                s.telemetry_db_pool_size, statement_timeout_ms=s.database_statement_timeout_ms
+            )
+            pool = await res.pool(None, s.database_url, **options)
         if self.store is None:
             assert pool is not None
-            self.store = PostgresTelemetryStore(pool, s.database_url)
+            self.store = PostgresTelemetryStore(
+                pool,
+                s.database_url,
+                maintenance_timeout_ms=s.database_maintenance_statement_timeout_ms,
+            )
         store = self.store
         authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
         auth = self._auth_settings or load_auth_settings()

@@ -283,7 +283,9 @@ async def run(smoke: bool, state_batch_max: int, actor_workers: int) -> None:
         await migrate(url, discover(sql_root(), ["notifications", "authz"]))
         bus = await Bus.connect(server.url, name="bench")
         # The service's pool options, two connections open from the start as before.
-        pool = await asyncpg.create_pool(url, **{**pool_options(10), "min_size": 2})
+        pool = await asyncpg.create_pool(
+            url, **{**pool_options(10, statement_timeout_ms=0), "min_size": 2}
+        )
         try:
             fleet = Fleet(mowers)
             # -- naive baseline --------------------------------------------------------

@@ -51,7 +51,7 @@ async def run(batch: int, rounds: int) -> None:
     url = await asyncio.to_thread(create_database, "mowdeck_bench_replay")
     try:
         await migrate(url, discover(sql_root(), ["telemetry"]))
-        pool = await asyncpg.create_pool(url, **pool_options(8))
+        pool = await asyncpg.create_pool(url, **pool_options(8, statement_timeout_ms=0))
         try:
             await _replay(pool, url, batch, rounds)
         finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import aiohttp
 import asyncpg
@@ -12,9 +12,13 @@ import pytest
 
 from mowdeck.authz import Authorizer, grant_tuples
 from mowdeck.fleet import FleetService
-from mowdeck.fleet.ports import PruneCutoffs
+from mowdeck.fleet.errors import ValueRefusedError
+from mowdeck.fleet.ports import AuditQuery, PruneCutoffs
 from mowdeck.fleet.postgres import PostgresPruning
-from tests.integration.fleet.conftest import Api
+from mowdeck.fleet.postgres_commands import PostgresAuditTrail
+from mowdeck.kit.bus import Bus
+from tests.integration.fleet.conftest import AUTH, Api, settings
+from tests.integration.fleet.conftest import KINDS as CONNECTION_KINDS
 from tests.integration.fleet.test_commands import registered
 from tests.integration.fleet.test_rest import owner
 
@@ -64,7 +68,8 @@ async def test_admins_page_their_accounts_trail_newest_first_and_others_get_403(
         str(admin.account),
     )
     since = (datetime.now(UTC) - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
-    status, page = await admin.call("GET", f"/v1/audit?from={since}&to=2999-01-01T00:00:00Z")
+    until = (datetime.now(UTC) + timedelta(days=300)).isoformat().replace("+00:00", "Z")
+    status, page = await admin.call("GET", f"/v1/audit?from={since}&to={until}")
     assert (status, len(page["commands"])) == (200, len(KINDS))
     status, page = await admin.call("GET", "/v1/audit?to=2000-01-01T00:00:00Z")
     assert (status, page["commands"], page["next_cursor"]) == (200, [], None)
@@ -100,6 +105,42 @@ async def test_a_bad_query_parameter_is_a_400_naming_it(
         async with http.get(f"{fleet.url}{path}?{query}", headers=admin.headers) as r:
             assert (r.status, r.content_type) == (400, "application/problem+json")
             assert (await r.json())["field"] == field
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        # Before the first representable instant once in UTC: asyncpg cannot send it,
+        # and that data error was answered as an outage (503 "registry unavailable").
+        ("from=0001-01-01T00:00:00%2B01:00", "from"),
+        ("to=9999-12-31T23:59:59.999999Z", "to"),  # `infinity` to PostgreSQL
+    ],
+    ids=str,
+)
+async def test_a_time_out_of_range_is_a_422_naming_it_never_an_outage(
+    fleet: FleetService, authorizer: Authorizer, http: aiohttp.ClientSession, query: str, field: str
+) -> None:
+    admin = await owner(http, fleet, authorizer)
+    for path in ("/v1/audit", "/v1/audit/export"):
+        async with http.get(f"{fleet.url}{path}?{query}", headers=admin.headers) as r:
+            assert (r.status, r.content_type) == (422, "application/problem+json"), path
+            assert (await r.json())["field"] == field
+
+
+async def test_a_value_the_database_refuses_is_refused_not_an_outage(pool: asyncpg.Pool) -> None:
+    # Past the range checks, the adapter's own translation: a value asyncpg cannot send.
+    trail = PostgresAuditTrail(pool)
+    query = AuditQuery(
+        account_id=uuid.uuid4(),
+        mower_id=None,
+        since=datetime(1, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=1))),
+        until=None,
+        kind=None,
+        limit=10,
+        before=None,
+    )
+    with pytest.raises(ValueRefusedError):
+        await trail.page(query)
 
 
 async def test_the_export_streams_every_match_as_json_lines(
@@ -150,3 +191,26 @@ async def test_the_trail_is_append_only_but_for_the_retention_round(
     # The setting the round used stayed on its own connection.
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
         await pool.execute("DELETE FROM fleet_audit_commands")
+
+
+async def test_a_query_past_the_statement_timeout_is_cancelled_and_answered_503(
+    bus: Bus, pool: asyncpg.Pool, fleet_db: str, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    # Fleet with a pool of its own, made from its settings.
+    service = FleetService(
+        settings(database_url=fleet_db, database_statement_timeout_ms=300),
+        auth_settings=AUTH,
+        bus=bus,
+        authorizer=authorizer,
+        connection_kinds=CONNECTION_KINDS,
+    )
+    await service.start()
+    try:
+        admin = await owner(http, service, authorizer)
+        # A statement that cannot finish: the table is locked until the answer has come.
+        async with pool.acquire() as locker, locker.transaction():
+            await locker.execute("LOCK TABLE fleet_audit_commands IN ACCESS EXCLUSIVE MODE")
+            status, body = await admin.call("GET", "/v1/audit", timeout=aiohttp.ClientTimeout(30))
+        assert (status, body["type"].rsplit("/", 1)[-1]) == (503, "unavailable")
+    finally:
+        await service.stop()

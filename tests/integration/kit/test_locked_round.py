@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from mowdeck.kit.locked_round import BatchedDelete, LockedRound, connection_like
+from mowdeck.kit.pg import session_settings
 from tests.support.eventually import eventually
 
 KEY = 0x74657374  # "test"
@@ -110,3 +111,21 @@ async def test_batched_deletes_repeat_until_a_batch_is_short(
         await pool.close()
     assert deleted == {"round_rows": 20}
     assert await other.fetchval("SELECT count(*) FROM round_rows") == 5
+
+
+async def test_a_round_runs_under_its_own_statement_timeout(database_url: str) -> None:
+    # The session's own timeout is a service pool's, far too short for housekeeping.
+    async def connect() -> asyncpg.Connection:
+        conn: asyncpg.Connection = await asyncpg.connect(
+            database_url, server_settings=session_settings(100)
+        )
+        return conn
+
+    async def slow(conn: asyncpg.Connection) -> str:
+        await conn.execute("SELECT pg_sleep(0.3)")
+        shown: str = await conn.fetchval("SHOW statement_timeout")
+        return shown
+
+    assert await LockedRound(KEY, connect, statement_timeout_ms=5000).run(slow) == "5s"
+    with pytest.raises(asyncpg.QueryCanceledError):
+        await LockedRound(KEY, connect).run(slow)

@@ -146,3 +146,13 @@ def test_the_command_reports_in_one_line(
     assert message in captured.err
     assert "Traceback" not in captured.err
     assert "applied" not in captured.out
+
+
+async def test_a_migration_runs_under_the_statement_timeout_it_is_given(
+    tmp_path: Path, database_url: str
+) -> None:
+    _write(tmp_path, "epsilon", "0001_slow.sql", "SELECT pg_sleep(0.5);")
+    with pytest.raises(MigrationError, match="statement timeout"):
+        await migrate(database_url, discover(tmp_path, ["epsilon"]), statement_timeout_ms=100)
+    applied = await migrate(database_url, discover(tmp_path, ["epsilon"]), statement_timeout_ms=0)
+    assert [m.name for m in applied] == ["slow"]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncpg
+import pytest
 
-from mowdeck.kit.pg import keep_session
+from mowdeck.kit.pg import QUERY_CANCELED, keep_session, session_settings
 
 
 async def test_a_released_connection_keeps_its_session_and_loses_an_open_transaction(
@@ -26,5 +27,22 @@ async def test_a_released_connection_keeps_its_session_and_loses_an_open_transac
             # The transaction left open was rolled back on release all the same.
             assert not conn.is_in_transaction()
             assert await conn.fetchval("SELECT count(*) FROM left_open") == 0
+    finally:
+        await pool.close()
+
+
+async def test_a_pool_with_the_session_settings_cancels_a_statement_past_its_timeout(
+    database_url: str,
+) -> None:
+    pool = await asyncpg.create_pool(
+        database_url, min_size=1, max_size=1, server_settings=session_settings(200)
+    )
+    try:
+        assert await pool.fetchval("SHOW timezone") == "UTC"
+        await pool.execute("SELECT pg_sleep(0.05)")  # well within
+        with pytest.raises(asyncpg.QueryCanceledError) as cancelled:
+            await pool.execute("SELECT pg_sleep(5)")
+        assert cancelled.value.sqlstate == QUERY_CANCELED
+        assert await pool.fetchval("SELECT 1") == 1  # the connection is usable again
     finally:
         await pool.close()

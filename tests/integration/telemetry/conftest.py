@@ -84,6 +84,8 @@ async def make_service(
     async def factory(**overrides: Any) -> TelemetryService:
         seed = overrides.pop("seed", False)
         clock = overrides.pop("clock", None)
+        # A pool of the service's own, made from its settings (the test's pool otherwise).
+        own_pool = overrides.pop("own_pool", False)
         values: dict[str, Any] = {
             "nats_url": nats_server.url,
             "nats_fast_path": fast_path_from_environment(),  # as a service would read it
@@ -96,7 +98,7 @@ async def make_service(
         values.update(overrides)
         service = TelemetryService(
             TelemetrySettings(**values),
-            pool=pool,
+            pool=None if own_pool else pool,
             authorizer=authorizer,
             verifier=TokenVerifier(AUTH),
             seed=seed,

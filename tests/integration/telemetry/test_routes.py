@@ -224,14 +224,33 @@ async def test_limits(service: TelemetryService, issuer: TokenIssuer) -> None:
     for bad in ("step=0s", "step=1y", "from=yesterday", "from=2026-05-01T00:00:00"):
         status, _ = await _get(service, issuer, "alice", f"{base}?{bad}")
         assert status in (400, 422), bad
-    # Times at the edge of what can be represented: a 400 that says so, never a 500.
-    for bad in (
-        "from=0001-01-01T00:30:00%2B01:00&to=0001-01-02T00:00:00Z",
-        "to=0001-01-01T00:00:00Z",
-        "to=9999-12-31T23:00:00-05:00",
+    # Times outside what a query can mean: a 422 naming the parameter, before any query.
+    for bad, field in (
+        ("from=0001-01-01T00:30:00%2B01:00&to=0001-01-02T00:00:00Z", "to"),
+        ("to=0001-01-01T00:00:00Z", "to"),
+        ("to=9999-12-31T23:00:00-05:00", "to"),
+        ("from=1999-12-31T23:59:59Z&to=2000-01-01T01:00:00Z", "from"),
+        ("from=2026-05-01T00:00:00Z&to=2027-06-01T00:00:00Z", "to"),  # a year past now
     ):
         status, body = await _get(service, issuer, "alice", f"{base}?{bad}")
-        assert (status, _kind(body)) == (400, "bad-query"), bad
+        assert (status, _kind(body), body.get("field")) == (422, "query-limit", field), bad
+
+
+async def test_a_range_at_the_end_of_time_is_refused_before_any_query(
+    service: TelemetryService, issuer: TokenIssuer
+) -> None:
+    # datetime.max reaches PostgreSQL as `infinity`: bins generated without end, a query
+    # that ran until cancelled by hand, one viewer's request stalling every service.
+    path = (
+        f"/v1/mowers/{GROUPED}/history?step=1m"
+        "&from=9999-12-31T22:00:00Z&to=9999-12-31T23:59:59.999999Z"
+    )
+    status, body = await _get(service, issuer, "alice", path)
+    assert (status, _kind(body), body["field"]) == (422, "query-limit", "to")
+    for route in ("track", "commands"):
+        path = f"/v1/mowers/{GROUPED}/{route}?from=9999-12-31T22:00:00Z&to=9999-12-31T23:59:59Z"
+        status, body = await _get(service, issuer, "alice", path)
+        assert (status, body["field"]) == (422, "to"), route
 
 
 async def test_raw_history_is_cut_at_the_row_limit(

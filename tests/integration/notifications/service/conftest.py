@@ -118,6 +118,8 @@ async def make_service(  # noqa: PLR0917 - pytest fixtures
 
     async def factory(**overrides: Any) -> NotificationsService:
         options = {k: overrides.pop(k) for k in ("fanout", "seed") if k in overrides}
+        # A pool of the service's own, made from its settings (the test's pool otherwise).
+        own_pool = overrides.pop("own_pool", False)
         values: dict[str, Any] = {
             "nats_url": nats_server.url,
             "nats_fast_path": fast_path_from_environment(),
@@ -133,7 +135,7 @@ async def make_service(  # noqa: PLR0917 - pytest fixtures
         values.update(overrides)
         service = NotificationsService(
             NotificationsSettings(**values),
-            pool=pool,
+            pool=None if own_pool else pool,
             authorizer=authorizer,
             verifier=TokenVerifier(AUTH),
             clock=clock,
