@@ -120,6 +120,8 @@ def decode_gateway_frame(data: bytes | str) -> CommandFrame:
         head = _head.decode(data)
     except msgspec.DecodeError as err:
         raise ProtocolError(f"malformed frame: {err}") from err
+    except RecursionError:
+        raise ProtocolError("malformed frame: nested too deeply") from None
     # The id is parsed from the head only for an error: a good frame carries it decoded.
     if head.v is not None and head.v != PROTOCOL_VERSION:
         raise ProtocolError(f"unsupported protocol version {head.v}", _command_id(head))
@@ -129,6 +131,8 @@ def decode_gateway_frame(data: bytes | str) -> CommandFrame:
         return _gateway.decode(data)
     except msgspec.DecodeError as err:
         raise ProtocolError(f"invalid command: {err}", _command_id(head)) from err
+    except RecursionError:
+        raise ProtocolError("invalid command: nested too deeply", _command_id(head)) from None
 
 
 def decode_device_frame(data: bytes | str) -> DeviceFrame:
@@ -137,6 +141,8 @@ def decode_device_frame(data: bytes | str) -> DeviceFrame:
         frame: DeviceFrame = _device.decode(data)
     except msgspec.DecodeError as err:
         raise ProtocolError(f"malformed frame: {err}") from err
+    except RecursionError:
+        raise ProtocolError("malformed frame: nested too deeply") from None
     if frame.v != PROTOCOL_VERSION:
         raise ProtocolError(f"unsupported protocol version {frame.v}")
     return frame

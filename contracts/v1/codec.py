@@ -62,6 +62,10 @@ def _run(decoder: msgspec.json.Decoder[T], data: bytes | str) -> T:
         decoded: T = decoder.decode(data)
     except msgspec.DecodeError as err:
         raise ContractError(str(err)) from err
+    except RecursionError:
+        # A document nested a thousand levels deep (in a free-form field such as ``raw``)
+        # is as undecodable as a malformed one: terminated, never retried.
+        raise ContractError("nested too deeply to decode") from None
     return decoded
 
 

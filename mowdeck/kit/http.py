@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,12 +19,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from mowdeck.errors import MowdeckError
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "PROBLEM_BASE",
     "PROBLEM_CONTENT_TYPE",
     "Handler",
     "Problem",
     "Readiness",
     "authz_unavailable",
+    "json_depth_exceeds",
     "json_response",
     "problem_middleware",
     "read_json",
@@ -128,8 +131,33 @@ def json_response(data: Any, status: int = 200) -> web.Response:
     )
 
 
-async def read_json(request: web.Request) -> bytes:
-    """The raw request body, refusing a non-JSON content type or an empty body."""
+MAX_JSON_DEPTH = 32
+"""How deeply a request body may nest arrays and objects: every document an API takes
+nests a few levels; a decoder recursing a thousand levels fails with a RecursionError."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether ``body`` nests arrays and objects deeper than ``limit`` (strings skipped;
+    a malformed body is the decoder's to refuse)."""
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    if brackets.count(b"[") + brackets.count(b"{") <= limit:
+        return False  # the common case: too few brackets to nest that deep
+    depth = 0
+    for byte in brackets:
+        if byte in b"[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+async def read_json(request: web.Request, *, max_depth: int = MAX_JSON_DEPTH) -> bytes:
+    """The raw request body, refusing a non-JSON content type, an empty body and a body
+    nested deeper than ``max_depth``: the one reader of every route that takes JSON."""
     if request.content_type not in ("application/json", "application/merge-patch+json"):
         raise Problem(
             415,
@@ -140,6 +168,13 @@ async def read_json(request: web.Request) -> bytes:
     body = await request.read()
     if not body:
         raise Problem(400, "Bad Request", "the request body is empty", type_="empty-body")
+    if json_depth_exceeds(body, max_depth):
+        raise Problem(
+            400,
+            "Bad Request",
+            f"the body nests arrays and objects deeper than {max_depth} levels",
+            type_="too-deep",
+        )
     return body
 
 

@@ -155,34 +155,30 @@ def _queries(pool: asyncpg.Pool, dsn: str, fleet: list[uuid.UUID]) -> dict[str, 
     }
 
 
-async def run(*, smoke: bool, repeat: int) -> dict[str, float]:
-    """Fill a fresh database, time every query; the p99 (the max of so few runs) in ms."""
-    dsn = create_database("mowdeck_bench")
+async def run(dsn: str, *, smoke: bool, repeat: int) -> dict[str, float]:
+    """Fill the fresh database ``dsn``, time every query; the slowest run of each, in ms."""
+    await migrate(dsn, discover(sql_root(), ["telemetry", "fleet", "authz"]))
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     try:
-        await migrate(dsn, discover(sql_root(), ["telemetry", "fleet", "authz"]))
-        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
-        try:
-            sizes = (
-                {"days": 2, "quiet": 5, "mowers": 200, "audited": 2_000}
-                if smoke
-                else {"days": 31, "quiet": 200, "mowers": 10_000, "audited": 100_000}
+        sizes = (
+            {"days": 2, "quiet": 5, "mowers": 200, "audited": 2_000}
+            if smoke
+            else {"days": 31, "quiet": 200, "mowers": 10_000, "audited": 100_000}
+        )
+        filled = time.perf_counter()
+        fleet = await _fill(pool, **sizes)
+        print(f"filled in {time.perf_counter() - filled:.1f} s: {sizes}")
+        worst: dict[str, float] = {}
+        for name, query in _queries(pool, dsn, fleet).items():
+            times = await _time(query, repeat)
+            worst[name] = max(times)
+            print(
+                f"{name:16} p50 {statistics.median(times):7.1f} ms"
+                f"  max {max(times):7.1f} ms  ({len(times)} runs)"
             )
-            filled = time.perf_counter()
-            fleet = await _fill(pool, **sizes)
-            print(f"filled in {time.perf_counter() - filled:.1f} s: {sizes}")
-            worst: dict[str, float] = {}
-            for name, query in _queries(pool, dsn, fleet).items():
-                times = await _time(query, repeat)
-                worst[name] = max(times)
-                print(
-                    f"{name:16} p50 {statistics.median(times):7.1f} ms"
-                    f"  max {max(times):7.1f} ms  ({len(times)} runs)"
-                )
-            return worst
-        finally:
-            await pool.close()
+        return worst
     finally:
-        drop_database(dsn)
+        await pool.close()
 
 
 def main() -> None:
@@ -191,7 +187,11 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
     parser.add_argument("--repeat", type=int, default=20, help="runs per query after warm-up")
     args = parser.parse_args()
-    worst = asyncio.run(run(smoke=args.smoke, repeat=3 if args.smoke else args.repeat))
+    dsn = create_database("mowdeck_bench")
+    try:
+        worst = asyncio.run(run(dsn, smoke=args.smoke, repeat=3 if args.smoke else args.repeat))
+    finally:
+        drop_database(dsn)
     slowest = max(worst, key=worst.__getitem__)
     figures = " ".join(f"{k}_max_ms={v:.1f}" for k, v in worst.items())
     print(f"RESULT slowest={slowest} slowest_max_ms={worst[slowest]:.1f} {figures}")

@@ -132,6 +132,20 @@ async def test_a_token_is_required(client: Client) -> None:
     assert (await client.get("/v1/notifications/targets")).status == 401
 
 
+async def test_a_body_nested_too_deeply_is_a_400_not_a_failure(client: Client) -> None:
+    # A thousand levels: the decoder's RecursionError was a 500 with a logged traceback.
+    deep = b"[" * 1000 + b"]" * 1000
+    with structlog.testing.capture_logs() as logs:
+        response = await client.post(
+            "/v1/notifications/targets",
+            data=deep,
+            headers={**as_user("ann"), "Content-Type": "application/json"},
+        )
+        body = await response.json(content_type=None)
+    assert (response.status, body["type"].rsplit("/", 1)[-1]) == (400, "too-deep")
+    assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
+
+
 def _push(endpoint: str) -> dict[str, Any]:
     keys = {
         "p256dh": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1"

@@ -17,7 +17,9 @@ from contracts.v1 import (
     MowerLink,
     MowerListRequest,
     MowerRegistration,
+    MowerState,
     UserRef,
+    decode,
     decode_event,
     encode,
     shard_of,
@@ -142,3 +144,23 @@ def test_mower_list_pages_cover_the_shard_exactly_once() -> None:
         request = request.next_page(reply)
     assert seen == list(range(1, 25, 2))
     assert pages == 3
+
+
+@pytest.mark.parametrize("depth", [100, 5000], ids=["deep", "deeper-than-the-stack"])
+def test_a_document_nested_too_deeply_is_undecodable_not_a_crash(depth: int) -> None:
+    # A free-form field (``raw``) nested thousands of levels deep: before, the decoder's
+    # RecursionError escaped every consumer's "undecodable" handling.
+    raw = "[" * depth + "]" * depth
+    state = (
+        '{"mower_id": "6f1c2a9e-0d3b-4c55-9a7e-2b8f3c4d5e6f",'
+        ' "account_id": "a0c1e2f3-4455-4677-8899-aabbccddeeff",'
+        ' "observed_at": "2026-05-01T12:00:00Z", "activity": "idle", "battery": 50,'
+        f' "raw": {{"deep": {raw}}}}}'
+    )
+    if depth <= 100:
+        assert decode(state, MowerState).raw["deep"] is not None
+        return
+    with pytest.raises(ContractError, match="nested too deeply"):
+        decode(state, MowerState)
+    with pytest.raises(ContractError, match="nested too deeply"):
+        decode_event('{"type": "mower.registered", "payload": ' + raw + "}")

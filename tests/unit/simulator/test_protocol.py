@@ -69,3 +69,11 @@ def test_refused_gateway_frames_carry_a_reason(data: bytes, reason: str, has_id:
     with pytest.raises(ProtocolError, match=reason) as info:
         decode_gateway_frame(data)
     assert (info.value.command_id == CID) is has_id
+
+
+def test_frames_nested_too_deeply_are_refused_with_a_reason() -> None:
+    deep = b"[" * 5000 + b"]" * 5000
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        decode_device_frame(b'{"type": "state", "v": 1, "extra": ' + deep + b"}")
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        decode_gateway_frame(b'{"type": "command", "v": 1, "extra": ' + deep + b"}")
