@@ -23,8 +23,9 @@ from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.client import JetStreamContext
 
-from contracts.v1 import GrantsChanged, MowerRegistration, UserRef
+from contracts.v1 import GrantsChanged, MowerRegistration
 from contracts.v1.subjects import COMMANDS, EVENTS, TELEMETRY
+from mowdeck.authn import Denial, DenyList
 from mowdeck.kit.wire import delivery
 from mowdeck.realtime.client import Client, close_data
 from mowdeck.realtime.frames import Frame, frame
@@ -67,8 +68,10 @@ class _Group:
 class Hub:
     """Live subscriptions, the latest states, and the clients indexed by mower and user."""
 
-    def __init__(self, js: JetStreamContext, metrics: RealtimeMetrics) -> None:
+    def __init__(self, js: JetStreamContext, metrics: RealtimeMetrics, denylist: DenyList) -> None:
         self._js = js
+        self._denylist = denylist
+        self._unsubscribe_denials: Callable[[], None] | None = None
         self.metrics = metrics
         self._t = self._c = self._e = 0
         self.latest: dict[uuid.UUID, Latest] = {}
@@ -77,7 +80,6 @@ class Hub:
         self._by_mower: dict[uuid.UUID, list[_Group]] = {}
         self._by_user: dict[str, set[Client]] = {}
         self._by_account: dict[uuid.UUID, set[Client]] = {}
-        self.blocked: dict[str, str] = {}  # disabled or deleted users: the reason
         self.primed = asyncio.Event()
         self._empty = asyncio.Event()
         self._subs: list[Any] = []
@@ -100,7 +102,9 @@ class Hub:
     # -- subscriptions ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Subscribe to the three streams; ``primed`` is set once the latest states are in."""
+        """Follow the deny-list, subscribe to the three streams; ``primed`` is set once the
+        latest states are in."""
+        self._unsubscribe_denials = self._denylist.subscribe(self._on_denial)
         js = self._js
         last = {}
         for spec in (TELEMETRY, COMMANDS, EVENTS):
@@ -133,6 +137,9 @@ class Hub:
 
     async def stop(self) -> None:
         """Unsubscribe and close every client."""
+        if self._unsubscribe_denials is not None:
+            self._unsubscribe_denials()
+            self._unsubscribe_denials = None
         for sub in self._subs:
             try:
                 await sub.unsubscribe()
@@ -179,10 +186,7 @@ class Hub:
             self._dispatch(item)
             return
         payload = event.payload
-        if isinstance(payload, UserRef):  # identity.user.disabled / deleted
-            reason = "user-disabled" if event.type.endswith("disabled") else "user-deleted"
-            self.block(payload.user_id, reason)
-        elif isinstance(payload, GrantsChanged):
+        if isinstance(payload, GrantsChanged):
             self.on_refresh(self._grantees(payload))
         elif isinstance(payload, MowerRegistration):
             if event.type == "mower.removed":
@@ -255,6 +259,11 @@ class Hub:
         self._by_account.setdefault(client.account_id, set()).add(client)
         self._join(client)
         self.metrics.connections.labels(client.transport).inc()
+        # The route checked the deny-list before its awaits; a denial that arrived since
+        # found no stream of the user to close: this one closes at once.
+        denial = self._denylist.denial(client.user_id)
+        if denial is not None:
+            client.close(_close_reason(denial))
         return self.position
 
     def unregister(self, client: Client) -> None:
@@ -308,11 +317,10 @@ class Hub:
                 if found is not None:
                     client.offer(Frame("state", self._id(), found.data, mower, now), now)
 
-    def block(self, user_id: str, reason: str) -> None:
-        """Close the user's streams and refuse new ones (a disabled or deleted user)."""
-        self.blocked[user_id] = reason
-        for client in list(self._by_user.get(user_id, ())):
-            client.close(reason)
+    def _on_denial(self, denial: Denial) -> None:
+        """Close the streams of a user put on the deny-list (disabled or deleted)."""
+        for client in list(self._by_user.get(denial.user_id, ())):
+            client.close(_close_reason(denial))
 
     def heartbeat(self) -> None:
         """Offer every client a heartbeat carrying the current position."""
@@ -328,6 +336,10 @@ class Hub:
     def current_id(self) -> str:
         """The id of the current position."""
         return format_position(self.position)
+
+
+def _close_reason(denial: Denial) -> str:
+    return f"user-{denial.reason}"  # user-disabled, user-deleted
 
 
 def _discard(index: dict[Any, set[Client]], key: Any, client: Client) -> None:

@@ -11,7 +11,13 @@ import aiohttp
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
+from mowdeck.authn import (
+    AuthSettings,
+    JetStreamDenyList,
+    TokenVerifier,
+    load_auth_settings,
+    running_denylist,
+)
 from mowdeck.authz import Authorizer, AuthzSettings, load_authz_settings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.cors import CorsPolicy
@@ -87,6 +93,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
         self.gc_pauses = GcPauses(self.metrics_registry)
         self.hub: Hub | None = None
         self.access: Access | None = None
+        self.denylist: JetStreamDenyList | None = None
 
     async def _start(self) -> None:
         # Connect, subscribe to the three streams, read the latest states, then listen.
@@ -103,14 +110,18 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             if authz.authz == "local":
                 pool = await res.pool(self._pool, s.database_url, min_size=1, max_size=4)
             authorizer = res.authorizer(None, authz, pool)
-        verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        auth = self._auth_settings or load_auth_settings()
+        verifier = self._verifier or TokenVerifier(auth)
+        # Loaded before the port opens: a user denied before this replica started is
+        # refused from its first request.
+        self.denylist = denylist = await res.enter(running_denylist(bus, auth))
         tickets = self._tickets
         if tickets is None:
             ttl = s.realtime_ticket_ttl_seconds
             tickets = NatsTickets(await open_bucket(bus.js, s.realtime_ticket_bucket, ttl), ttl)
         states = self._states or await self._telemetry_states()
 
-        self.hub = hub = Hub(bus.js, self.metrics)
+        self.hub = hub = Hub(bus.js, self.metrics, denylist)
         await hub.start()
         res.push(hub.stop, name="hub")
         self.access = access = Access(
@@ -142,6 +153,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             verifier=verifier,
             settings=s,
             cors=CorsPolicy(s.http_cors_origins),
+            denylist=denylist,
         )
         app = create_app(
             deps, verifier, self.readiness, self.metrics_registry, exchange=self._console_codes

@@ -43,8 +43,6 @@ WATCHED_EVENTS: Final = frozenset(
         "mower.registered",
         "mower.removed",
         "identity.grants.changed",
-        "identity.user.disabled",
-        "identity.user.deleted",
     }
 )
 """Event types the hub decodes; every other event only moves the position."""

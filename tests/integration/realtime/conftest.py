@@ -94,6 +94,7 @@ async def make_service(
         values.update(overrides)
         service = RealtimeService(
             RealtimeSettings(**values),
+            auth_settings=AUTH,
             authorizer=authorizer,
             verifier=TokenVerifier(AUTH),
             states=states or latest_states,
