@@ -166,7 +166,7 @@ async def _open(request: web.Request, transport: Transport) -> tuple[RealtimeDep
         )
     types = _types(request)
     try:
-        visible = await deps.access.visible(caller.user_id)
+        visible = await deps.access.visible(caller.user_id, caller.account_id)
     except AuthzUnavailableError as err:
         raise authz_unavailable() from err
     requested = _requested(request, visible)

@@ -24,6 +24,7 @@ from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.periodic import Periodic
+from mowdeck.kit.seed import FleetSeed
 from mowdeck.kit.shell import ServiceShell
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.console import CodeExchange
@@ -94,6 +95,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
         self.hub: Hub | None = None
         self.access: Access | None = None
         self.denylist: JetStreamDenyList | None = None
+        self.fleet_seed: FleetSeed | None = None
 
     async def _start(self) -> None:
         # Connect, subscribe to the three streams, read the latest states, then listen.
@@ -122,8 +124,19 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
         states = self._states or await self._telemetry_states()
 
         self.hub = hub = Hub(bus.js, self.metrics, denylist)
+        # The accounts of every mower, from Fleet; the hub follows the mower events from
+        # its start on, and the seed leaves alone the mowers they named meanwhile.
+        self.fleet_seed = seed = FleetSeed(
+            bus,
+            apply_list=hub.apply_fleet_list,
+            request_timeout=s.realtime_seed_timeout_seconds,
+            name="realtime-accounts-seed",
+        )
+        hub.on_mower_event = seed.saw
         await hub.start()
         res.push(hub.stop, name="hub")
+        await seed.start()
+        res.push(seed.stop, name="accounts seed")
         self.access = access = Access(
             authorizer, hub, self.metrics, refresh=s.realtime_authz_refresh_seconds
         )
@@ -138,6 +151,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
         watch("live subscriptions", lambda: hub.alive)
         watch("authz refresh", task_alive(lambda: access.task))
         watch("heartbeats", task_alive(lambda: heartbeats.task))
+        watch("accounts seed", lambda: seed.healthy)
         streams = Streams(
             hub=hub,
             js=bus.js,
