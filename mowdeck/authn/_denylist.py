@@ -81,6 +81,9 @@ class DenyList(Protocol):
     def is_denied(self, user_id: str) -> bool:
         """Whether ``user_id`` (a token's ``sub``) is refused."""
 
+    def denial(self, user_id: str) -> Denial | None:
+        """Why ``user_id`` is refused, or None when it is not."""
+
     def subscribe(self, callback: DenialCallback) -> Callable[[], None]:
         """Call ``callback`` for each user newly denied; returns the unsubscribe."""
 
@@ -126,6 +129,10 @@ class MemoryDenyList:
     def is_denied(self, user_id: str) -> bool:
         """Whether ``user_id`` is refused."""
         return user_id in self._denied
+
+    def denial(self, user_id: str) -> Denial | None:
+        """Why ``user_id`` is refused, or None."""
+        return self._denied.get(user_id)
 
     def subscribe(self, callback: DenialCallback) -> Callable[[], None]:
         """Call ``callback`` for each user newly denied."""
@@ -258,6 +265,10 @@ class JetStreamDenyList:
     def is_denied(self, user_id: str) -> bool:
         """Whether ``user_id`` is refused (a set lookup)."""
         return user_id in self._denied
+
+    def denial(self, user_id: str) -> Denial | None:
+        """Why ``user_id`` is refused, or None (a dict lookup)."""
+        return self._denied.get(user_id)
 
     def subscribe(self, callback: DenialCallback) -> Callable[[], None]:
         """Call ``callback`` for each user newly denied, from the watch."""

@@ -169,8 +169,10 @@ USERS: tuple[BusUser, ...] = (
     ),
     BusUser(
         name="realtime",
-        purpose="only consumes: live states, results, events; snapshots by direct get",
+        purpose="consumes states, results and events, asks Fleet for the mower list",
         publish=(
+            # The accounts of the mowers (mowdeck/realtime/accounts.py).
+            FLEET_MOWERS_LIST,
             *reader_of(TELEMETRY.name, COMMANDS.name, EVENTS.name),
             f"$JS.API.DIRECT.GET.{TELEMETRY.name}.>",
             f"$JS.API.DIRECT.GET.{TELEMETRY.name}",

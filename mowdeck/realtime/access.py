@@ -1,4 +1,5 @@
-"""Which mowers a reader may see: ``list_objects(can_view)`` at connect, and again later.
+"""Which mowers a reader may see: ``list_objects(can_view)`` at connect, and again later,
+narrowed by the hub to the mowers of the reader's token's account.
 
 Asked again for the clients an event concerns (``identity.grants.changed``,
 ``mower.registered``, ``mower.removed``) as soon as it arrives, and for every client at
@@ -51,10 +52,15 @@ class Access:
         self._task: asyncio.Task[None] | None = None
         hub.on_refresh = self.request
 
-    async def visible(self, user_id: str) -> frozenset[uuid.UUID]:
-        """The mowers ``user_id`` may view; raises ``AuthzUnavailableError``."""
+    async def visible(self, user_id: str, account_id: uuid.UUID) -> frozenset[uuid.UUID]:
+        """The mowers of ``account_id`` that ``user_id`` may view; raises
+        ``AuthzUnavailableError``."""
+        return self._hub.scoped(await self._viewable(user_id), account_id)
+
+    async def _viewable(self, user_id: str) -> frozenset[uuid.UUID]:
+        """Every mower ``user_id`` may view, in any account."""
         objects = await self._authorizer.list_objects(user_ref(user_id), "can_view", "mower")
-        return self._hub.canonical(mower_ids(objects))
+        return frozenset(mower_ids(objects))
 
     def request(self, clients: Iterable[Client] | None) -> None:
         """Look again soon for ``clients`` (None: everyone, after forgetting cached decisions)."""
@@ -112,7 +118,7 @@ class Access:
             # fan-out for the whole round.
             await asyncio.sleep(0)
             try:
-                visible = await self.visible(user_id)
+                visible = await self._viewable(user_id)
             except AuthzUnavailableError as err:
                 # Keep what was visible: closing every stream while authorization is
                 # briefly away would send every console into a reconnect storm.
@@ -120,5 +126,5 @@ class Access:
                 log.warning("visibility refresh skipped", user_id=user_id, error=str(err))
                 continue
             self._metrics.refreshes.labels("ok").inc()
-            for client in theirs:
+            for client in theirs:  # the hub narrows to each client's account
                 self._hub.update_visible(client, visible)

@@ -53,7 +53,7 @@ class RealtimeMetrics:
         )
         self.refused = Counter(
             p + "connections_refused",
-            "Streams refused, by reason (limit, blocked).",
+            "Streams refused, by reason (limit; blocked: a user on the deny-list).",
             ["reason"],
             registry=registry,
         )

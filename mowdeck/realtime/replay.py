@@ -95,6 +95,10 @@ async def replay(
                 return
             if item.user_id is not None and item.user_id != client.user_id:
                 return
+            # The client's mowers are its account's; a state also names the account it
+            # was reported for, which a mower that moved since does not share.
+            if item.account_id is not None and item.account_id != client.account_id:
+                return
             id_ = format_position(Position(*position))
             frames.append(Frame(item.type, id_, item.data, item.mower_id, time.monotonic()))
             if len(frames) > REPLAY_MAX_FRAMES:

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from mowdeck.authn import AuthenticationError, Principal, TokenVerifier, auth_middleware, principal
+from mowdeck.authn import (
+    AuthenticationError,
+    DenyList,
+    Principal,
+    TokenVerifier,
+    auth_middleware,
+    principal,
+)
 from mowdeck.authz import AuthzUnavailableError
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.http import (
@@ -59,6 +66,7 @@ class RealtimeDeps:
     verifier: TokenVerifier
     settings: RealtimeSettings
     cors: CorsPolicy
+    denylist: DenyList
 
 
 DEPS = web.AppKey("realtime_deps", RealtimeDeps)
@@ -142,10 +150,11 @@ async def _open(request: web.Request, transport: Transport) -> tuple[RealtimeDep
     deps = request.app[DEPS]
     caller, token = await _caller(request, deps)
     hub, s = deps.streams.hub, deps.settings
-    blocked = hub.blocked.get(caller.user_id)
-    if blocked is not None:
+    # After a ticket's redemption too: a ticket issued before the denial opens nothing.
+    if deps.denylist.is_denied(caller.user_id):
         deps.streams.metrics.refused.labels("blocked").inc()
-        raise Problem(403, "Forbidden", f"the user is {blocked[5:]}", type_="user-blocked")
+        # As auth_middleware answers a denied user on every other route and service.
+        raise _unauthenticated("disabled", "the user is disabled or deleted")
     if hub.connections_of(caller.user_id) >= s.realtime_max_connections_per_user:
         deps.streams.metrics.refused.labels("limit").inc()
         raise Problem(
@@ -157,7 +166,7 @@ async def _open(request: web.Request, transport: Transport) -> tuple[RealtimeDep
         )
     types = _types(request)
     try:
-        visible = await deps.access.visible(caller.user_id)
+        visible = await deps.access.visible(caller.user_id, caller.account_id)
     except AuthzUnavailableError as err:
         raise authz_unavailable() from err
     requested = _requested(request, visible)
@@ -251,9 +260,7 @@ async def get_ws(request: web.Request) -> web.StreamResponse:
 async def post_ticket(request: web.Request) -> web.Response:
     """``POST /v1/stream/tickets``: a single-use ticket for one stream."""
     deps = request.app[DEPS]
-    caller = principal(request)
-    if caller.user_id in deps.streams.hub.blocked:
-        raise Problem(403, "Forbidden", "the user may not open streams", type_="user-blocked")
+    caller = principal(request)  # auth_middleware refused a denied user
     ticket = await deps.tickets.issue(caller, time.time())
     ttl = deps.settings.realtime_ticket_ttl_seconds
     return json_response({"ticket": ticket, "expires_in": ttl}, status=201)
@@ -276,7 +283,7 @@ def create_app(
         middlewares=[
             request_metrics(registry, service="realtime"),
             problem_middleware,
-            auth_middleware(verifier, public_paths=public),
+            auth_middleware(verifier, denylist=deps.denylist, public_paths=public),
         ]
     )
     deps.cors.install(app)

@@ -12,7 +12,13 @@ import aiohttp
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings
+from mowdeck.authn import (
+    AuthSettings,
+    JetStreamDenyList,
+    TokenVerifier,
+    load_auth_settings,
+    running_denylist,
+)
 from mowdeck.authz import Authorizer, AuthzSettings, load_authz_settings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.cors import CorsPolicy
@@ -20,6 +26,7 @@ from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.periodic import Periodic
 from mowdeck.kit.pg import session_settings
+from mowdeck.kit.seed import FleetSeed
 from mowdeck.kit.shell import ServiceShell
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.console import CodeExchange
@@ -89,6 +96,8 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
         self.gc_pauses = GcPauses(self.metrics_registry)
         self.hub: Hub | None = None
         self.access: Access | None = None
+        self.denylist: JetStreamDenyList | None = None
+        self.fleet_seed: FleetSeed | None = None
 
     async def _start(self) -> None:
         # Connect, subscribe to the three streams, read the latest states, then listen.
@@ -105,16 +114,31 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             if authz.authz == "local":
                 pool = await res.pool(self._pool, s.database_url, **self._pool_options())
             authorizer = res.authorizer(None, authz, pool)
-        verifier = self._verifier or TokenVerifier(self._auth_settings or load_auth_settings())
+        auth = self._auth_settings or load_auth_settings()
+        verifier = self._verifier or TokenVerifier(auth)
+        # Loaded before the port opens: a user denied before this replica started is
+        # refused from its first request.
+        self.denylist = denylist = await res.enter(running_denylist(bus, auth))
         tickets = self._tickets
         if tickets is None:
             ttl = s.realtime_ticket_ttl_seconds
             tickets = NatsTickets(await open_bucket(bus.js, s.realtime_ticket_bucket, ttl), ttl)
         states = self._states or await self._telemetry_states()
 
-        self.hub = hub = Hub(bus.js, self.metrics)
+        self.hub = hub = Hub(bus.js, self.metrics, denylist)
+        # The accounts of every mower, from Fleet; the hub follows the mower events from
+        # its start on, and the seed leaves alone the mowers they named meanwhile.
+        self.fleet_seed = seed = FleetSeed(
+            bus,
+            apply_list=hub.apply_fleet_list,
+            request_timeout=s.realtime_seed_timeout_seconds,
+            name="realtime-accounts-seed",
+        )
+        hub.on_mower_event = seed.saw
         await hub.start()
         res.push(hub.stop, name="hub")
+        await seed.start()
+        res.push(seed.stop, name="accounts seed")
         self.access = access = Access(
             authorizer, hub, self.metrics, refresh=s.realtime_authz_refresh_seconds
         )
@@ -129,6 +153,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
         watch("live subscriptions", lambda: hub.alive)
         watch("authz refresh", task_alive(lambda: access.task))
         watch("heartbeats", task_alive(lambda: heartbeats.task))
+        watch("accounts seed", lambda: seed.healthy)
         streams = Streams(
             hub=hub,
             js=bus.js,
@@ -144,6 +169,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             verifier=verifier,
             settings=s,
             cors=CorsPolicy(s.http_cors_origins),
+            denylist=denylist,
         )
         app = create_app(
             deps, verifier, self.readiness, self.metrics_registry, exchange=self._console_codes

@@ -137,7 +137,12 @@ class Streams:
                 older = []
             for fallback in older:
                 mower = fallback.mower_id
-                if hub.observed(mower) is None and mower in client.mowers:
+                # Whatever the port answered: only the client's mowers, of its account.
+                if (
+                    hub.observed(mower) is None
+                    and mower in client.mowers
+                    and fallback.account_id == client.account_id
+                ):
                     parts.append(_stale(fallback))
         mowers = _encoder.encode(sorted(str(m) for m in client.mowers))
         body = b'{"mowers":%s,"states":[%s]}' % (mowers, b",".join(parts))

@@ -40,6 +40,9 @@ class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
     realtime_stale_after_seconds: Positive = 30.0
     # How long a resume may take to replay the streams before the client is resynced.
     realtime_replay_timeout_seconds: Positive = 10.0
+    # How long the seed of mower accounts waits for one page of Fleet's fleet.mowers.list
+    # (retried from 1 s doubling to 30 s until Fleet answers).
+    realtime_seed_timeout_seconds: Positive = 5.0
     # Where the operator console served at ``/`` finds the APIs it calls, as a browser
     # reaches them (not the addresses services use among themselves). Empty Fleet or
     # Telemetry URL: the page's own origin (a proxy in front routes the paths); empty

@@ -41,10 +41,9 @@ WATCHED_EVENTS: Final = frozenset(
         *LINK_TYPES,
         "notifications.sent",
         "mower.registered",
+        "mower.updated",
         "mower.removed",
         "identity.grants.changed",
-        "identity.user.disabled",
-        "identity.user.deleted",
     }
 )
 """Event types the hub decodes; every other event only moves the position."""
@@ -53,12 +52,14 @@ _encoder = msgspec.json.Encoder()
 
 
 class Item(NamedTuple):
-    """An event for clients: ``user_id`` set when only that user may see it."""
+    """An event for clients: ``user_id`` set when only that user may see it, ``account_id``
+    when the message names its account (a state)."""
 
     type: FrameType
     mower_id: uuid.UUID
     data: bytes
     user_id: str | None = None
+    account_id: uuid.UUID | None = None
 
 
 class StateItem(NamedTuple):
@@ -89,7 +90,9 @@ def state_item(subject: str, data: bytes) -> StateItem | None:
         return None
     if state.mower_id != mower_id:
         return None
-    return StateItem(Item("state", mower_id, data.strip()), state.account_id, state.observed_at)
+    account_id = state.account_id
+    item = Item("state", mower_id, data.strip(), account_id=account_id)
+    return StateItem(item, account_id, state.observed_at)
 
 
 def command_item(subject: str, data: bytes) -> Item | None:

@@ -35,6 +35,9 @@ from urllib.parse import urlsplit
 import aiohttp
 import nats
 
+from contracts.v1 import MowerListRequest, MowerRegistration, decode, encode
+from contracts.v1.fleet import Connection
+from contracts.v1.subjects import FLEET_MOWERS_LIST
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import (
     InMemoryTupleStore,
@@ -358,6 +361,22 @@ async def _conduct(args: argparse.Namespace) -> None:
                 await nc.publish(
                     f"telemetry.mower.{mower(a, m, args.per)}", _state(a, m, args.per, 99)
                 )
+        # Fleet's list of mowers, which the service asks at start for their accounts.
+        listed = [
+            MowerRegistration(
+                mower_id=mower(a, m, args.per),
+                account_id=account(a),
+                name=f"m{m}",
+                connection=Connection(kind="simulator"),
+            )
+            for a in range(args.accounts)
+            for m in range(args.per)
+        ]
+
+        async def answer(msg: Any) -> None:
+            await msg.respond(encode(decode(msg.data, MowerListRequest).answer(listed)))
+
+        await nc.subscribe(FLEET_MOWERS_LIST, cb=answer)
         await nc.flush()
         server = _child("serve", args)
         url = (await _line(server, "URL ")).removeprefix("URL ")

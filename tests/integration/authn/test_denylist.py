@@ -149,6 +149,14 @@ async def test_contract_a_denied_user_is_denied_and_told_once(denylist: DenyList
     assert told == [odd]
 
 
+async def test_contract_a_denial_says_why(denylist: DenyList) -> None:
+    assert denylist.denial("maria") is None
+    await denylist.deny(Denial(user_id="maria", reason="deleted", at=datetime.now(UTC)))
+    found = denylist.denial("maria")
+    assert found is not None
+    assert (found.user_id, found.reason) == ("maria", "deleted")
+
+
 async def test_contract_a_failing_listener_does_not_stop_the_others(denylist: DenyList) -> None:
     told: list[str] = []
 

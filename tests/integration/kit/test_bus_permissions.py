@@ -254,7 +254,7 @@ async def test_each_user_reads_replies_on_its_own_inbox_prefix_only(connect, nam
             assert await conn.refused_subscribe(f"{inbox_prefix(other)}.abc"), other
 
 
-async def test_fleet_answers_the_mower_list_to_the_gateway_telemetry_and_notifications(
+async def test_fleet_answers_the_mower_list_to_the_services_that_ask(
     connect,  # type: ignore[no-untyped-def]
 ) -> None:
     fleet = await connect("fleet")
@@ -267,13 +267,14 @@ async def test_fleet_answers_the_mower_list_to_the_gateway_telemetry_and_notific
     await fleet.nc.subscribe("fleet.mowers.list", queue="fleet", cb=answer)
     await fleet.nc.flush()  # the server has the subscription before anyone asks
     await fleet.nc.flush()
-    for name in ("gateway", "telemetry", "notifications"):
+    askers = ("gateway", "telemetry", "notifications", "realtime")
+    for name in askers:
         conn = await connect(name)
         reply = await conn.nc.request("fleet.mowers.list", name.encode(), timeout=2)
         assert reply.data == f"mowers of {name}".encode()
         assert asked[-1].startswith(f"{inbox_prefix(name)}.")  # the asker's own inbox
         assert conn.errors == []
-    assert len(asked) == 3
+    assert len(asked) == len(askers)
     assert fleet.errors == []
 
 

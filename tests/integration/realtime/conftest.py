@@ -13,7 +13,18 @@ import aiohttp
 import msgspec
 import pytest
 
-from contracts.v1 import CommandResult, EventEnvelope, MowerLink, MowerState
+from contracts.v1 import (
+    CommandResult,
+    EventEnvelope,
+    MowerLink,
+    MowerListRequest,
+    MowerRegistration,
+    MowerState,
+    decode,
+    encode,
+)
+from contracts.v1.fleet import Connection
+from contracts.v1.subjects import FLEET_MOWERS_LIST
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import (
     InMemoryTupleStore,
@@ -60,6 +71,34 @@ async def authorizer() -> LocalAuthorizer:
     return authz
 
 
+def registration(mower_id: uuid.UUID, account_id: uuid.UUID) -> MowerRegistration:
+    """A mower as Fleet registers it."""
+    return MowerRegistration(
+        mower_id=mower_id, account_id=account_id, name="m", connection=Connection(kind="simulator")
+    )
+
+
+@pytest.fixture
+def fleet_mowers() -> dict[uuid.UUID, uuid.UUID]:
+    """The mowers Fleet lists, by id: their accounts (a test may change them first)."""
+    return {MOWER: ACCOUNT, SECOND: ACCOUNT, FOREIGN: OTHER}
+
+
+@pytest.fixture
+async def fleet(bus: Bus, fleet_mowers: dict[uuid.UUID, uuid.UUID]) -> AsyncIterator[None]:
+    """Answers ``fleet.mowers.list`` as Fleet does, with ``fleet_mowers``."""
+
+    async def answer(msg: Any) -> None:
+        request = decode(msg.data, MowerListRequest)
+        listed = [registration(m, a) for m, a in fleet_mowers.items()]
+        await msg.respond(encode(request.answer(listed)))
+
+    sub = await bus.nc.subscribe(FLEET_MOWERS_LIST, cb=answer)
+    await bus.nc.flush()
+    yield
+    await sub.unsubscribe()
+
+
 @pytest.fixture
 def issuer() -> TokenIssuer:
     """Mints tokens the service accepts."""
@@ -81,8 +120,10 @@ async def make_service(
     bus: Bus,
     authorizer: LocalAuthorizer,
     latest_states: MemoryLatestStates,
+    fleet: None,
 ) -> AsyncIterator[ServiceFactory]:
-    """Start replicas (each with its own NATS connection); all stop after the test."""
+    """Start replicas (each with its own NATS connection), each once it has Fleet's list of
+    mowers; all stop after the test."""
     started: list[RealtimeService] = []
 
     async def factory(
@@ -94,6 +135,7 @@ async def make_service(
         values.update(overrides)
         service = RealtimeService(
             RealtimeSettings(**values),
+            auth_settings=AUTH,
             authorizer=authorizer,
             verifier=TokenVerifier(AUTH),
             states=states or latest_states,
@@ -101,6 +143,8 @@ async def make_service(
         )
         await service.start()
         started.append(service)
+        if service.fleet_seed is not None:
+            await asyncio.wait_for(service.fleet_seed.seeded.wait(), 5)
         return service
 
     yield factory

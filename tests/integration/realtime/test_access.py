@@ -117,7 +117,7 @@ async def test_a_disabled_users_streams_close_and_stay_closed(
     async with http.get(
         f"{service.url}/v1/stream", headers={"Authorization": f"Bearer {token}"}
     ) as response:
-        assert response.status == 403
+        assert (response.status, (await response.json())["reason"]) == (401, "disabled")
     await publish_link(bus, MOWER)
     assert (await bob.next()).type == "link"
 

@@ -11,6 +11,7 @@ from contracts.v1 import EventEnvelope, NotificationSent
 from mowdeck.kit.bus import Bus
 from mowdeck.realtime.positions import parse_position
 from tests.integration.realtime.conftest import (
+    ACCOUNT,
     FOREIGN,
     MOWER,
     OTHER,
@@ -133,7 +134,7 @@ async def test_a_mower_that_is_not_viewable_is_not_found(
 
     assert isinstance(issuer, TokenIssuer)
     service = await make_service()
-    token = issuer.mint("alice", uuid.UUID(int=1))
+    token = issuer.mint("alice", ACCOUNT)
     async with http.get(
         f"{service.url}/v1/stream{query}", headers={"Authorization": f"Bearer {token}"}
     ) as response:
@@ -148,7 +149,7 @@ async def test_unknown_types_are_refused(
 
     assert isinstance(issuer, TokenIssuer)
     service = await make_service()
-    token = issuer.mint("alice", uuid.UUID(int=1))
+    token = issuer.mint("alice", ACCOUNT)
     async with http.get(
         f"{service.url}/v1/stream?types=state,gossip", headers={"Authorization": f"Bearer {token}"}
     ) as response:
@@ -185,7 +186,7 @@ async def test_a_websocket_frame_has_the_same_id_type_and_data(
 
     assert isinstance(issuer, TokenIssuer)
     service = await make_service()
-    token = issuer.mint("alice", uuid.UUID(int=1))
+    token = issuer.mint("alice", ACCOUNT)
     async with http.ws_connect(
         f"{service.url}/v1/ws", headers={"Authorization": f"Bearer {token}"}
     ) as ws:

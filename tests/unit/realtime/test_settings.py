@@ -19,6 +19,7 @@ DEFAULTS = {
     "realtime_telemetry_database": False,
     "realtime_stale_after_seconds": 30.0,
     "realtime_replay_timeout_seconds": 10.0,
+    "realtime_seed_timeout_seconds": 5.0,
     "realtime_gc_young_threshold": 50_000,
     "realtime_console_fleet_url": "",
     "realtime_console_telemetry_url": "",
