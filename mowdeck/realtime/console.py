@@ -9,6 +9,7 @@ from importlib import resources
 from typing import Protocol
 
 import msgspec
+import yarl
 from aiohttp import web
 
 from mowdeck.kit.http import Problem, json_response, read_json
@@ -21,6 +22,7 @@ __all__ = [
     "OneTimeCodes",
     "console_config",
     "console_routes",
+    "security_headers",
 ]
 
 ASSETS = {
@@ -98,6 +100,46 @@ class _ExchangeRequest(msgspec.Struct, frozen=True):
 _decode_exchange = msgspec.json.Decoder(_ExchangeRequest)
 
 
+def _origin(url: str) -> str | None:
+    """``scheme://host[:port]`` of ``url``, None for an empty or relative one."""
+    parsed = yarl.URL(url) if url else None
+    if parsed is None or not parsed.is_absolute() or parsed.host is None:
+        return None
+    return str(parsed.origin())
+
+
+def security_headers(config: ConsoleConfig) -> dict[str, str]:
+    """The headers of every console response.
+
+    The page runs only its own script and style (nothing inline, no ``eval``), talks only
+    to its own origin and the APIs its configuration names, and may not be framed (no
+    clickjacking of the emergency stop) nor leak its URL, which may carry a sign-in code,
+    in a Referer.
+    """
+    apis = [config.fleet_url, config.telemetry_url, config.notifications_url]
+    if config.realtime_url:
+        apis.append(config.realtime_url)
+    origins = sorted({o for o in map(_origin, apis) if o is not None})
+    policy = "; ".join(
+        [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            " ".join(["connect-src 'self'", *origins]),
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )
+    return {
+        "Content-Security-Policy": policy,
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+    }
+
+
 def _asset(name: str) -> bytes:
     return resources.files(__package__ or "mowdeck.realtime").joinpath("console", name).read_bytes()
 
@@ -110,7 +152,7 @@ def console_routes(
     # Read once: the files ship in the package and do not change while it runs.
     page = _asset("index.html")
     assets = {name: (_asset(name), kind) for name, kind in ASSETS.items()}
-    no_cache = {"Cache-Control": "no-cache"}
+    no_cache = {"Cache-Control": "no-cache", **security_headers(config)}
 
     async def index(_: web.Request) -> web.Response:
         return web.Response(body=page, content_type="text/html", headers=no_cache)
@@ -122,7 +164,9 @@ def console_routes(
         return handler
 
     async def config_json(_: web.Request) -> web.Response:
-        return json_response(config)
+        response = json_response(config)
+        response.headers.update(no_cache)
+        return response
 
     async def redeem(request: web.Request) -> web.Response:
         assert exchange is not None

@@ -40,6 +40,35 @@ async def test_a_signed_out_browser_loads_the_page_its_assets_and_configuration(
         assert answer.status == 401
 
 
+async def test_the_page_runs_only_its_own_code_talks_only_to_its_apis_and_is_never_framed(
+    make_service: ServiceFactory, http: aiohttp.ClientSession
+) -> None:
+    service = await make_service(**CONSOLE_ENV)
+    for path in ("/", "/console/app.js", "/console/style.css", "/console/config.json"):
+        async with http.get(f"{service.url}{path}") as answer:
+            headers = answer.headers
+            assert headers["X-Frame-Options"] == "DENY", path
+            assert headers["Referrer-Policy"] == "no-referrer", path
+            assert headers["X-Content-Type-Options"] == "nosniff", path
+            assert headers["Server"] == "Mowdeck", path
+            directives = headers["Content-Security-Policy"].split("; ")
+            policy = dict(d.split(" ", 1) for d in directives)
+    assert policy["default-src"] == "'none'"
+    assert policy["script-src"] == "'self'"  # no inline script, no eval
+    assert policy["style-src"] == "'self'"
+    assert policy["frame-ancestors"] == "'none'"
+    assert policy["connect-src"].split() == [
+        "'self'",
+        "http://fleet.example:8080",
+        "http://notifications.example:8083",
+        "http://telemetry.example:8082",
+    ]
+    async with http.get(f"{service.url}/") as page:
+        html = await page.text()
+    # What the policy allows is all the page needs: no inline script or style.
+    assert "<script>" not in html and " style=" not in html and "<style" not in html
+
+
 async def test_without_an_exchange_there_are_no_sign_in_codes(
     make_service: ServiceFactory, http: aiohttp.ClientSession
 ) -> None:

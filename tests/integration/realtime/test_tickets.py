@@ -64,6 +64,18 @@ async def test_a_websocket_opens_with_a_ticket(
         assert first["type"] == "snapshot"
 
 
+async def test_a_request_that_is_no_websocket_upgrade_leaves_its_ticket_unused(
+    make_service: ServiceFactory, http: aiohttp.ClientSession, issuer: TokenIssuer
+) -> None:
+    service = await make_service()
+    ticket = await _ticket(http, service.url, issuer.mint("alice", ACCOUNT))
+    async with http.get(f"{service.url}/v1/ws?ticket={ticket}") as plain:
+        assert plain.status == 400
+        assert (await plain.json())["type"].endswith("not-websocket")
+    async with http.ws_connect(f"{service.url}/v1/ws?ticket={ticket}") as ws:
+        assert (await ws.receive_json(timeout=5))["type"] == "snapshot"
+
+
 @pytest.mark.parametrize("param", ["access_token", "token", "jwt"])
 async def test_a_token_in_the_url_is_refused(
     make_service: ServiceFactory, http: aiohttp.ClientSession, issuer: TokenIssuer, param: str
