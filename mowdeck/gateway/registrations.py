@@ -79,6 +79,7 @@ class ShardRegistrations:
         self._closing = closing
         self._adapters = adapters
         self._metrics = metrics
+        self._device_hosts = device_hosts
         self._endpoints = EndpointPolicy(device_hosts, adapters.url_options)
         self.connections = connections  # the device links by mower, read by the effects
 
@@ -131,7 +132,11 @@ class ShardRegistrations:
             self._refused(registration, "endpoint_not_allowed", refusal.detail)
             return None
         try:
-            return factory(registration, _Link(self._router.tell, registration.mower_id))
+            return factory(
+                registration,
+                _Link(self._router.tell, registration.mower_id),
+                device_hosts=self._device_hosts,
+            )
         except Exception as err:  # an adapter refusing its options raises what it likes
             self._refused(registration, "invalid", str(err))
             return None

@@ -19,7 +19,7 @@ from mowdeck.gateway.registrations import ShardRegistrations
 class FakeConnection:
     url_option = "url"
 
-    def __init__(self, registration: MowerRegistration, events: Any) -> None:
+    def __init__(self, registration: MowerRegistration, events: Any, **_: Any) -> None:
         if "url" not in registration.connection.options:
             raise ConnectionError("invalid options: url missing")
         self.opened = self.closed = False
