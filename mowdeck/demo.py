@@ -29,6 +29,7 @@ from mowdeck.authz.roles import grant_tuples
 from mowdeck.demo_bus import DemoBus, start_demo_nats
 from mowdeck.demo_scenario import run_scenario
 from mowdeck.demo_support import console_origins, demo_auth, free_port, ready_mower
+from mowdeck.demo_support import device_hosts as demo_device_hosts
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -164,8 +165,12 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             stack.callback(pg.close)
             await _in_thread(pg.start)
             database_url = pg.url
-        # Development: the demo's own simulator, on whichever port it gets.
-        device_hosts = os.environ.get("MOWDECK_GATEWAY_DEVICE_HOSTS") or json.dumps([args.host])
+        # Development: the devices are the demo's own simulator, on a port chosen now; the
+        # gateway and Fleet may dial that host and port, no other service of the machine.
+        sim_port = _port(args.port, 10) or free_port(args.host)
+        device_hosts = os.environ.get("MOWDECK_GATEWAY_DEVICE_HOSTS") or json.dumps(
+            demo_device_hosts(args.host, sim_port)
+        )
         env = {
             "MOWDECK_NATS_URL": nats_url,
             "MOWDECK_DATABASE_URL": database_url,
@@ -268,7 +273,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
                 autostart=False,
             ),
             host=args.host,
-            port=_port(args.port, 10),
+            port=sim_port,
         )
         try:
             services: list[Service] = await start_all(

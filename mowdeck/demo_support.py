@@ -15,7 +15,14 @@ import msgspec
 from mowdeck.authn import AuthSettings, load_auth_settings
 from simulator.fleet import SimulatorFleet
 
-__all__ = ["console_origins", "demo_auth", "demo_secret", "free_port", "ready_mower"]
+__all__ = [
+    "console_origins",
+    "demo_auth",
+    "demo_secret",
+    "device_hosts",
+    "free_port",
+    "ready_mower",
+]
 
 
 def demo_auth(state_dir: Path) -> tuple[AuthSettings, str]:
@@ -72,6 +79,15 @@ def free_port(host: str) -> int:
         probe.bind((host, 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def device_hosts(host: str, port: int) -> list[str]:
+    """``MOWDECK_GATEWAY_DEVICE_HOSTS`` for a simulator on ``host:port``: that port only.
+
+    Listing the whole host would let a registration dial any service of the machine the
+    demo runs on (its PostgreSQL, its NATS).
+    """
+    return [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
 
 
 def console_origins(host: str, port: int) -> list[str]:

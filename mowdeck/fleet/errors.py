@@ -7,6 +7,7 @@ from mowdeck.errors import MowdeckError
 __all__ = [
     "BadQueryError",
     "CommandNotFoundError",
+    "EndpointTakenError",
     "FleetError",
     "ForbiddenError",
     "InvalidRequestError",
@@ -48,6 +49,23 @@ class MowerExistsError(FleetError):
 
 class MowerNotFoundError(FleetError):
     """No mower with this id is registered."""
+
+
+class EndpointTakenError(FleetError):
+    """Another registration holds the device endpoint a connection names.
+
+    Says neither which mower nor which account holds it: the answer is the same whoever
+    that is. ``field`` names the option naming the device (dotted, as a 422's).
+    """
+
+    def __init__(
+        self,
+        field: str = "connection.options",
+        detail: str = "the device endpoint is registered to another mower",
+    ) -> None:
+        super().__init__(detail)
+        self.field = field
+        self.detail = detail
 
 
 class VersionConflictError(FleetError):

@@ -8,7 +8,7 @@ import structlog
 
 from mowdeck.gateway.connections.adapters import ENTRY_POINT_GROUP, ConnectionAdapters
 
-__all__ = ["installed_connection_kinds", "installed_url_options"]
+__all__ = ["installed_connection_kinds", "installed_device_id_options", "installed_url_options"]
 
 log = structlog.get_logger("mowdeck.fleet")
 
@@ -31,4 +31,16 @@ def installed_url_options() -> dict[str, str]:
         # Without the adapter Fleet cannot know which option dials: the gateway's own
         # check at apply still refuses a URL it does not allow.
         log.warning("a connection adapter failed to load; its URLs go unchecked", exc_info=True)
+        return {}
+
+
+def installed_device_id_options() -> dict[str, str]:
+    """The option naming the device by id, by kind, of the installed adapters."""
+    try:
+        return ConnectionAdapters.from_entry_points().device_id_options
+    except Exception:
+        # The gateway still holds one link per device id at apply.
+        log.warning(
+            "a connection adapter failed to load; its device ids go unchecked", exc_info=True
+        )
         return {}

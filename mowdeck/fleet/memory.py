@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import msgspec
 
-from contracts.v1 import FINAL_STATUSES, CommandResult, MowerRegistration
+from contracts.v1 import FINAL_STATUSES, CommandResult, Connection, MowerRegistration
 from mowdeck.fleet.errors import (
+    EndpointTakenError,
     MowerExistsError,
     MowerNotFoundError,
     UnstorableError,
@@ -23,6 +25,7 @@ from mowdeck.fleet.ports import (
     AuditQuery,
     AuditStatus,
     CommandRecord,
+    EndpointClash,
     MowerRecord,
     OutboxClaim,
     OutboxEvent,
@@ -46,13 +49,31 @@ class InMemoryMowerRepository:
         self.mowers: dict[uuid.UUID, MowerRecord] = {}
         self.outbox: list[tuple[OutboxEvent, datetime | None]] = []
         self.failed: dict[uuid.UUID, str] = {}  # set aside: never published
+        self.endpoints: dict[str, uuid.UUID] = {}  # the unique index: key -> holder
+        self.unlinkable: set[uuid.UUID] = set()  # left without their endpoint: not listed
         self._relay = asyncio.Lock()
+
+    def _hold(self, record: MowerRecord) -> None:
+        # Raises before anything changed, as PostgreSQL's unique index does.
+        mower_id, key = record.registration.mower_id, record.endpoint_key
+        if key is not None and self.endpoints.get(key, mower_id) != mower_id:
+            raise EndpointTakenError
+        self._release(mower_id)
+        if key is not None:
+            self.endpoints[key] = mower_id
+        self.unlinkable.discard(mower_id)
+
+    def _release(self, mower_id: uuid.UUID) -> None:
+        current = self.mowers.get(mower_id)
+        if current is not None and current.endpoint_key is not None:
+            self.endpoints.pop(current.endpoint_key, None)
 
     async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
         """Store a new mower and its event."""
         mower_id = record.registration.mower_id
         if mower_id in self.mowers:
             raise MowerExistsError(f"mower {mower_id} is already registered")
+        self._hold(record)
         self.mowers[mower_id] = record
         self.outbox.append((event, None))
 
@@ -66,8 +87,8 @@ class InMemoryMowerRepository:
         return sorted(found, key=lambda r: (r.registration.name, r.registration.mower_id))
 
     async def all_registrations(self) -> list[MowerRegistration]:
-        """Every registration."""
-        return [r.registration for r in self.mowers.values()]
+        """Every registration a gateway may link."""
+        return [r.registration for m, r in self.mowers.items() if m not in self.unlinkable]
 
     def _current(self, mower_id: uuid.UUID, expected_version: int) -> MowerRecord:
         current = self.mowers.get(mower_id)
@@ -80,14 +101,45 @@ class InMemoryMowerRepository:
     async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
         """Replace a mower and store its event."""
         self._current(record.registration.mower_id, expected_version)
+        self._hold(record)
         self.mowers[record.registration.mower_id] = record
         self.outbox.append((event, None))
 
     async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
         """Delete a mower and store its event."""
         self._current(mower_id, expected_version)
+        self._release(mower_id)
+        self.unlinkable.discard(mower_id)
         del self.mowers[mower_id]
         self.outbox.append((event, None))
+
+    async def assign_endpoint_keys(
+        self,
+        key_of: Callable[[Connection], str | None],
+        event_of: Callable[[MowerRegistration], OutboxEvent],
+    ) -> list[EndpointClash]:
+        """Give mowers stored without an endpoint key theirs, earliest first."""
+        keyless = sorted(
+            (r for r in self.mowers.values() if r.endpoint_key is None),
+            key=lambda r: (r.created_at, r.registration.mower_id),
+        )
+        clashes: list[EndpointClash] = []
+        for record in keyless:
+            mower_id = record.registration.mower_id
+            key = key_of(record.registration.connection)
+            if key is None:
+                continue
+            holder = self.endpoints.get(key)
+            if holder is not None:
+                self.unlinkable.add(mower_id)
+                clashes.append(EndpointClash(mower_id, holder))
+                continue
+            self.endpoints[key] = mower_id
+            self.mowers[mower_id] = replace(record, endpoint_key=key)
+            if mower_id in self.unlinkable:
+                self.unlinkable.discard(mower_id)
+                self.outbox.append((event_of(record.registration), None))
+        return clashes
 
     @asynccontextmanager
     async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxClaim | None]:

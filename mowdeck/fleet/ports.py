@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -11,7 +11,7 @@ from typing import Protocol
 
 import msgspec
 
-from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
+from contracts.v1 import CommandEnvelope, CommandResult, Connection, MowerRegistration
 
 # The status Fleet records for a command no final result came for (never published).
 UNANSWERED_REASON = "no result from the device gateway (outcome unknown)"
@@ -24,6 +24,7 @@ __all__ = [
     "AuditTrail",
     "CommandLog",
     "CommandRecord",
+    "EndpointClash",
     "MowerRecord",
     "MowerRepository",
     "OutboxClaim",
@@ -37,12 +38,25 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MowerRecord:
-    """A stored registration with its bookkeeping."""
+    """A stored registration with its bookkeeping.
+
+    ``endpoint_key`` is the device endpoint the registration holds
+    (``EndpointPolicy.key``; None when its connection names none): one mower per key.
+    """
 
     registration: MowerRegistration
     created_at: datetime
     updated_at: datetime
     version: int = 1
+    endpoint_key: str | None = None
+
+
+@dataclass(frozen=True)
+class EndpointClash:
+    """A mower left without its device endpoint: ``holder``, registered earlier, has it."""
+
+    mower_id: uuid.UUID
+    holder: uuid.UUID
 
 
 @dataclass(frozen=True)
@@ -120,7 +134,8 @@ class MowerRepository(Protocol):
     """The registry; every change is stored together with the event that announces it."""
 
     async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
-        """Store a new mower and its event; ``MowerExistsError`` if the id is taken."""
+        """Store a new mower and its event; ``MowerExistsError`` if the id is taken,
+        ``EndpointTakenError`` if another mower holds ``record.endpoint_key``."""
         ...
 
     async def get(self, mower_id: uuid.UUID) -> MowerRecord | None:
@@ -132,11 +147,28 @@ class MowerRepository(Protocol):
         ...
 
     async def all_registrations(self) -> list[MowerRegistration]:
-        """Every registration (the gateways' shard lists are cut from it)."""
+        """Every registration a gateway may link (the gateways' shard lists are cut from
+        it): all but the mowers ``assign_endpoint_keys`` left without their endpoint."""
         ...
 
     async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
-        """Replace a mower and store its event; ``VersionConflictError`` if it moved on."""
+        """Replace a mower and store its event; ``VersionConflictError`` if it moved on,
+        ``EndpointTakenError`` if another mower holds ``record.endpoint_key``."""
+        ...
+
+    async def assign_endpoint_keys(
+        self,
+        key_of: Callable[[Connection], str | None],
+        event_of: Callable[[MowerRegistration], OutboxEvent],
+    ) -> list[EndpointClash]:
+        """Give each mower stored without an endpoint key (before keys were kept) its key,
+        earliest registration first; returns the mowers left without it.
+
+        A mower whose key another mower holds is left without one and out of
+        ``all_registrations``, until a change of its own stores a key or a later call
+        finds the key free: then it takes it and ``event_of`` its registration is stored
+        (a ``mower.updated``, so the gateways learn of it). Replicas may call it at once.
+        """
         ...
 
     async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,6 +13,7 @@ import structlog
 
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.fleet.errors import (
+    EndpointTakenError,
     FleetError,
     MowerExistsError,
     MowerNotFoundError,
@@ -20,6 +21,7 @@ from mowdeck.fleet.errors import (
     VersionConflictError,
 )
 from mowdeck.fleet.ports import (
+    EndpointClash,
     MowerRecord,
     OutboxClaim,
     OutboxEvent,
@@ -42,9 +44,12 @@ log = structlog.get_logger("mowdeck.fleet.postgres")
 _RELAY_LOCK = 0x666C6F62  # "flob"
 # One replica at a time prunes (a session lock: it spans many committed batches).
 _PRUNE_LOCK = 0x666C7072  # "flpr"
+# Replicas filling in endpoint keys at start take turns (0005_endpoint_keys.sql).
+_KEYS_LOCK = 0x666C656B  # "flek"
+_ENDPOINT_INDEX = "fleet_mowers_endpoint_key"
 _COLUMNS = (
     "mower_id, account_id, name, connection_kind, connection_options, version,"
-    " created_at, updated_at"
+    " created_at, updated_at, endpoint_key"
 )
 _OUTBOX_INSERT = (
     "INSERT INTO fleet_outbox (event_id, subject, body, created_at) VALUES ($1, $2, $3, $4)"
@@ -82,7 +87,12 @@ def _record(row: asyncpg.Record) -> MowerRecord:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         version=row["version"],
+        endpoint_key=row["endpoint_key"],
     )
+
+
+def _taken(err: asyncpg.UniqueViolationError) -> bool:
+    return getattr(err, "constraint_name", None) == _ENDPOINT_INDEX
 
 
 def refuses_data(err: asyncpg.PostgresError) -> bool:
@@ -117,7 +127,7 @@ class PostgresMowerRepository:
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(
-                    f"INSERT INTO fleet_mowers ({_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",  # noqa: S608 - constant columns
+                    f"INSERT INTO fleet_mowers ({_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)",  # noqa: S608 - constant columns
                     reg.mower_id,
                     reg.account_id,
                     reg.name,
@@ -126,9 +136,12 @@ class PostgresMowerRepository:
                     record.version,
                     record.created_at,
                     record.updated_at,
+                    record.endpoint_key,
                 )
                 await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
         except asyncpg.UniqueViolationError as err:
+            if _taken(err):
+                raise EndpointTakenError from err
             raise MowerExistsError(f"mower {reg.mower_id} is already registered") from err
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("registry", err) from err
@@ -151,8 +164,8 @@ class PostgresMowerRepository:
         return [_record(r) for r in rows]
 
     async def all_registrations(self) -> list[MowerRegistration]:
-        """Every registration."""
-        rows = await self._fetch(f"SELECT {_COLUMNS} FROM fleet_mowers")  # noqa: S608
+        """Every registration a gateway may link."""
+        rows = await self._fetch(f"SELECT {_COLUMNS} FROM fleet_mowers WHERE NOT unlinkable")  # noqa: S608
         return [_record(r).registration for r in rows]
 
     async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
@@ -164,7 +177,8 @@ class PostgresMowerRepository:
                 # mower are numbered in the order their changes commit.
                 status = await conn.execute(
                     "UPDATE fleet_mowers SET name = $2, connection_kind = $3,"
-                    " connection_options = $4, version = $5, updated_at = $6"
+                    " connection_options = $4, version = $5, updated_at = $6,"
+                    " endpoint_key = $8, unlinkable = false"
                     " WHERE mower_id = $1 AND version = $7",
                     reg.mower_id,
                     reg.name,
@@ -173,10 +187,15 @@ class PostgresMowerRepository:
                     record.version,
                     record.updated_at,
                     expected_version,
+                    record.endpoint_key,
                 )
                 if status.endswith(" 0"):
                     raise VersionConflictError(f"mower {reg.mower_id} changed meanwhile")
                 await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+        except asyncpg.UniqueViolationError as err:
+            if _taken(err):
+                raise EndpointTakenError from err
+            raise RepositoryUnavailableError(f"registry: {err}") from err
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("registry", err) from err
 
@@ -194,6 +213,59 @@ class PostgresMowerRepository:
                 await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("registry", err) from err
+
+    async def assign_endpoint_keys(
+        self,
+        key_of: Callable[[Connection], str | None],
+        event_of: Callable[[MowerRegistration], OutboxEvent],
+    ) -> list[EndpointClash]:
+        """Give mowers stored without an endpoint key theirs, earliest first, in one
+        transaction under a lock the replicas share."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _KEYS_LOCK)
+                rows = await conn.fetch(
+                    f"SELECT {_COLUMNS}, unlinkable FROM fleet_mowers"  # noqa: S608 - constant columns
+                    " WHERE endpoint_key IS NULL ORDER BY created_at, mower_id"
+                )
+                keyed = [
+                    (row, key)
+                    for row in rows
+                    if (key := key_of(_record(row).registration.connection)) is not None
+                ]
+                holders: dict[str, uuid.UUID] = {
+                    r["endpoint_key"]: r["mower_id"]
+                    for r in await conn.fetch(
+                        "SELECT endpoint_key, mower_id FROM fleet_mowers"
+                        " WHERE endpoint_key = ANY($1::text[])",
+                        [key for _, key in keyed],
+                    )
+                }
+                assigned: list[tuple[uuid.UUID, str]] = []
+                clashes: list[EndpointClash] = []
+                for row, key in keyed:
+                    holder = holders.setdefault(key, row["mower_id"])
+                    if holder == row["mower_id"]:
+                        assigned.append((holder, key))
+                        if row["unlinkable"]:  # linkable again: the gateways learn of it
+                            event = event_of(_record(row).registration)
+                            await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+                    else:
+                        clashes.append(EndpointClash(row["mower_id"], holder))
+                await conn.execute(
+                    "UPDATE fleet_mowers m SET endpoint_key = a.key, unlinkable = false"
+                    " FROM unnest($1::uuid[], $2::text[]) AS a(mower_id, key)"
+                    " WHERE m.mower_id = a.mower_id",
+                    [mower_id for mower_id, _ in assigned],
+                    [key for _, key in assigned],
+                )
+                await conn.execute(
+                    "UPDATE fleet_mowers SET unlinkable = true WHERE mower_id = ANY($1::uuid[])",
+                    [clash.mower_id for clash in clashes],
+                )
+        except (asyncpg.PostgresError, OSError) as err:
+            raise RepositoryUnavailableError(f"registry: {err}") from err
+        return clashes
 
     @asynccontextmanager
     async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxClaim | None]:

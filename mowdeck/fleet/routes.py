@@ -18,6 +18,7 @@ from mowdeck.fleet.audit import audit_query, cursor_of
 from mowdeck.fleet.errors import (
     BadQueryError,
     CommandNotFoundError,
+    EndpointTakenError,
     FleetError,
     ForbiddenError,
     InvalidRequestError,
@@ -105,6 +106,10 @@ def problem_of(  # noqa: PLR0911 - one per error kind
             return Problem(403, "Forbidden", str(err), type_="forbidden")
         case MowerExistsError() | VersionConflictError():
             return Problem(409, "Conflict", str(err), type_="conflict")
+        case EndpointTakenError(field=field):
+            return Problem(
+                409, "Conflict", err.detail, type_="endpoint-taken", extra={"field": field}
+            )
         case ExpiredCommandError():
             # Only a longer lifetime helps, not a retry of the same request.
             return Problem(

@@ -22,9 +22,14 @@ from mowdeck.authn import (
 )
 from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
+from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
 from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
-from mowdeck.fleet.kinds import installed_connection_kinds, installed_url_options
+from mowdeck.fleet.kinds import (
+    installed_connection_kinds,
+    installed_device_id_options,
+    installed_url_options,
+)
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning, pool_options
@@ -154,11 +159,15 @@ class FleetService(ServiceShell[FleetSettings]):
             endpoints=EndpointPolicy(
                 DeviceHosts(s.gateway_device_hosts),
                 self._url_options if self._url_options is not None else installed_url_options(),
+                installed_device_id_options(),
             ),
             metrics=FleetMetrics(self.metrics_registry),
             clock=self._clock,
         )
 
+        # Before the first fleet.mowers.list is answered: a mower an earlier registration
+        # holds the endpoint of is not listed to the gateways.
+        await assign_endpoint_keys(repository, fleet.endpoints, clock=self._clock)
         await waiters.start()
         res.push(waiters.stop, name="result waiters")
         await recorder.start()

@@ -12,7 +12,7 @@ from typing import Any, cast
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from contracts.v1 import CommandEnvelope, CommandResult, MowerRegistration
+from contracts.v1 import CommandEnvelope, CommandResult, Connection, MowerRegistration
 from contracts.v1 import CommandStatus as ResultStatus
 from mowdeck.authn import Principal
 from mowdeck.authz import Tuple, account_object, mower_object, user_ref
@@ -20,6 +20,7 @@ from mowdeck.fleet import rules
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache
 from mowdeck.fleet.errors import (
     CommandNotFoundError,
+    EndpointTakenError,
     ForbiddenError,
     MowerExistsError,
     MowerNotFoundError,
@@ -115,16 +116,23 @@ class Fleet:
             request, who.account_id, self.connection_kinds, self.endpoints
         )
         now = self.clock()
-        record = MowerRecord(registration, created_at=now, updated_at=now)
+        record = MowerRecord(
+            registration,
+            created_at=now,
+            updated_at=now,
+            endpoint_key=self.endpoints.key(registration.connection),
+        )
         event = rules.outbox_event("mower.registered", registration, now=now)
         created = True
         try:
             await self.repository.add(record, event)
-        except MowerExistsError:
+        except (MowerExistsError, EndpointTakenError) as err:
             existing = await self.repository.get(registration.mower_id)
             # A repeated request is answered again (and repairs its tuple); anything else
-            # under a taken id is a conflict, whoever owns it.
+            # under a taken id, or naming a taken endpoint, is a conflict, whoever owns it.
             if existing is None or existing.registration != registration:
+                if isinstance(err, EndpointTakenError):
+                    raise self._taken(registration.connection) from err
                 raise
             created = False
         else:
@@ -134,6 +142,16 @@ class Fleet:
         await self._own(account, mower_object(registration.mower_id), created=created)
         log.info("mower registered", mower_id=str(registration.mower_id), created=created)
         return registration, created
+
+    def _taken(self, connection: Connection) -> EndpointTakenError:
+        # The same answer whoever holds the endpoint: in this account or another.
+        option = self.endpoints.device_option(connection.kind)
+        field = f"connection.options.{option}" if option else "connection.options"
+        return EndpointTakenError(
+            field,
+            f"`{field}` names a device another mower is registered with; a device can be "
+            "registered once (removing that mower frees it)",
+        )
 
     async def _own(self, account: str, mower: str, *, created: bool) -> None:
         """Make ``account`` the only account tuple on ``mower`` (after every register)."""
@@ -183,10 +201,18 @@ class Fleet:
                 current.registration, patch, self.connection_kinds, self.endpoints
             )
             now = self.clock()
-            record = MowerRecord(changed, current.created_at, now, current.version + 1)
+            record = MowerRecord(
+                changed,
+                current.created_at,
+                now,
+                current.version + 1,
+                endpoint_key=self.endpoints.key(changed.connection),
+            )
             event = rules.outbox_event("mower.updated", changed, now=now)
             try:
                 await self.repository.update(record, event, current.version)
+            except EndpointTakenError as err:
+                raise self._taken(changed.connection) from err
             except VersionConflictError:
                 if attempt == _RETRIES - 1:
                     raise

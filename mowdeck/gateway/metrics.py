@@ -124,8 +124,15 @@ class GatewayMetrics:
         self.registrations_refused = Counter(
             "mowdeck_gateway_registrations_refused_total",
             "Registrations skipped because no connection adapter takes their connection"
-            " (unknown_kind, invalid: the adapter refused the options).",
+            " (unknown_kind, invalid: the adapter refused the options), its URL is not"
+            " allowed (endpoint_not_allowed) or another mower of the shard holds its device"
+            " endpoint (endpoint_taken).",
             ["reason"],
+            registry=registry,
+        )
+        self.registrations_waiting = Gauge(
+            "mowdeck_gateway_registrations_waiting",
+            "Registrations refused as endpoint_taken, waiting for the endpoint to be freed.",
             registry=registry,
         )
         self.telemetry = Counter(

@@ -16,6 +16,7 @@ from mowdeck.gateway.connections import (
     UnknownConnectionKindError,
 )
 from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
+from mowdeck.gateway.endpoint_holders import EndpointHolders
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import Change, ShardMowers
 from mowdeck.gateway.routing import ControllerRouter
@@ -54,13 +55,17 @@ class ShardRegistrations:
     """Adds, updates and removes this shard's mowers, their controllers and device links.
 
     A registration whose connection no adapter takes (an unknown kind, options the adapter
-    refuses: Fleet does not know the adapters' options) or whose device URL
+    refuses: Fleet does not know the adapters' options), whose device URL
     ``MOWDECK_GATEWAY_DEVICE_HOSTS`` does not allow (reason ``endpoint_not_allowed``: Fleet
     refuses those too, but a registration stored before that rule, or under a wider list
-    in Fleet, reaches the gateway still) is logged, counted in
-    ``mowdeck_gateway_registrations_refused_total{reason}`` and skipped: a new mower is not
-    added, and a known mower whose connection changed to it is removed, since the link it
-    had is no longer its registration's. The shard's other mowers are not affected.
+    in Fleet, reaches the gateway still) or whose device endpoint another mower of the
+    shard holds (``endpoint_taken``: two links to one device replace each other there) is
+    logged, counted in ``mowdeck_gateway_registrations_refused_total{reason}`` and skipped:
+    a new mower is not added, and a known mower whose connection changed to it is removed,
+    since the link it had is no longer its registration's. The shard's other mowers are
+    not affected. A registration refused as ``endpoint_taken`` waits for the endpoint: when
+    its holder is removed or moves elsewhere, and its link is closed, the registration that
+    waited longest is applied.
     """
 
     def __init__(
@@ -79,7 +84,11 @@ class ShardRegistrations:
         self._closing = closing
         self._adapters = adapters
         self._metrics = metrics
-        self._endpoints = EndpointPolicy(device_hosts, adapters.url_options)
+        self._device_hosts = device_hosts
+        self._endpoints = EndpointPolicy(
+            device_hosts, adapters.url_options, adapters.device_id_options
+        )
+        self._holders = EndpointHolders()
         self.connections = connections  # the device links by mower, read by the effects
 
     async def apply(self, registration: MowerRegistration) -> None:
@@ -87,20 +96,34 @@ class ShardRegistrations:
         mower_id = registration.mower_id
         current = self.mowers.get(mower_id)
         conn: MowerConnection | None = None
+        key: str | None = None
         if self.mowers.owns(mower_id) and (
             current is None or current.connection != registration.connection
         ):
+            self._holders.stop_waiting(mower_id)
+            self._metrics.registrations_waiting.set(self._holders.waiting)
+            key = self._endpoints.key(registration.connection)
+            holder = None if key is None else self._holders.holder(key)
+            if key is not None and holder not in (None, mower_id):
+                await self._wait_for(key, registration, holder)
+                return
             conn = self._connection(registration)
             if conn is None:
                 await self.remove(mower_id)
                 return
+            if key is not None:
+                # Held before the first await: an apply meanwhile sees it taken.
+                self._holders.hold(key, mower_id)
         change = self.mowers.apply(registration)
         if change in (Change.FOREIGN, Change.UNCHANGED):
             return
         if change is Change.RENAMED:
             self._router.tell(mower_id, Rename(registration))
             return
+        left: str | None = None
         if change is Change.RECONNECT:
+            assert current is not None  # a reconnect changes a known mower
+            left = self._endpoints.key(current.connection)
             old = self.connections.pop(mower_id, None)
             if old is not None:
                 await old.close()
@@ -118,6 +141,41 @@ class ShardRegistrations:
             change=change.value,
             kind=registration.connection.kind,
         )
+        if left is not None and left != key:
+            await self._hand_over(left, mower_id)
+
+    async def _wait_for(
+        self, key: str, registration: MowerRegistration, holder: uuid.UUID | None
+    ) -> None:
+        # Another mower of the shard holds the device: never dialled while it does.
+        self._refused(
+            registration,
+            "endpoint_taken",
+            "another mower of this shard holds its device endpoint; waiting for it",
+            holder=str(holder),
+        )
+        await self.remove(registration.mower_id)  # the link it had is not its registration's
+        if self._holders.holder(key) is None:  # the holder left while that link closed
+            await self.apply(registration)
+            return
+        self._holders.wait(key, registration)
+        self._metrics.registrations_waiting.set(self._holders.waiting)
+
+    async def _hand_over(self, key: str, mower_id: uuid.UUID) -> None:
+        """``mower_id`` left ``key`` (its link closed): the longest waiting registration
+        for it is applied."""
+        current = self.mowers.get(mower_id)
+        if current is not None and self._endpoints.key(current.connection) == key:
+            return  # registered on it again meanwhile: still its own
+        waiting = self._holders.release(key, mower_id)
+        self._metrics.registrations_waiting.set(self._holders.waiting)
+        if waiting is not None:
+            log.info(
+                "registration takes a freed endpoint",
+                mower_id=str(waiting.mower_id),
+                previous=str(mower_id),
+            )
+            await self.apply(waiting)
 
     def _connection(self, registration: MowerRegistration) -> MowerConnection | None:
         kind = registration.connection.kind
@@ -131,12 +189,18 @@ class ShardRegistrations:
             self._refused(registration, "endpoint_not_allowed", refusal.detail)
             return None
         try:
-            return factory(registration, _Link(self._router.tell, registration.mower_id))
+            return factory(
+                registration,
+                _Link(self._router.tell, registration.mower_id),
+                device_hosts=self._device_hosts,
+            )
         except Exception as err:  # an adapter refusing its options raises what it likes
             self._refused(registration, "invalid", str(err))
             return None
 
-    def _refused(self, registration: MowerRegistration, reason: str, error: str) -> None:
+    def _refused(
+        self, registration: MowerRegistration, reason: str, error: str, **context: str
+    ) -> None:
         self._metrics.registrations_refused.labels(reason=reason).inc()
         log.error(
             "registration refused",
@@ -144,11 +208,15 @@ class ShardRegistrations:
             kind=registration.connection.kind,
             reason=reason,
             error=error,
+            **context,
         )
 
     async def remove(self, mower_id: uuid.UUID) -> None:
         """Forget a mower: close its link and controller, report it disconnected."""
-        if self.mowers.remove(mower_id) is None:
+        self._holders.stop_waiting(mower_id)
+        self._metrics.registrations_waiting.set(self._holders.waiting)
+        registration = self.mowers.remove(mower_id)
+        if registration is None:
             return
         self._metrics.mowers_known.set(len(self.mowers))
         conn = self.connections.pop(mower_id, None)
@@ -157,6 +225,9 @@ class ShardRegistrations:
         await self._closing.close(mower_id, "mower removed")
         await self._router.stop(mower_id)
         log.info("mower removed", mower_id=str(mower_id))
+        key = self._endpoints.key(registration.connection)
+        if key is not None:
+            await self._hand_over(key, mower_id)
 
     async def close_links(self) -> None:
         """Close every device link."""

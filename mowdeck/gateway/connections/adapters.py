@@ -46,6 +46,17 @@ class ConnectionAdapters:
         found = {kind: getattr(f, "url_option", None) for kind, f in self._factories.items()}
         return {kind: option for kind, option in found.items() if isinstance(option, str)}
 
+    @property
+    def device_id_options(self) -> dict[str, str]:
+        """The option naming the device by a vendor id, by kind, of adapters that declare one.
+
+        An adapter of a kind that reaches its device by id rather than by URL declares it as
+        the class attribute ``device_id_option``: one registration holds each id
+        (``endpoints.endpoint_key``).
+        """
+        found = {kind: getattr(f, "device_id_option", None) for kind, f in self._factories.items()}
+        return {kind: option for kind, option in found.items() if isinstance(option, str)}
+
     def factory(self, kind: str) -> ConnectionFactory:
         """The factory of ``kind``."""
         try:

@@ -11,14 +11,21 @@ port). Names are matched as names and never resolved: a CIDR pattern matches onl
 whose host is an IP literal. Resolving here would not bind the connection to the answer
 (aiohttp resolves again when it connects), so an allowed name is trusted as far as the
 DNS that serves it.
+
+``endpoint_key`` names the device a connection reaches, the same however its URL is
+written: one registration holds a device endpoint (Fleet's unique index, the gateway's
+refusal at apply), so two mowers never dial one device and replace each other's link.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
+import urllib.parse
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yarl
 
@@ -29,6 +36,8 @@ __all__ = [
     "DeviceHosts",
     "EndpointPolicy",
     "EndpointRefusal",
+    "endpoint_key",
+    "normalised_url",
 ]
 
 # The simulator's default listen address (``mowdeck-sim --listen``): enough for
@@ -36,6 +45,9 @@ __all__ = [
 DEVELOPMENT_DEVICE_HOSTS = ("127.0.0.1:8090", "localhost:8090")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# A longer endpoint key is kept as its digest: a btree index entry holds about 2.7 kB, and
+# connection options may hold 16 KiB.
+_KEY_BYTES = 1024
 _NAME = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 _MAX_PORT = 65535
 
@@ -140,12 +152,89 @@ class EndpointRefusal:
     detail: str
 
 
+def _segment(raw: str) -> str:
+    # An id in a path is often read by a UUID parser, which takes upper case, braces, a
+    # urn: prefix and hyphens anywhere (the simulator reads /mowers/{mower_id}/ws so):
+    # every spelling of one UUID is one segment here.
+    try:
+        return str(uuid.UUID(urllib.parse.unquote(raw)))
+    except ValueError:
+        return raw
+
+
+def normalised_url(url: str) -> str | None:
+    """``url`` written one way (scheme and host in lower case, no trailing dot, the port
+    always, IPv4-mapped IPv6 as IPv4, ``/`` for an empty path, UUIDs in the path in their
+    canonical form, no user or fragment); None when it is not a URL with a host."""
+    try:
+        parsed = yarl.URL(url)
+        host, port = parsed.host, parsed.port
+    except (ValueError, TypeError):
+        return None
+    if not host or not parsed.scheme:
+        return None
+    host = host.rstrip(".")
+    address = _ip(host)
+    if address is not None:
+        host = f"[{address}]" if isinstance(address, ipaddress.IPv6Address) else str(address)
+    where = host if port is None else f"{host}:{port}"
+    # yarl has decoded what needs no percent-encoding and removed dot segments.
+    path = "/".join(_segment(part) for part in parsed.raw_path.split("/"))
+    query = f"?{parsed.raw_query_string}" if parsed.raw_query_string else ""
+    return f"{parsed.scheme.lower()}://{where}{path or '/'}{query}"
+
+
+def endpoint_key(
+    connection: Connection,
+    *,
+    url_option: str | None = None,
+    device_id_option: str | None = None,
+) -> str | None:
+    """The device ``connection`` reaches, as one string however it is written.
+
+    ``<kind> <normalised URL>`` for a kind whose ``url_option`` holds the device's URL,
+    ``<kind> id:<id>`` for a kind that names the device by a vendor id in
+    ``device_id_option``, ``<kind> sha256:<hex>`` of that for one longer than 1 KiB; None
+    when the connection names neither (nothing to hold).
+    """
+    options = connection.options
+    identity: str | None = None
+    if url_option is not None and isinstance(value := options.get(url_option), str):
+        identity = normalised_url(value)
+    elif device_id_option is not None:
+        device = options.get(device_id_option)
+        if isinstance(device, str) and device.strip():
+            identity = f"id:{device.strip()}"
+        elif isinstance(device, int) and not isinstance(device, bool):
+            identity = f"id:{device}"
+    if identity is None:
+        return None
+    key = f"{connection.kind} {identity}"
+    if len(key.encode()) <= _KEY_BYTES:
+        return key
+    return f"{connection.kind} sha256:{hashlib.sha256(identity.encode()).hexdigest()}"
+
+
 @dataclass(frozen=True, slots=True)
 class EndpointPolicy:
-    """The device hosts, and which option of each connection kind is its endpoint URL."""
+    """The device hosts, and which option of each connection kind names its device."""
 
     hosts: DeviceHosts
     url_options: Mapping[str, str]  # kind -> option; kinds not listed dial nothing
+    # kind -> option holding a vendor's device id, for kinds that name a device so
+    device_id_options: Mapping[str, str] = field(default_factory=dict)
+
+    def device_option(self, kind: str) -> str | None:
+        """The option naming the device of ``kind`` (its URL or its id), if any."""
+        return self.url_options.get(kind) or self.device_id_options.get(kind)
+
+    def key(self, connection: Connection) -> str | None:
+        """The endpoint ``connection`` holds (``endpoint_key``), or None."""
+        return endpoint_key(
+            connection,
+            url_option=self.url_options.get(connection.kind),
+            device_id_option=self.device_id_options.get(connection.kind),
+        )
 
     def refusal(self, connection: Connection) -> EndpointRefusal | None:
         """Why ``connection`` may not be opened, or None."""

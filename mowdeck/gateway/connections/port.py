@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState
 from mowdeck.errors import MowdeckError
+from mowdeck.gateway.connections.endpoints import DeviceHosts
 
 __all__ = [
     "CommandOutcome",
@@ -75,9 +76,18 @@ class MowerConnection(Protocol):
 
 
 class ConnectionFactory(Protocol):
-    """Builds a connection for a registration; registered under a connection kind."""
+    """Builds a connection for a registration; registered under a connection kind.
+
+    A connection requests only what ``device_hosts`` (``MOWDECK_GATEWAY_DEVICE_HOSTS``)
+    allows, every time it connects, and follows no redirect: an allowed endpoint must not
+    be able to send the gateway elsewhere.
+    """
 
     def __call__(
-        self, registration: MowerRegistration, events: ConnectionEvents
+        self,
+        registration: MowerRegistration,
+        events: ConnectionEvents,
+        *,
+        device_hosts: DeviceHosts,
     ) -> MowerConnection:
         """A new, not yet opened connection."""

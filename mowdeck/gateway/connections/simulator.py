@@ -2,7 +2,8 @@
 
 Lean on purpose, since a gateway shard holds thousands: one reader task and a few fields
 per connection, and one aiohttp ``ClientSession`` shared by all connections of an event
-loop (passed in, or created on first use and closed with the last connection).
+loop (``device_session.py``: it follows no redirect and requests nothing the device hosts
+do not allow).
 
 A silent link is found by ``_Heartbeat`` rather than aiohttp's own ``heartbeat=``, which
 re-arms a timer through a loop callback for every message received (about 4 % of a
@@ -18,7 +19,6 @@ import asyncio
 import contextlib
 import random
 import uuid
-import weakref
 from typing import Annotated, ClassVar
 
 import aiohttp
@@ -26,6 +26,8 @@ import msgspec
 import structlog
 
 from contracts.v1 import CommandEnvelope, MowerRegistration
+from mowdeck.gateway.connections.device_session import DeviceSessions, RequestRefusedError
+from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
@@ -117,37 +119,6 @@ class _Heartbeat:
             await self._ws.close(code=aiohttp.WSCloseCode.GOING_AWAY)
 
 
-class _SharedSession:
-    # One ClientSession per event loop, counted so the last connection closes it.
-    sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedSession] = (
-        weakref.WeakKeyDictionary()
-    )
-
-    def __init__(self) -> None:
-        # The simulator's mowers are many per host: no per-host connection limit.
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        self.users = 0
-
-    @classmethod
-    def acquire(cls) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        shared = cls.sessions.get(loop)
-        if shared is None or shared.session.closed:
-            shared = cls.sessions[loop] = cls()
-        shared.users += 1
-        return shared.session
-
-    @classmethod
-    async def release(cls, session: aiohttp.ClientSession) -> None:
-        shared = cls.sessions.get(asyncio.get_running_loop())
-        if shared is None or shared.session is not session:
-            return
-        shared.users -= 1
-        if shared.users <= 0:
-            del cls.sessions[asyncio.get_running_loop()]
-            await session.close()
-
-
 class SimulatorConnection:
     """One mower over the device protocol; reconnects with jittered backoff until closed."""
 
@@ -156,9 +127,9 @@ class SimulatorConnection:
 
     __slots__ = (
         "_closed",
+        "_device_hosts",
         "_events",
         "_log",
-        "_own_session",
         "_pending",
         "_session",
         "_task",
@@ -172,7 +143,7 @@ class SimulatorConnection:
         registration: MowerRegistration,
         events: ConnectionEvents,
         *,
-        session: aiohttp.ClientSession | None = None,
+        device_hosts: DeviceHosts,
     ) -> None:
         try:
             self.options = msgspec.convert(registration.connection.options, SimulatorOptions)
@@ -180,8 +151,8 @@ class SimulatorConnection:
             raise ConnectionError(f"invalid simulator connection options: {err}") from err
         self.registration = registration
         self._events = events
-        self._session = session
-        self._own_session = False
+        self._device_hosts = device_hosts
+        self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: dict[uuid.UUID, asyncio.Future[CommandOutcome]] = {}
@@ -196,9 +167,7 @@ class SimulatorConnection:
     async def open(self) -> None:
         """Start the reconnect loop in the background and return at once."""
         if self._task is None and not self._closed:
-            if self._session is None:
-                self._session = _SharedSession.acquire()
-                self._own_session = True
+            self._session = DeviceSessions.acquire(self._device_hosts)
             self._task = asyncio.create_task(
                 self._run(), name=f"sim-link-{self.registration.mower_id}"
             )
@@ -258,8 +227,8 @@ class SimulatorConnection:
         if self._task is not None:
             await cancel_and_wait(self._task, name="device link")
             self._task = None
-        if self._own_session and self._session is not None:
-            await _SharedSession.release(self._session)
+        if self._session is not None:
+            await DeviceSessions.release(self._session)
         self._session = None
 
     async def _run(self) -> None:
@@ -296,6 +265,11 @@ class SimulatorConnection:
                     max_msg_size=1 << 20,
                     timeout=aiohttp.ClientWSTimeout(ws_close=opts.heartbeat_seconds),
                 )
+        except RequestRefusedError as err:
+            # A redirect, or a host the device hosts do not allow: never followed, and
+            # retried with backoff like any failed connect (the device may be mended).
+            self._log.warning("device link refused", reason=str(err))
+            return False
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
             self._log.debug("connect failed", error=str(err))
             return False

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 import structlog
+import yarl
 
 from contracts.v1 import MowerListRequest
 from mowdeck import demo
@@ -128,6 +129,7 @@ async def test_the_demo_bus_refuses_strangers_and_every_service_is_its_own_user(
         async with demo.running_demo(_args()) as running:
             await _check_bus_users(running)
             await _command_through(running)
+            await _check_device_hosts(running)
     refused = [e for e in logs if e["event"] == "nats permission refused"]
     assert refused == []
 
@@ -145,6 +147,25 @@ async def _command_through(running: demo.Demo) -> None:
     # 200 with a final status ("executed", or "failed" by the mower), not 202 "pending".
     assert r.status == 200, body
     assert body["status"] in {"executed", "failed", "rejected"}, body
+
+
+async def _check_device_hosts(running: demo.Demo) -> None:
+    # The gateway and Fleet may dial the demo's simulator, not the machine's other
+    # services: a mower registered with the bus's address is refused by name.
+    simulator = yarl.URL(running.sim_url)
+    [gateway] = [s for s in running.services if isinstance(s, GatewayService)]
+    assert gateway.settings.gateway_device_hosts == [f"{simulator.host}:{simulator.port}"]
+    assert running.nats is not None
+    bus = yarl.URL(running.nats.url)
+    connection = {"kind": "simulator", "options": {"url": f"ws://{bus.host}:{bus.port}/"}}
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {running.token}"}) as http,
+        http.post(
+            f"{running.fleet_url}/v1/mowers", json={"name": "bus", "connection": connection}
+        ) as r,
+    ):
+        problem = await r.json(content_type=None)
+    assert (r.status, problem["field"]) == (422, "connection.options.url"), problem
 
 
 async def _check_bus_users(running: demo.Demo) -> None:

@@ -19,8 +19,12 @@ from tests.support.natsserver import NatsServer
 
 pytestmark = pytest.mark.timeout(60)
 
-GOOD = {"kind": "simulator", "options": {"url": "ws://127.0.0.1:9/never"}}
 BAD = {"kind": "simulator", "options": {}}  # Fleet takes it; the simulator adapter does not
+
+
+def reachable() -> dict[str, object]:
+    """A connection the gateway takes, to a device of its own (one registration each)."""
+    return {"kind": "simulator", "options": {"url": f"ws://127.0.0.1:9/never/{uuid.uuid4()}"}}
 
 
 @pytest.fixture
@@ -60,7 +64,7 @@ async def test_a_registration_the_adapter_refuses_is_skipped_and_every_other_mow
         # Fleet lists by id: more mowers until each account has some behind the bad one.
         while not all(any(m > bad for m in mowers) for mowers in good.values()):
             for api in accounts:
-                good[api.account].add(await register(api, GOOD))
+                good[api.account].add(await register(api, reachable()))
     loaded = set().union(*good.values())
     settings = settings_for(nats_server.url, [])
     async with running_gateway(settings) as gw:
@@ -91,7 +95,7 @@ async def test_a_device_url_the_gateway_does_not_allow_is_refused_at_apply_and_t
             inside = await register(
                 api, {"kind": "simulator", "options": {"url": "ws://10.0.0.1:5432/"}}
             )
-            good = {await register(api, GOOD) for _ in range(3)}
+            good = {await register(api, reachable()) for _ in range(3)}
         async with running_gateway(settings_for(nats_server.url, [])) as gw:  # ["127.0.0.1"]
             assert gw.seed is not None
             await eventually(gw.seed.seeded.is_set)

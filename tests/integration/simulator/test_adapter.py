@@ -27,9 +27,13 @@ from mowdeck.gateway.connections import (
     ConnectionError,
     LinkDownError,
 )
+from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator import BatteryFault, LatencyFault, LinkLossFault, SimulatorServer
 from tests.support.eventually import eventually
+
+# The test simulators listen on 127.0.0.1, any port.
+HOSTS = DeviceHosts(["127.0.0.1"])
 
 
 class Recorder:
@@ -61,7 +65,7 @@ async def link(sim: SimulatorServer) -> AsyncIterator[tuple[SimulatorConnection,
     reg = sim.registrations()[0]
     rec = Recorder()
     factory = ConnectionAdapters.from_entry_points().factory("simulator")
-    conn = factory(reg, rec)
+    conn = factory(reg, rec, device_hosts=HOSTS)
     assert isinstance(conn, SimulatorConnection)
     await conn.open()
     await eventually(lambda: conn.connected)
@@ -136,7 +140,7 @@ async def test_a_failing_state_callback_does_not_end_the_link_for_good(
             super().on_state(state)
 
     rec = Flaky()
-    conn = SimulatorConnection(reg, rec)
+    conn = SimulatorConnection(reg, rec, device_hosts=HOSTS)
     await conn.open()
     try:
         # Reported down with the error, then connected again, and states flow.
@@ -153,7 +157,7 @@ async def test_a_failing_state_callback_does_not_end_the_link_for_good(
 async def test_simulator_restart_is_survived(sim: SimulatorServer) -> None:
     reg = sim.registrations()[1]
     rec = Recorder()
-    conn = SimulatorConnection(reg, rec)
+    conn = SimulatorConnection(reg, rec, device_hosts=HOSTS)
     await conn.open()
     await eventually(lambda: conn.connected)
     await sim.stop()
@@ -178,7 +182,7 @@ async def test_not_connected_raises_link_down() -> None:
         name="nowhere",
         connection=Connection(kind="simulator", options={"url": "ws://127.0.0.1:9/x"}),
     )
-    conn = SimulatorConnection(reg, Recorder())
+    conn = SimulatorConnection(reg, Recorder(), device_hosts=HOSTS)
     await conn.open()
     try:
         with pytest.raises(LinkDownError):
@@ -218,7 +222,7 @@ def test_invalid_options_are_refused(options: dict[str, object]) -> None:
         connection=Connection(kind="simulator", options=options),
     )
     with pytest.raises(ConnectionError, match="options"):
-        SimulatorConnection(reg, Recorder())
+        SimulatorConnection(reg, Recorder(), device_hosts=HOSTS)
 
 
 def test_registrations_carry_no_secrets(sim: SimulatorServer) -> None:

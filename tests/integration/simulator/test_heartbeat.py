@@ -15,6 +15,7 @@ import aiohttp
 from aiohttp import web
 
 from contracts.v1 import Connection, MowerRegistration
+from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator.protocol import Hello, encode_frame
 from tests.support.eventually import eventually
@@ -90,7 +91,8 @@ def connection(mower: QuietMower, url: str, links: Links) -> SimulatorConnection
             },
         ),
     )
-    return SimulatorConnection(reg, links)  # type: ignore[arg-type]
+    hosts = DeviceHosts(["127.0.0.1"])
+    return SimulatorConnection(reg, links, device_hosts=hosts)  # type: ignore[arg-type]
 
 
 @asynccontextmanager

@@ -7,6 +7,7 @@ and ``pruning`` (over those) fixtures and star-imports the tests.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from contracts.v1 import CommandResult, Connection, MowerRegistration
 from mowdeck.fleet.errors import (
+    EndpointTakenError,
     MowerExistsError,
     MowerNotFoundError,
     UnstorableError,
@@ -25,6 +27,7 @@ from mowdeck.fleet.ports import (
     UNANSWERED_REASON,
     AuditQuery,
     CommandRecord,
+    EndpointClash,
     MowerRecord,
     PruneCutoffs,
 )
@@ -94,6 +97,122 @@ async def test_contract_update_and_remove_check_the_version(repo: Any) -> None:
     with pytest.raises(MowerNotFoundError):
         await repo.remove(reg.mower_id, removed, expected_version=2)
     assert (await repo.outbox_stats()).pending == 3  # failed changes left no event
+
+
+def _device(key: str | None, at: datetime = NOW, name: str = "M") -> MowerRecord:
+    # A mower whose connection names device ``key``; the record holds it as its endpoint.
+    options = {"device": key} if key is not None else {}
+    return MowerRecord(_reg(name, **options), at, at, endpoint_key=key)
+
+
+def _key_of(connection: Connection) -> str | None:
+    device = connection.options.get("device")
+    return device if isinstance(device, str) else None
+
+
+async def _store(repo: Any, record: MowerRecord) -> MowerRecord:
+    await repo.add(record, outbox_event("mower.registered", record.registration, now=NOW))
+    return record
+
+
+async def _change(repo: Any, record: MowerRecord, key: str | None, name: str = "M") -> MowerRecord:
+    options = {"device": key} if key is not None else {}
+    reg = msgspec.structs.replace(
+        record.registration,
+        name=name,
+        connection=Connection(kind="simulator", options=options),
+    )
+    changed = MowerRecord(reg, record.created_at, NOW, record.version + 1, endpoint_key=key)
+    await repo.update(changed, outbox_event("mower.updated", reg, now=NOW), record.version)
+    return changed
+
+
+async def test_contract_a_device_endpoint_belongs_to_one_mower(repo: Any) -> None:
+    key, other_key = f"k:{uuid.uuid4()}", f"k:{uuid.uuid4()}"
+    holder = await _store(repo, _device(key))
+    second = _device(key)
+    with pytest.raises(EndpointTakenError):
+        await _store(repo, second)
+    assert await repo.get(second.registration.mower_id) is None
+    # Moving another mower onto it is refused too, and changes nothing.
+    mover = await _store(repo, _device(other_key))
+    with pytest.raises(EndpointTakenError):
+        await _change(repo, mover, key)
+    got = await repo.get(mover.registration.mower_id)
+    assert (got.version, got.endpoint_key) == (1, other_key)
+    # A change keeping its own endpoint is fine.
+    holder = await _change(repo, holder, key, name="renamed")
+    assert (await repo.get(holder.registration.mower_id)).endpoint_key == key
+    assert (await repo.outbox_stats()).pending == 3  # the refused changes left no event
+    # Moving away frees the old endpoint; removing a mower frees its endpoint.
+    mover = await _change(repo, mover, f"k:{uuid.uuid4()}")
+    await _store(repo, _device(other_key))
+    removed = outbox_event("mower.removed", holder.registration, now=NOW)
+    await repo.remove(holder.registration.mower_id, removed, expected_version=holder.version)
+    await _store(repo, second)
+    assert (await repo.get(second.registration.mower_id)).endpoint_key == key
+
+
+async def test_contract_racing_registrations_of_one_endpoint_have_one_winner(repo: Any) -> None:
+    key = f"k:{uuid.uuid4()}"
+    racers = [_device(key) for _ in range(6)]
+    outcomes = await asyncio.gather(*(_store(repo, r) for r in racers), return_exceptions=True)
+    won = [r for r, outcome in zip(racers, outcomes, strict=True) if outcome is r]
+    assert len(won) == 1
+    assert all(isinstance(o, EndpointTakenError) for o in outcomes if o is not won[0])
+    found = await repo.get_many([r.registration.mower_id for r in racers])
+    assert [f.registration.mower_id for f in found] == [won[0].registration.mower_id]
+
+
+async def test_contract_keys_stored_later_go_to_the_earliest_registration(repo: Any) -> None:
+    # Mowers stored before keys were kept (a device, no key): two share a device, one
+    # names a device another mower holds already.
+    shared, free, held = (f"k:{uuid.uuid4()}" for _ in range(3))
+    holder = await _store(repo, _device(held))
+    second_ = timedelta(seconds=1)
+
+    def stored_before(device: str, at: datetime) -> MowerRecord:
+        return MowerRecord(_reg(device=device), at, at)
+
+    first = await _store(repo, stored_before(shared, NOW + second_))
+    second = await _store(repo, stored_before(shared, NOW + 2 * second_))
+    other = await _store(repo, stored_before(free, NOW + 3 * second_))
+    late = await _store(repo, stored_before(held, NOW))
+    first_id, second_id, other_id, late_id = (
+        r.registration.mower_id for r in (first, second, other, late)
+    )
+    before = (await repo.outbox_stats()).pending
+
+    def updated(reg: MowerRegistration) -> Any:
+        return outbox_event("mower.updated", reg, now=NOW)
+
+    clashes = await repo.assign_endpoint_keys(_key_of, updated)
+    mine = {first_id, second_id, other_id, late_id}
+    assert {c for c in clashes if c.mower_id in mine} == {
+        EndpointClash(second_id, first_id),
+        EndpointClash(late_id, holder.registration.mower_id),
+    }
+    assert (await repo.get(first_id)).endpoint_key == shared
+    assert (await repo.get(other_id)).endpoint_key == free
+    assert (await repo.get(second_id)).endpoint_key is None
+    listed = {r.mower_id for r in await repo.all_registrations()}
+    assert {first_id, other_id} <= listed
+    assert not {second_id, late_id} & listed
+    assert (await repo.outbox_stats()).pending == before  # nobody became linkable
+    # Once the holder is gone, the next call gives the waiting mower its endpoint, and an
+    # event tells the gateways of it.
+    gone = outbox_event("mower.removed", first.registration, now=NOW)
+    await repo.remove(first_id, gone, expected_version=1)
+    again = await repo.assign_endpoint_keys(_key_of, updated)
+    assert second_id not in {c.mower_id for c in again}
+    assert late_id in {c.mower_id for c in again}
+    assert (await repo.get(second_id)).endpoint_key == shared
+    assert second_id in {r.mower_id for r in await repo.all_registrations()}
+    assert (await repo.outbox_stats()).pending == before + 2  # the removal, the update
+    # A change of its own gives a mower left without its endpoint a free one.
+    stuck = await repo.get(late_id)
+    await _change(repo, stuck, f"k:{uuid.uuid4()}")
+    assert late_id in {r.mower_id for r in await repo.all_registrations()}
 
 
 async def test_contract_outbox_claims_in_order_and_marks_only_what_was_published(

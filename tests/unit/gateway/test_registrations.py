@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,7 +20,7 @@ from mowdeck.gateway.registrations import ShardRegistrations
 class FakeConnection:
     url_option = "url"
 
-    def __init__(self, registration: MowerRegistration, events: Any) -> None:
+    def __init__(self, registration: MowerRegistration, events: Any, **_: Any) -> None:
         if "url" not in registration.connection.options:
             raise ConnectionError("invalid options: url missing")
         self.opened = self.closed = False
@@ -98,3 +99,92 @@ async def test_a_refused_registration_is_counted_and_skipped(
     assert uuid.UUID(int=1) not in registrations.mowers
     assert link.closed  # type: ignore[attr-defined]
     assert ("stop", uuid.UUID(int=1)) in controllers.calls
+
+
+class CountingLink:
+    """A fake link that counts the links open per URL (as written: the test spells them)."""
+
+    url_option = "url"
+    open_by_device: ClassVar[collections.Counter[str]] = collections.Counter()
+    most: ClassVar[int] = 0
+
+    def __init__(self, registration: MowerRegistration, events: Any, **_: Any) -> None:
+        self.device = str(registration.connection.options["device"])
+        self.is_open = False
+
+    async def open(self) -> None:
+        self.is_open = True
+        CountingLink.open_by_device[self.device] += 1
+        CountingLink.most = max(CountingLink.most, CountingLink.open_by_device[self.device])
+
+    async def close(self) -> None:
+        if self.is_open:
+            self.is_open = False
+            CountingLink.open_by_device[self.device] -= 1
+
+
+def linked(n: int, url: str, device: str) -> MowerRegistration:
+    return mower(n, kind="fake", url=url, device=device)
+
+
+async def test_one_device_has_one_link_and_waiting_registrations_take_it_in_turn() -> None:
+    registry = CollectorRegistry()
+    CountingLink.open_by_device.clear()
+    CountingLink.most = 0
+    registrations = ShardRegistrations(
+        ShardMowers(0, 1),
+        FakeControllers(),  # type: ignore[arg-type]
+        FakeControllers(),  # type: ignore[arg-type]
+        adapters=ConnectionAdapters({"fake": CountingLink}),  # type: ignore[dict-item]
+        metrics=GatewayMetrics(registry),
+        connections={},
+        device_hosts=DeviceHosts(["h"]),
+    )
+
+    def refused() -> float | None:
+        labels = {"reason": "endpoint_taken"}
+        return registry.get_sample_value("mowdeck_gateway_registrations_refused_total", labels)
+
+    def waiting() -> float | None:
+        return registry.get_sample_value("mowdeck_gateway_registrations_waiting")
+
+    x = "ws://h/mowers/abcdef00-0000-4000-8000-000000000001/ws"
+    await registrations.apply(linked(1, x, "X"))
+    # The same device written two other ways: both refused, both wait, in that order.
+    await registrations.apply(linked(2, x.replace("ws://h/", "WS://H.:80/"), "X"))
+    await registrations.apply(linked(3, x.replace("abcdef00", "ABCDEF00"), "X"))
+    assert set(registrations.connections) == {uuid.UUID(int=1)}
+    assert (refused(), waiting()) == (2, 2)
+    # The holder moves elsewhere: the first waiting takes the device once its link closed.
+    await registrations.apply(linked(1, "ws://h/elsewhere", "Y"))
+    assert set(registrations.connections) == {uuid.UUID(int=1), uuid.UUID(int=2)}
+    assert waiting() == 1
+    # The second waiting one changes its mind, to a free device: linked at once.
+    await registrations.apply(linked(3, "ws://h/third", "Z"))
+    assert uuid.UUID(int=3) in registrations.connections
+    assert waiting() == 0
+    # Removing the holder frees the device; nobody waits for it any more.
+    await registrations.remove(uuid.UUID(int=2))
+    await registrations.apply(linked(4, x, "X"))
+    assert uuid.UUID(int=4) in registrations.connections
+    assert CountingLink.most == 1  # never two links to one device at a time
+    assert refused() == 2
+
+
+async def test_a_waiting_registration_that_is_removed_never_links() -> None:
+    registry = CollectorRegistry()
+    registrations = ShardRegistrations(
+        ShardMowers(0, 1),
+        FakeControllers(),  # type: ignore[arg-type]
+        FakeControllers(),  # type: ignore[arg-type]
+        adapters=ConnectionAdapters({"fake": CountingLink}),  # type: ignore[dict-item]
+        metrics=GatewayMetrics(registry),
+        connections={},
+        device_hosts=DeviceHosts(["h"]),
+    )
+    await registrations.apply(linked(1, "ws://h/x", "X"))
+    await registrations.apply(linked(2, "ws://h/x", "X"))
+    await registrations.remove(uuid.UUID(int=2))
+    await registrations.remove(uuid.UUID(int=1))
+    assert registrations.connections == {}
+    assert registry.get_sample_value("mowdeck_gateway_registrations_waiting") == 0
