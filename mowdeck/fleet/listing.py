@@ -94,7 +94,7 @@ class MowerListResponder:
             return
         try:
             request = decode(msg.data, MowerListRequest)
-        except (ContractError, RecursionError) as err:
+        except ContractError as err:
             body, headers = error_reply(400, f"invalid MowerListRequest: {err}")
             self._answered.labels("invalid").inc()
             await self._send(msg.reply, body, headers)

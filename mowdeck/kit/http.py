@@ -131,7 +131,7 @@ def json_response(data: Any, status: int = 200) -> web.Response:
     )
 
 
-MAX_JSON_DEPTH = 32
+MAX_JSON_DEPTH = 64
 """How deeply a request body may nest arrays and objects: every document an API takes
 nests a few levels; a decoder recursing a thousand levels fails with a RecursionError."""
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
