@@ -227,24 +227,29 @@ async def get_stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+def _not_websocket() -> Problem:
+    return Problem(
+        400,
+        "Bad Request",
+        "GET /v1/ws takes a WebSocket upgrade; use /v1/stream for Server-Sent Events",
+        type_="not-websocket",
+    )
+
+
 async def get_ws(request: web.Request) -> web.StreamResponse:
     """``GET /v1/ws``: the same events as WebSocket text messages."""
     deps = request.app[DEPS]
     if not deps.cors.same_or_allowed(request):
         raise Problem(403, "Forbidden", "this origin may not open a stream", type_="origin")
     ws = web.WebSocketResponse(max_msg_size=4096)
-    if not ws.can_prepare(request).ok:
-        # Before a ticket is redeemed: a request that cannot become a WebSocket must not
+    upgrade = ws.can_prepare(request).ok
+    if not upgrade and "ticket" in request.query:
+        # Before the ticket is redeemed: a request that cannot become a WebSocket must not
         # use up its single-use ticket.
-        if "ticket" not in request.query and "Authorization" not in request.headers:
-            raise _unauthenticated("missing", "send a bearer token or a ?ticket=")
-        raise Problem(
-            400,
-            "Bad Request",
-            "GET /v1/ws takes a WebSocket upgrade; use /v1/stream for Server-Sent Events",
-            type_="not-websocket",
-        )
+        raise _not_websocket()
     deps, client, resuming = await _open(request, "ws")
+    if not upgrade:
+        raise _not_websocket()
     await ws.prepare(request)
     _limit_write_buffer(request)
     text = _since(request)
