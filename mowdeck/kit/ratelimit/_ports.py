@@ -1,0 +1,26 @@
+"""The limiter port: one token taken from a key's bucket, wherever the buckets live."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from mowdeck.errors import MowdeckError
+from mowdeck.kit.ratelimit._bucket import Limit, Verdict
+
+__all__ = ["Limiter", "LimiterUnavailableError"]
+
+
+class LimiterUnavailableError(MowdeckError):
+    """The store holding the buckets failed; the take neither passed nor was refused."""
+
+
+class Limiter(Protocol):
+    """Token buckets by key (``_bucket.take`` is the rule every adapter follows)."""
+
+    async def take(self, key: str, limit: Limit, now: float) -> Verdict:
+        """Take one token from ``key``'s bucket at ``now`` (``limit`` is never off)."""
+        ...
+
+    async def expire(self, now: float) -> int:
+        """Forget the buckets that are full again by ``now``; how many went."""
+        ...
