@@ -16,7 +16,10 @@ before it). The figures are takes per second and the p50/p99 latency of one take
 - ``kv``: a JetStream key-value bucket (memory storage, history 1, an age limit for
   idle keys): get, compute with ``kit.ratelimit.take``, then ``update`` with the revision
   read (``create`` for a new key); a conflict (another taker wrote in between) reads and
-  computes again. ``kv_retries`` counts them.
+  computes again. ``kv_*_retries`` counts them.
+- ``pg_batched`` and ``kv_batched``: the same stores behind ``kit.ratelimit.BatchingLimiter``
+  (what Fleet runs): the takes of one key that arrive while its write is in flight are
+  written together, ``take_many`` in one statement, or in one get and update.
 
 Stores alternate within a round and rounds repeat, so the machine's drift falls on all
 alike; the RESULT line gives each figure's median over the rounds.
@@ -40,7 +43,16 @@ from nats.js import api
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from mowdeck.kit.ratelimit import TABLE_SQL, Bucket, Limit, PostgresLimiter, Verdict, take
+from mowdeck.kit.ratelimit import (
+    TABLE_SQL,
+    BatchingLimiter,
+    Bucket,
+    Limit,
+    PostgresLimiter,
+    Verdict,
+    refused,
+    take_many,
+)
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
 
@@ -62,7 +74,12 @@ class KvLimiter:
         self.retries = 0
 
     async def take(self, key: str, limit: Limit, now: float) -> Verdict:
-        """One token from ``key``, retried while another writer got in between."""
+        """One token from ``key``."""
+        tokens, granted = await self.take_many(key, limit, now, 1)
+        return Verdict(allowed=True) if granted else refused(tokens, limit)
+
+    async def take_many(self, key: str, limit: Limit, now: float, count: int) -> tuple[float, int]:
+        """``count`` takes of ``key``, retried while another writer got in between."""
         while True:
             try:
                 entry = await self.kv.get(key)
@@ -72,7 +89,7 @@ class KvLimiter:
             if entry is not None and entry.value:
                 stored = msgspec.msgpack.decode(entry.value, type=_KvBucket)
                 found = Bucket(stored.tokens, stored.at)
-            bucket, verdict = take(found, limit, now)
+            bucket, granted = take_many(found, limit, now, count)
             value = msgspec.msgpack.encode(_KvBucket(bucket.tokens, bucket.at))
             try:
                 if entry is None:
@@ -82,7 +99,11 @@ class KvLimiter:
             except KeyWrongLastSequenceError:
                 self.retries += 1
                 continue
-            return verdict
+            return bucket.tokens, granted
+
+    async def expire(self, now: float) -> int:
+        """The bucket's age limit expires idle keys."""
+        return 0
 
 
 @dataclass(frozen=True)
@@ -132,10 +153,13 @@ async def _stores(db: str, nats_url: str, takers: int) -> tuple[dict[str, Take],
         api.KeyValueConfig(bucket=BUCKET, history=1, ttl=3600, storage=api.StorageType.MEMORY)
     )
     kv_limiter = KvLimiter(kv)
+    pg = PostgresLimiter(pool, "bench_unlogged", connections=takers)
     stores: dict[str, Take] = {
-        "pg": PostgresLimiter(pool, "bench_unlogged", connections=takers).take,
+        "pg": pg.take,
         "pg_logged": PostgresLimiter(pool, "bench_logged", connections=takers).take,
         "kv": kv_limiter.take,
+        "pg_batched": BatchingLimiter(pg).take,
+        "kv_batched": BatchingLimiter(kv_limiter).take,
     }
 
     async def close() -> None:
@@ -170,16 +194,18 @@ async def run(db: str, nats_url: str, args: argparse.Namespace) -> dict[str, lis
                     print(
                         f"round {round_ + 1} {tag}: {figures.takes_per_s:,.0f} takes/s, "
                         f"p50 {figures.p50_ms:.2f} ms, p99 {figures.p99_ms:.2f} ms"
-                        + (f", {kv_limiter.retries - retries} retries" if name == "kv" else ""),
+                        + (
+                            f", {kv_limiter.retries - retries} retries"
+                            if name.startswith("kv")
+                            else ""
+                        ),
                         flush=True,
                     )
                     seen.setdefault(f"{tag}_takes_per_s", []).append(figures.takes_per_s)
                     seen.setdefault(f"{tag}_p50_ms", []).append(figures.p50_ms)
                     seen.setdefault(f"{tag}_p99_ms", []).append(figures.p99_ms)
-                    if name == "kv":
-                        seen.setdefault(f"kv_{workload}_retries", []).append(
-                            kv_limiter.retries - retries
-                        )
+                    if name.startswith("kv"):
+                        seen.setdefault(f"{tag}_retries", []).append(kv_limiter.retries - retries)
     finally:
         await close()
     return seen
@@ -194,7 +220,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     args = parser.parse_args()
     if args.seconds is None:
-        args.seconds = 0.2 if args.smoke else 5.0
+        args.seconds = 0.2 if args.smoke else 3.0
     if args.rounds is None:
         args.rounds = 1 if args.smoke else 3
     server = NatsServer()

@@ -16,8 +16,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["EPSILON", "Bucket", "Limit", "Verdict", "refill", "refused", "take"]
+__all__ = [
+    "ALLOWED",
+    "EPSILON",
+    "Bucket",
+    "Limit",
+    "Verdict",
+    "refill",
+    "refused",
+    "take",
+    "take_many",
+]
 
 EPSILON = 1e-9
 """Tolerance on "at least one token": ``0.1 * 10`` refilled must count as a whole token."""
@@ -47,8 +58,7 @@ class Limit:
         return self.burst / self.rate
 
 
-@dataclass(frozen=True, slots=True)
-class Bucket:
+class Bucket(NamedTuple):
     """``tokens`` left at ``at`` (the latest ``now`` the bucket has seen)."""
 
     tokens: float
@@ -59,12 +69,15 @@ class Bucket:
         return self.at + (limit.burst - self.tokens) / limit.rate
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """A take's answer; ``retry_after`` is the seconds until a token is back (refusals)."""
 
     allowed: bool
     retry_after: float = 0.0
+
+
+ALLOWED = Verdict(allowed=True)
+"""The answer of every take that passed."""
 
 
 def refill(bucket: Bucket | None, limit: Limit, now: float) -> Bucket:
@@ -76,14 +89,23 @@ def refill(bucket: Bucket | None, limit: Limit, now: float) -> Bucket:
     return Bucket(tokens, max(bucket.at, now))
 
 
+def take_many(bucket: Bucket | None, limit: Limit, now: float, count: int) -> tuple[Bucket, int]:
+    """``count`` takes at ``now`` at once: the bucket after them and how many passed.
+
+    The same as ``count`` calls of ``take`` at ``now``: whole tokens pass, the rest are
+    refused and take nothing (so every refusal sees the same tokens left).
+    """
+    if limit.off:
+        return Bucket(limit.burst, now), count
+    current = refill(bucket, limit, now)
+    granted = min(count, math.floor(current.tokens + EPSILON))
+    return Bucket(max(current.tokens - granted, 0.0), current.at), granted
+
+
 def take(bucket: Bucket | None, limit: Limit, now: float) -> tuple[Bucket, Verdict]:
     """Take one token at ``now``: the bucket after it, and whether it was allowed."""
-    if limit.off:
-        return Bucket(limit.burst, now), Verdict(allowed=True)
-    current = refill(bucket, limit, now)
-    if current.tokens >= 1 - EPSILON:
-        return Bucket(max(current.tokens - 1, 0.0), current.at), Verdict(allowed=True)
-    return current, refused(current.tokens, limit)
+    after, granted = take_many(bucket, limit, now, 1)
+    return after, (ALLOWED if granted else refused(after.tokens, limit))
 
 
 def refused(tokens: float, limit: Limit) -> Verdict:

@@ -4,7 +4,9 @@ Rate limits protect the service; they must not become a way for it to fail. When
 shared store errs or does not answer within ``timeout``, the take is answered from a
 local bucket with the same limit (each replica then limits on its own, so the whole may
 pass up to that many times the limit), and the store is left to rest for ``rest``
-seconds, so that requests do not each wait out the timeout while it is down.
+seconds, so that requests do not each wait out the timeout while it is down. A shared
+limiter that bounds its own waits (``BatchingLimiter(timeout=...)``, one timer per
+write) needs no ``timeout`` here, where it would cost a timer per take.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class FallbackLimiter(Limiter):
         shared: Limiter,
         local: MemoryLimiter,
         *,
-        timeout: float,
+        timeout: float | None,
         fallbacks: Counter,
         rest: float = 5.0,
     ) -> None:
@@ -54,8 +56,11 @@ class FallbackLimiter(Limiter):
             self._fallbacks.inc()
             return self._local.take_now(key, limit, now)
         try:
-            async with asyncio.timeout(self._timeout):
+            if self._timeout is None:
                 verdict = await self._shared.take(key, limit, now)
+            else:
+                async with asyncio.timeout(self._timeout):
+                    verdict = await self._shared.take(key, limit, now)
         except (LimiterUnavailableError, TimeoutError) as err:
             if not self.resting:
                 log.warning(

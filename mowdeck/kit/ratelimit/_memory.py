@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from mowdeck.kit.ratelimit._bucket import Bucket, Limit, Verdict, take
-from mowdeck.kit.ratelimit._ports import Limiter
+from mowdeck.kit.ratelimit._bucket import Bucket, Limit, Verdict, take, take_many
+from mowdeck.kit.ratelimit._ports import TokenStore
 
 __all__ = ["MemoryLimiter"]
 
 _FIRST_SWEEP = 4096
 
 
-class MemoryLimiter(Limiter):
+class MemoryLimiter(TokenStore):
     """Buckets in this process; idle ones are swept as the dict grows.
 
     A key seen once stays until its bucket is full again; the dict is swept when it has
@@ -30,15 +30,25 @@ class MemoryLimiter(Limiter):
         """``take`` without a suspension point (the fallback's local answer)."""
         found = self._buckets.get(key)
         bucket, verdict = take(None if found is None else found[0], limit, now)
-        self._buckets[key] = (bucket, bucket.full_at(limit))
-        if len(self._buckets) >= self._sweep_at:
-            self._sweep(now)
-            self._sweep_at = max(_FIRST_SWEEP, 2 * len(self._buckets))
+        self._keep(key, bucket, limit, now)
         return verdict
 
     async def take(self, key: str, limit: Limit, now: float) -> Verdict:
         """Take one token from ``key``'s bucket."""
         return self.take_now(key, limit, now)
+
+    async def take_many(self, key: str, limit: Limit, now: float, count: int) -> tuple[float, int]:
+        """``count`` takes from ``key``'s bucket at once."""
+        found = self._buckets.get(key)
+        bucket, granted = take_many(None if found is None else found[0], limit, now, count)
+        self._keep(key, bucket, limit, now)
+        return bucket.tokens, granted
+
+    def _keep(self, key: str, bucket: Bucket, limit: Limit, now: float) -> None:
+        self._buckets[key] = (bucket, bucket.full_at(limit))
+        if len(self._buckets) >= self._sweep_at:
+            self._sweep(now)
+            self._sweep_at = max(_FIRST_SWEEP, 2 * len(self._buckets))
 
     async def expire(self, now: float) -> int:
         """Forget the buckets full again by ``now``."""

@@ -1,4 +1,4 @@
-"""The limiter port: one token taken from a key's bucket, wherever the buckets live."""
+"""The limiter ports: one token taken from a key's bucket, or many at once from a store."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Protocol
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.ratelimit._bucket import Limit, Verdict
 
-__all__ = ["Limiter", "LimiterUnavailableError"]
+__all__ = ["Limiter", "LimiterUnavailableError", "TokenStore"]
 
 
 class LimiterUnavailableError(MowdeckError):
@@ -23,4 +23,13 @@ class Limiter(Protocol):
 
     async def expire(self, now: float) -> int:
         """Forget the buckets that are full again by ``now``; how many went."""
+        ...
+
+
+class TokenStore(Limiter, Protocol):
+    """A limiter that also takes several tokens of one key at once (``_bucket.take_many``),
+    which is what lets ``BatchingLimiter`` answer concurrent takes with one write."""
+
+    async def take_many(self, key: str, limit: Limit, now: float, count: int) -> tuple[float, int]:
+        """``count`` takes at once: the tokens left after them and how many passed."""
         ...

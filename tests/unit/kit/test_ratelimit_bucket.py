@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mowdeck.kit.ratelimit import Bucket, Limit, Verdict, refill, take
+from mowdeck.kit.ratelimit import Bucket, Limit, Verdict, refill, take, take_many
 
 TEN_A_SECOND = Limit(rate=10, burst=5)
 
@@ -54,6 +54,47 @@ def test_take(
     assert after.tokens == pytest.approx(left.tokens)
     assert answer.allowed == verdict.allowed
     assert answer.retry_after == pytest.approx(verdict.retry_after)
+
+
+@pytest.mark.parametrize(
+    ("bucket", "count", "left", "granted"),
+    [
+        (None, 3, 2.0, 3),
+        (None, 9, 0.0, 5),
+        (Bucket(2.5, 100.0), 4, 0.5, 2),
+        (Bucket(0.5, 100.0), 4, 0.5, 0),
+        (Bucket(0.9999999995, 100.0), 1, 0.0, 1),
+        (Bucket(3, 100.0), 0, 3.0, 0),
+    ],
+    ids=[
+        "fewer than the burst: all pass",
+        "more than the burst: the burst passes",
+        "whole tokens only: the half stays",
+        "no whole token: none pass, nothing is taken",
+        "a token short by less than the tolerance is a token",
+        "no takes take nothing",
+    ],
+)
+def test_take_many(bucket: Bucket | None, count: int, left: float, granted: int) -> None:
+    after, passed = take_many(bucket, TEN_A_SECOND, 100.0, count)
+    assert (after.tokens, passed) == (pytest.approx(left), granted)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 40], ids=lambda n: f"{n} at once")
+@pytest.mark.parametrize(
+    "bucket",
+    [None, Bucket(0, 99.9), Bucket(2.2, 99.95), Bucket(4.9, 50.0)],
+    ids=["new", "empty a tenth ago", "fractional", "long idle"],
+)
+def test_many_at_once_answer_as_one_after_another(bucket: Bucket | None, count: int) -> None:
+    after, passed = take_many(bucket, TEN_A_SECOND, 100.0, count)
+    one_by_one, answers = bucket, []
+    for _ in range(count):
+        one_by_one, verdict = take(one_by_one, TEN_A_SECOND, 100.0)
+        answers.append(verdict.allowed)
+    assert one_by_one is not None
+    assert answers == [True] * passed + [False] * (count - passed)
+    assert after.tokens == pytest.approx(one_by_one.tokens)
 
 
 def test_a_burst_passes_whole_and_the_next_one_waits_for_the_rate() -> None:

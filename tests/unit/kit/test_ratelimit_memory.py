@@ -1,15 +1,18 @@
-"""The in-memory limiter: the contract, and a dict that does not grow without end."""
+"""The in-memory limiter, alone and batched: the contract, and a dict that does not grow
+without end."""
 
 from __future__ import annotations
 
 import pytest
 
-from mowdeck.kit.ratelimit import Limit, MemoryLimiter
+from mowdeck.kit.ratelimit import BatchingLimiter, Limit, Limiter, MemoryLimiter
 from tests.unit.kit.ratelimit_contract import *  # noqa: F403 - the shared contract tests
 
 
-@pytest.fixture
-def limiter() -> MemoryLimiter:
+@pytest.fixture(params=["alone", "batched"])
+def limiter(request: pytest.FixtureRequest) -> Limiter:
+    if request.param == "batched":
+        return BatchingLimiter(MemoryLimiter())
     return MemoryLimiter()
 
 
