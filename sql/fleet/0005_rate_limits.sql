@@ -3,14 +3,16 @@
 -- INSERT ... ON CONFLICT DO UPDATE for each command, or for the commands of one account
 -- that arrive together.
 --
--- UNLOGGED: no write-ahead log per command (a take costs half as long; docs/performance.md),
--- and a crash empties the table, which leaves every bucket full: the right answer for
--- buckets nobody can vouch for. Nor is the table copied to standbys; after a failover the
--- buckets start full there too. Times are seconds since the epoch; a row whose bucket is
--- full again (full_at) is the same as no row, and each replica deletes those every minute.
--- No index on full_at: it changes with every take, and an index on it would stop the
--- updates from staying on their page (HOT); the table holds a row per account that
--- commanded in the last refill time, which a scan a minute reads in no time.
+-- UNLOGGED: no write-ahead log flushed per write (on one busy key twice the takes a
+-- second; docs/performance.md, "Rate limits: the shared store"), and a crash empties the
+-- table, which leaves every bucket full: the right answer for buckets nobody can vouch
+-- for. Nor is the table copied to standbys; after a failover the buckets start full
+-- there too. Times are seconds since the epoch; a row whose bucket is full again
+-- (full_at) is the same as no row, and each replica deletes those every minute.
+-- No index on full_at: it changes with every write, and an index on it would stop the
+-- updates from staying on their page (HOT). The table holds a row per account that
+-- commanded in the last minute or two (an empty bucket refills in 40 s at the defaults),
+-- which a scan reads in no time.
 CREATE UNLOGGED TABLE fleet_rate_limits (
     key      text             PRIMARY KEY,
     tokens   double precision NOT NULL,
