@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 import asyncpg
+import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
@@ -27,6 +28,7 @@ from mowdeck.kit.ratelimit import (
     BatchingLimiter,
     FallbackLimiter,
     Limit,
+    LimiterUnavailableError,
     MemoryLimiter,
     PostgresLimiter,
     RateLimit,
@@ -35,6 +37,7 @@ from mowdeck.kit.ratelimit import (
 
 __all__ = ["COMMAND_LIMITS", "TABLE", "CommandLimits", "command_limits"]
 
+log = structlog.get_logger("mowdeck.fleet")
 TABLE = "fleet_rate_limits"
 # Buckets full again are deleted this often (a row per account active within a refill).
 _EXPIRY_SECONDS = 60.0
@@ -65,7 +68,12 @@ class CommandLimits:
 
     async def expire(self) -> int:
         """Forget every bucket that is full again (here and in the shared table)."""
-        return await self._limiter.expire(time.time())
+        try:
+            return await self._limiter.expire(time.time())
+        except LimiterUnavailableError as err:
+            # The next round deletes them; the commands meanwhile fall back on their own.
+            log.warning("idle rate limit buckets not deleted", error=str(err))
+            return 0
 
     def start(self) -> None:
         """Expire idle buckets every minute."""

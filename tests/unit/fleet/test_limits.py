@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
+from structlog.testing import capture_logs
 
 from contracts.v1 import EmergencyStop, PauseMow
 from mowdeck.authn import Principal
@@ -17,6 +18,7 @@ from mowdeck.kit.ratelimit import (
     FallbackLimiter,
     Limit,
     Limiter,
+    LimiterUnavailableError,
     MemoryLimiter,
     RateLimit,
     RateLimitMetrics,
@@ -104,3 +106,21 @@ async def test_an_emergency_stop_passes_empty_buckets_and_a_hung_store() -> None
     with contextlib.suppress(asyncio.CancelledError):
         await ordinary
     assert refused(registry, "commands_per_user") == 0
+
+
+async def test_the_expiry_round_forgets_full_buckets_and_outlives_a_failing_store() -> None:
+    store = CountingStore()
+    fleet, _ = limits(store, user=Limit(1000, 3), account=Limit(1000, 3))
+    await fleet.admit(ALICE, PauseMow())
+    assert len(store.buckets) == 1
+    assert await fleet.expire() == 2  # the user's bucket here, the account's in the store
+    assert len(store.buckets) == 0
+
+    class Down(CountingStore):
+        async def expire(self, now: float) -> int:
+            raise LimiterUnavailableError("connection refused")
+
+    broken, _ = limits(Down(), user=Limit(1, 3), account=Limit(1, 3))
+    with capture_logs() as logs:
+        assert await broken.expire() == 0
+    assert [e["event"] for e in logs] == ["idle rate limit buckets not deleted"]
