@@ -51,7 +51,7 @@ class BatchingLimiter(Limiter):
         if batch is None:
             batch = self._batches[key] = _Batch(limit, now)
             if self._timeout is not None:
-                batch.deadline = loop.call_later(self._timeout, _give_up, batch, self._timeout)
+                batch.deadline = loop.call_later(self._timeout, self._give_up, key, batch)
         else:
             batch.limit, batch.now = limit, max(batch.now, now)
         batch.waiters.append(future)
@@ -66,6 +66,8 @@ class BatchingLimiter(Limiter):
                 # A take given up meanwhile (its caller's timeout) takes no token.
                 waiting = [f for f in batch.waiters if not f.done()]
                 if not waiting:
+                    if batch.deadline is not None:
+                        batch.deadline.cancel()
                     continue
                 try:
                     tokens, granted = await self._store.take_many(
@@ -87,6 +89,16 @@ class BatchingLimiter(Limiter):
             left = self._batches.pop(key, None)
             _fail(waiting + (left.waiters if left is not None else []), _closed())
 
+    def _give_up(self, key: str, batch: _Batch) -> None:
+        # Takes that come later start a batch (and a deadline) of their own.
+        if self._batches.get(key) is batch:
+            del self._batches[key]
+        timeout = self._timeout
+        _fail(
+            batch.waiters,
+            LimiterUnavailableError(f"rate limit store: no answer within {timeout} s"),
+        )
+
     async def expire(self, now: float) -> int:
         """The store's expiry."""
         return await self._store.expire(now)
@@ -100,10 +112,6 @@ class BatchingLimiter(Limiter):
         for batch in self._batches.values():
             _fail(batch.waiters, _closed())
         self._batches.clear()
-
-
-def _give_up(batch: _Batch, timeout: float) -> None:
-    _fail(batch.waiters, LimiterUnavailableError(f"rate limit store: no answer within {timeout} s"))
 
 
 def _closed() -> LimiterUnavailableError:

@@ -107,11 +107,17 @@ async def test_a_batch_without_an_answer_in_time_fails_as_unavailable_and_the_ke
     store = Store()
     limiter = BatchingLimiter(store, timeout=0.05)
     store.gate.clear()
-    takes = [asyncio.create_task(limiter.take("a", LIMIT, 100.0)) for _ in range(3)]
-    for take in takes:
+    first = asyncio.create_task(limiter.take("a", LIMIT, 100.0))
+    await asyncio.sleep(0)  # its write is in flight, held at the gate
+    behind = [asyncio.create_task(limiter.take("a", LIMIT, 100.0)) for _ in range(3)]
+    for take in (first, *behind):
         with pytest.raises(LimiterUnavailableError, match=r"no answer within 0\.05 s"):
             await take
-    later = asyncio.create_task(limiter.take("a", LIMIT, 100.0))  # behind the hung write
+    # The write still hangs: a later take has a deadline of its own, not the spent one.
+    later = asyncio.create_task(limiter.take("a", LIMIT, 100.0))
+    with pytest.raises(LimiterUnavailableError, match="no answer"):
+        await asyncio.wait_for(later, 1)
     store.gate.set()
-    assert (await later).allowed
-    assert store.writes == [("a", 3), ("a", 1)]
+    assert (await limiter.take("a", LIMIT, 100.0)).allowed
+    # Takes given up before their write took no tokens: only the first write's one did.
+    assert store.writes == [("a", 1), ("a", 1)]
