@@ -27,6 +27,7 @@ from mowdeck.fleet.errors import (
     ValueRefusedError,
     VersionConflictError,
 )
+from mowdeck.fleet.limits import COMMAND_LIMITS
 from mowdeck.fleet.ports import AuditEntry, MowerRecord
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
@@ -186,7 +187,9 @@ async def post_command(request: web.Request) -> web.Response:
     raw_wait = request.query.get("wait") if request.query_string else None
     wait = rules.parse_wait(raw_wait, maximum=fleet.settings.command_max_wait_seconds)
     body = rules.decode_body(await read_json(request), CommandRequest)
-    envelope, result = await fleet.issue(principal(request), mower_id, body, wait)
+    who = principal(request)
+    await request.app[COMMAND_LIMITS].admit(who, body.command)
+    envelope, result = await fleet.issue(who, mower_id, body, wait)
     if result is not None:
         return json_response(result, status=200)
     doc: dict[str, Any] = {"command_id": envelope.command_id}

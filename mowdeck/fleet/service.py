@@ -30,6 +30,7 @@ from mowdeck.fleet.kinds import (
     installed_device_id_options,
     installed_url_options,
 )
+from mowdeck.fleet.limits import COMMAND_LIMITS, CommandLimits, command_limits
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning, pool_options
@@ -186,10 +187,16 @@ class FleetService(ServiceShell[FleetSettings]):
             sub = await bus.nc.subscribe(subject, cb=self._on_change)
             res.push(_quietly(sub.unsubscribe), name=f"subscription {subject}")
 
-        self._watch(relay, recorder)
-        await self._listen(self._app(fleet, verifier, denylist))
+        limits = command_limits(s, pool, self.metrics_registry)
+        limits.start()
+        res.push(limits.stop, name="rate limit expiry")
 
-    def _app(self, fleet: Fleet, verifier: TokenVerifier, denylist: DenyList) -> web.Application:
+        self._watch(relay, recorder)
+        await self._listen(self._app(fleet, verifier, denylist, limits))
+
+    def _app(
+        self, fleet: Fleet, verifier: TokenVerifier, denylist: DenyList, limits: CommandLimits
+    ) -> web.Application:
         app = web.Application(
             middlewares=[
                 request_metrics(self.metrics_registry, service="fleet"),
@@ -200,6 +207,7 @@ class FleetService(ServiceShell[FleetSettings]):
         )
         CorsPolicy(self.settings.http_cors_origins).install(app)
         app[FLEET] = fleet
+        app[COMMAND_LIMITS] = limits
         with_ops_routes(app, self.readiness, self.metrics_registry)
         app.add_routes(routes())
         return app

@@ -14,6 +14,9 @@ __all__ = ["FleetSettings", "load_fleet_settings"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 Days = Annotated[float, msgspec.Meta(gt=0, le=3650)]
+# A rate limit's tokens a second (0: off) and the most it lets through at once.
+Rate = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
+Burst = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
 
 
 class FleetSettings(BaseSettings, frozen=True, kw_only=True):
@@ -40,6 +43,16 @@ class FleetSettings(BaseSettings, frozen=True, kw_only=True):
     # (outcome unknown); every replica looks for such commands every interval.
     fleet_command_result_grace_seconds: Seconds = 30.0
     fleet_finalize_interval_seconds: Seconds = 5.0
+    # Rate limits on ordinary commands (an emergency stop is never limited): per user on
+    # each replica, per account across replicas (docs/fleet.md, "Rate limits"). The
+    # defaults let a script start 500 mowers at once; one token's 2,000 in 2 s mostly not.
+    fleet_commands_per_user_rate: Rate = 20.0
+    fleet_commands_per_user_burst: Burst = 600
+    fleet_commands_per_account_rate: Rate = 50.0
+    fleet_commands_per_account_burst: Burst = 2000
+    # How long a command waits for the shared limit's store before this replica limits
+    # the account on its own.
+    fleet_rate_limit_store_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=10)] = 0.25
     # The gateways' device hosts (MOWDECK_GATEWAY_DEVICE_HOSTS, read by both): Fleet
     # refuses a connection URL the gateways would not dial.
     gateway_device_hosts: list[str] = msgspec.field(

@@ -31,6 +31,7 @@ from mowdeck.notifications.engine import (
 from mowdeck.notifications.fanout import Decisions, FanOut
 from mowdeck.notifications.identity import MowerNames
 from mowdeck.notifications.ingest import StatePipeline
+from mowdeck.notifications.limits import target_creations
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.offline import OfflineScan
 from mowdeck.notifications.outbox import DeliveryWorker
@@ -190,7 +191,8 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         self.readiness.watch("delivery worker", task_alive(lambda: worker.task))
         webpush = channels.get("webpush")
         key = getattr(webpush, "application_server_key", None)
-        return TargetDeps(store, TargetPolicy.from_settings(s), key)
+        creations = target_creations(s, self.metrics_registry)
+        return TargetDeps(store, TargetPolicy.from_settings(s), key, creations=creations)
 
     async def _start_fanout(
         self, bus: Bus, store: NotificationStore, decisions: Decisions, names: MowerNames

@@ -20,6 +20,9 @@ __all__ = ["NotificationsSettings", "load_notifications_settings"]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=7 * 86400)]
 Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
+# A rate limit's tokens a second (0: off) and the most it lets through at once.
+Rate = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
+Burst = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
 
 
 class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
@@ -84,6 +87,10 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
     # few dozen states and walked the long-lived watches and actors again and again
     # (docs/performance.md, "Notifications").
     notifications_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 100_000
+    # New channel targets per user (each replica): tokens a second (0: off) and the most at
+    # once (docs/notifications.md, "Rate limits").
+    notifications_targets_per_user_rate: Rate = 0.1
+    notifications_targets_per_user_burst: Burst = 20
 
     def __post_init__(self) -> None:
         super().__post_init__()

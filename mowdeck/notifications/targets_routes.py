@@ -17,6 +17,7 @@ from aiohttp import web
 
 from mowdeck.authn import principal
 from mowdeck.kit.http import Problem, json_response, read_json
+from mowdeck.kit.ratelimit import RequestLimit
 from mowdeck.notifications.delivery_model import StoredTarget
 from mowdeck.notifications.delivery_ports import DeliveryStore
 from mowdeck.notifications.targets import (
@@ -38,12 +39,14 @@ log = structlog.get_logger("mowdeck.notifications.targets")
 
 @dataclass(frozen=True)
 class TargetDeps:
-    """What the target handlers need; no key means webpush is not started."""
+    """What the target handlers need; no key means webpush is not started; ``creations``
+    limits new targets (before anything is decoded or resolved)."""
 
     store: DeliveryStore
     policy: TargetPolicy
     application_server_key: str | None
     getaddrinfo: Getaddrinfo | None = None
+    creations: RequestLimit | None = None
 
 
 TARGET_DEPS = web.AppKey("notification_target_deps", TargetDeps)
@@ -78,6 +81,8 @@ def _invalid(problems: list[TargetProblem]) -> Problem:
 async def post_target(request: web.Request) -> web.Response:
     """``POST /v1/notifications/targets``: 201 with the stored target."""
     deps = request.app[TARGET_DEPS]
+    if deps.creations is not None:
+        await deps.creations.check(request)
     caller = principal(request)
     try:
         doc = msgspec.json.decode(await read_json(request))

@@ -13,6 +13,7 @@ import yarl
 from aiohttp import web
 
 from mowdeck.kit.http import Problem, json_response, read_json
+from mowdeck.kit.ratelimit import RequestLimit
 from mowdeck.realtime.settings import RealtimeSettings
 
 __all__ = [
@@ -145,10 +146,14 @@ def _asset(name: str) -> bytes:
 
 
 def console_routes(
-    config: ConsoleConfig, exchange: CodeExchange | None = None
+    config: ConsoleConfig,
+    exchange: CodeExchange | None = None,
+    *,
+    limit: RequestLimit | None = None,
 ) -> list[web.RouteDef]:
     """``GET /`` (the page), its assets, ``/console/config.json`` and, with ``exchange``,
-    ``POST /console/exchange`` (``{"code"}`` → ``{"token"}``)."""
+    ``POST /console/exchange`` (``{"code"}`` → ``{"token"}``, every attempt under
+    ``limit``)."""
     # Read once: the files ship in the package and do not change while it runs.
     page = _asset("index.html")
     assets = {name: (_asset(name), kind) for name, kind in ASSETS.items()}
@@ -193,5 +198,5 @@ def console_routes(
         *(web.get(f"/console/{name}", asset(*found)) for name, found in assets.items()),
     ]
     if exchange is not None:
-        routes.append(web.post("/console/exchange", redeem))
+        routes.append(web.post("/console/exchange", limit.guard(redeem) if limit else redeem))
     return routes

@@ -43,6 +43,7 @@ from mowdeck.realtime.console import (
 )
 from mowdeck.realtime.errors import TicketError
 from mowdeck.realtime.frames import EVENT_TYPES
+from mowdeck.realtime.limits import RealtimeLimits
 from mowdeck.realtime.positions import parse_position
 from mowdeck.realtime.session import Streams
 from mowdeck.realtime.settings import RealtimeSettings
@@ -288,11 +289,12 @@ def create_app(
     readiness: Readiness,
     registry: CollectorRegistry,
     *,
+    limits: RealtimeLimits,
     exchange: CodeExchange | None = None,
 ) -> web.Application:
     """The Realtime HTTP application: the streams, the operator console at ``/`` (with
     ``POST /console/exchange`` for one-time sign-in codes when given an ``exchange``) and
-    ops routes."""
+    ops routes; tickets and sign-ins under ``limits``."""
     # The streams check their callers themselves; a signed-out browser loads the console.
     public = ("/healthz", "/readyz", "/metrics", *STREAM_PATHS, *CONSOLE_PUBLIC_PATHS)
     app = web.Application(
@@ -309,8 +311,8 @@ def create_app(
         [
             web.get("/v1/stream", get_stream),
             web.get("/v1/ws", get_ws),
-            web.post("/v1/stream/tickets", post_ticket),
-            *console_routes(console_config(deps.settings), exchange),
+            web.post("/v1/stream/tickets", limits.tickets.guard(post_ticket)),
+            *console_routes(console_config(deps.settings), exchange, limit=limits.sign_ins),
         ]
     )
     return app

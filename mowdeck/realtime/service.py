@@ -31,6 +31,7 @@ from mowdeck.kit.shell import ServiceShell
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.console import CodeExchange
 from mowdeck.realtime.hub import Hub
+from mowdeck.realtime.limits import realtime_limits
 from mowdeck.realtime.metrics import RealtimeMetrics
 from mowdeck.realtime.routes import RealtimeDeps, create_app
 from mowdeck.realtime.session import Streams
@@ -172,7 +173,12 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             denylist=denylist,
         )
         app = create_app(
-            deps, verifier, self.readiness, self.metrics_registry, exchange=self._console_codes
+            deps,
+            verifier,
+            self.readiness,
+            self.metrics_registry,
+            limits=realtime_limits(s, self.metrics_registry),
+            exchange=self._console_codes,
         )
         await self._listen(app)
         # Pushed after the listener, so run before its stop.

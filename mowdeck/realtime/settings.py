@@ -7,12 +7,16 @@ from typing import Annotated
 
 import msgspec
 
-from mowdeck.kit.settings import BaseSettings, load_settings
+from mowdeck.kit.client_address import TrustedProxies
+from mowdeck.kit.settings import BaseSettings, SettingsError, load_settings
 
 __all__ = ["RealtimeSettings", "load_realtime_settings"]
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Count = Annotated[int, msgspec.Meta(ge=1)]
+# A rate limit's tokens a second (0: off) and the most it lets through at once.
+Rate = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
+Burst = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
 
 
 class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
@@ -55,6 +59,21 @@ class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
     # collections ran every few milliseconds and each promoted in-flight objects, so
     # full collections (hundreds of milliseconds with the loop stopped) came often.
     realtime_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 50_000
+    # Rate limits (docs/realtime.md, "Rate limits"): stream tickets per user, and sign-in
+    # code exchanges per client address, on each replica.
+    realtime_tickets_per_user_rate: Rate = 1.0
+    realtime_tickets_per_user_burst: Burst = 30
+    realtime_sign_ins_per_address_rate: Rate = 0.5
+    realtime_sign_ins_per_address_burst: Burst = 20
+    # Proxies (addresses or networks) whose X-Forwarded-For names the client of a sign-in;
+    # empty: the header is never read, the peer is the client.
+    realtime_trusted_proxies: list[str] = []
+
+    def __post_init__(self) -> None:
+        try:
+            TrustedProxies(self.realtime_trusted_proxies)
+        except ValueError as err:
+            raise SettingsError(f"MOWDECK_REALTIME_TRUSTED_PROXIES: {err}") from None
 
 
 def load_realtime_settings(environ: Mapping[str, str] | None = None) -> RealtimeSettings:

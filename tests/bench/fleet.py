@@ -8,7 +8,12 @@ The generator is a bare asyncio protocol with pre-built requests (not aiohttp's 
 it must cost far less CPU than the server it measures, because both share two cores. The
 CPU line reports how much each process used while measuring.
 
+The rate limits are on, set far above what one token sends here, so every command pays
+for its two takes (the user's in memory, the account's in PostgreSQL); ``--no-limits``
+turns them off (rate 0), to compare.
+
 Run: python -m tests.bench.fleet [--smoke] [--duration S] [--concurrency N] [--mowers N]
+[--no-limits]
 """
 
 from __future__ import annotations
@@ -186,7 +191,17 @@ async def _serve(db: str, nats_url: str, args: argparse.Namespace) -> dict[str, 
     admin = await Bus.connect(nats_url, name="bench-streams")
     await apply_all(admin)  # the admin step (mowdeck streams): Fleet only waits for it
     await admin.drain()
-    settings = FleetSettings(nats_url=nats_url, database_url=db, http_port=0, log_level="warning")
+    rate = 0.0 if args.no_limits else 1_000_000.0
+    settings = FleetSettings(
+        nats_url=nats_url,
+        database_url=db,
+        http_port=0,
+        log_level="warning",
+        fleet_commands_per_user_rate=rate,
+        fleet_commands_per_user_burst=10_000_000,
+        fleet_commands_per_account_rate=rate,
+        fleet_commands_per_account_burst=10_000_000,
+    )
     service = FleetService(settings, auth_settings=AUTH, connection_kinds={"simulator"})
     await service.start()
     try:
@@ -219,6 +234,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=None)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--mowers", type=int, default=100)
+    parser.add_argument("--no-limits", action="store_true", help="rate limits off")
     parser.add_argument("--load", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     parser.add_argument("ids", nargs="*", help=argparse.SUPPRESS)

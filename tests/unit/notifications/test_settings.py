@@ -38,6 +38,8 @@ DEFAULTS = {
     "notifications_decision_cache_seconds": 60.0,
     "notifications_db_pool_size": 8,
     "notifications_gc_young_threshold": 100_000,
+    "notifications_targets_per_user_rate": 0.1,
+    "notifications_targets_per_user_burst": 20,
     # The delivery outbox (ADR 0022 and the delivery issue).
     "notifications_lease_seconds": 60.0,
     "notifications_delivery_concurrency": 64,
@@ -96,6 +98,8 @@ def test_the_environment_overrides_the_defaults() -> None:
         ("MOWDECK_NOTIFICATIONS_STATE_BATCH_MAX", "0"),
         ("MOWDECK_NOTIFICATIONS_OFFLINE_SCAN_SECONDS", "never"),
         ("MOWDECK_NOTIFICATIONS_COOLDOWN_SECONDS", "-5"),
+        ("MOWDECK_NOTIFICATIONS_TARGETS_PER_USER_RATE", "-1"),
+        ("MOWDECK_NOTIFICATIONS_TARGETS_PER_USER_BURST", "0"),
     ],
     ids=[
         "job-min-zero",
@@ -105,6 +109,8 @@ def test_the_environment_overrides_the_defaults() -> None:
         "batch-zero",
         "scan-not-a-number",
         "negative-cooldown",
+        "negative-target-rate",
+        "target-burst-zero",
     ],
 )
 def test_out_of_bounds_values_are_refused_naming_the_variable(variable: str, value: str) -> None:

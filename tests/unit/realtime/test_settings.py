@@ -24,6 +24,11 @@ DEFAULTS = {
     "realtime_console_fleet_url": "",
     "realtime_console_telemetry_url": "",
     "realtime_console_notifications_url": "",
+    "realtime_tickets_per_user_rate": 1.0,
+    "realtime_tickets_per_user_burst": 30,
+    "realtime_sign_ins_per_address_rate": 0.5,
+    "realtime_sign_ins_per_address_burst": 20,
+    "realtime_trusted_proxies": [],
 }
 
 
@@ -38,6 +43,13 @@ def test_every_setting_has_a_pinned_default() -> None:
     assert fields == set(DEFAULTS)
 
 
+def test_trusted_proxies_are_a_json_list_of_addresses_and_networks() -> None:
+    settings = load_realtime_settings(
+        {"MOWDECK_REALTIME_TRUSTED_PROXIES": '["10.0.0.0/8", "192.0.2.7"]'}
+    )
+    assert settings.realtime_trusted_proxies == ["10.0.0.0/8", "192.0.2.7"]
+
+
 def test_the_cors_origins_are_a_json_list() -> None:
     settings = load_realtime_settings({"MOWDECK_HTTP_CORS_ORIGINS": '["http://a", "http://b"]'})
     assert settings.http_cors_origins == ["http://a", "http://b"]
@@ -50,8 +62,18 @@ def test_the_cors_origins_are_a_json_list() -> None:
         ("MOWDECK_REALTIME_AUTHZ_REFRESH_SECONDS", "0"),
         ("MOWDECK_REALTIME_BUFFER_EVENTS", "0"),
         ("MOWDECK_HTTP_CORS_ORIGINS", "http://a"),
+        ("MOWDECK_REALTIME_TICKETS_PER_USER_RATE", "-1"),
+        ("MOWDECK_REALTIME_SIGN_INS_PER_ADDRESS_BURST", "0"),
+        ("MOWDECK_REALTIME_TRUSTED_PROXIES", '["10.0.0.0/8", "proxy.local"]'),
     ],
-    ids=["refresh-zero", "buffer-zero", "origins-not-json"],
+    ids=[
+        "refresh-zero",
+        "buffer-zero",
+        "origins-not-json",
+        "negative-ticket-rate",
+        "sign-in-burst-zero",
+        "proxy-not-an-address",
+    ],
 )
 def test_a_bad_value_names_its_variable(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
