@@ -59,7 +59,7 @@ def fleet_db(database_url: str) -> str:
     asyncio.run(migrate(database_url, before))
     asyncio.run(_rows_from_before(database_url))
     applied = asyncio.run(migrate(database_url, migrations))
-    assert [(m.service, m.version) for m in applied] == [("fleet", 5)]
+    assert ("fleet", 5) in [(m.service, m.version) for m in applied]
     return database_url
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import aiohttp
 import asyncpg
 
 from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer, Tuple, account_object, grant_tuples, mower_object
 from tests.integration.telemetry.conftest import ServiceFactory
+from tests.support.locked import get_while_locked
 from tests.unit.telemetry.samples import ACCOUNT, MOWER
 
 
@@ -26,17 +26,9 @@ async def test_a_query_past_the_statement_timeout_is_cancelled_and_answered_503(
     )
     headers = {"Authorization": f"Bearer {issuer.mint('alice', ACCOUNT)}"}
     url = f"{service.url}/v1/mowers/{MOWER}/history?step=1m"
-    # A statement that cannot finish: the table is locked until the answer has come.
-    async with pool.acquire() as locker, locker.transaction():
-        await locker.execute("LOCK TABLE mower_history IN ACCESS EXCLUSIVE MODE")
-        timeout = aiohttp.ClientTimeout(total=30)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as http,
-            http.get(url, headers=headers) as r,
-        ):
-            body = await r.json(content_type=None)
-    assert (r.status, body["type"].rsplit("/", 1)[-1]) == (503, "query-timeout")
-    assert r.headers["Retry-After"]
+    status, body, answered = await get_while_locked(pool, "mower_history", url, headers)
+    assert (status, body["type"].rsplit("/", 1)[-1]) == (503, "query-timeout")
+    assert answered["Retry-After"]
     waiting = await pool.fetchval(
         "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%FROM generate_series%'"
         " AND state = 'active' AND pid <> pg_backend_pid()"

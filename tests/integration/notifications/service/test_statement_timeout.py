@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import aiohttp
 import asyncpg
 
 from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer
 from tests.integration.notifications.service.conftest import AUTH, ServiceFactory, grant
+from tests.support.locked import get_while_locked
 from tests.unit.notifications.samples import ACCOUNT
 
 
@@ -18,13 +18,5 @@ async def test_a_query_past_the_statement_timeout_is_cancelled_and_answered_503(
     await grant(authorizer, "alice")
     headers = {"Authorization": f"Bearer {TokenIssuer(AUTH).mint('alice', ACCOUNT)}"}
     url = f"{service.url}/v1/notifications/inbox"
-    # A statement that cannot finish: the table is locked until the answer has come.
-    async with pool.acquire() as locker, locker.transaction():
-        await locker.execute("LOCK TABLE notification_inbox IN ACCESS EXCLUSIVE MODE")
-        timeout = aiohttp.ClientTimeout(total=30)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as http,
-            http.get(url, headers=headers) as r,
-        ):
-            body = await r.json(content_type=None)
-    assert (r.status, body["type"].rsplit("/", 1)[-1]) == (503, "unavailable")
+    status, body, _ = await get_while_locked(pool, "notification_inbox", url, headers)
+    assert (status, body["type"].rsplit("/", 1)[-1]) == (503, "unavailable")
