@@ -52,8 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mowers", type=int, default=100_000)
     parser.add_argument("--accounts", type=int, default=500)
+    parser.add_argument("--smoke", action="store_true", help="1,000 mowers, for CI")
     args = parser.parse_args()
-    n = args.mowers
+    n = 1_000 if args.smoke else args.mowers
     mowers = [uuid.uuid4() for _ in range(n)]
     accounts = [uuid.UUID(int=1 + i % args.accounts) for i in range(n)]
     listed = [
