@@ -1,72 +1,51 @@
-"""State ingest: micro-batches of states, decided by per-mower actors, one commit, then acks.
+"""State ingest: Telemetry's steps of the kit's actor batch (``kit/actor_batch.py``).
 
-Per batch: decode (malformed payloads, payloads PostgreSQL cannot store and subjects
-naming another mower are terminated),
-ask each mower's actor for its decisions, then in one transaction lock the batch's latest
-rows FOR UPDATE and read their directory entries, drop states whose account differs,
-re-decide a mower from the stored row when another replica moved it, a state was dropped
-or the batch before corrected the memory, write one statement per table, commit, and
-only then ack. The next batch is decoded and decided while this one commits. A batch
-whose data the store refuses is split by mowers until the mower it refuses is alone;
-that mower's messages are terminated and the others committed.
+Per batch: payloads PostgreSQL cannot store (a NUL character) and states from beyond the
+clock's skew are rejected with the kit's own (malformed, another mower's subject); each
+mower's actor decides what to store (``Decide``: its fingerprint rules); then one
+transaction locks the batch's latest rows FOR UPDATE and reads their directory entries,
+drops states whose account differs, re-decides a mower from the stored row when another
+replica moved it, a state was dropped or the batch before corrected the memory, and writes
+one statement per table. What happens when the transaction fails, loses a race or is
+refused (split by mowers) is the kit's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import cast
 
 import structlog
 from nats.aio.msg import Msg
 
-from actors import BatchAsk, LoopBridge, ShardSupervisor
+from actors import AnswerSink, LoopBridge, ShardSupervisor
 from contracts.v1 import MowerState
-from mowdeck.kit.batching import BatchLoop, ack_quietly, nak_all
-from mowdeck.kit.state_batches import MowerStates, StateCheck, StateSorter
+from mowdeck.kit.actor_batch import ActorBatch, Committed
+from mowdeck.kit.state_batches import MowerStates, SortedStates, StateCheck
 from mowdeck.kit.storable import may_hold_nul, nul_field
-from mowdeck.kit.wire import ack_all
-from mowdeck.telemetry.actor import (
-    Adopt,
-    Decide,
-    FingerprintAnswer,
-    LatestRowSnapshots,
-)
+from mowdeck.telemetry.actor import Adopt, Decide, FingerprintAnswer, LatestRowSnapshots
 from mowdeck.telemetry.errors import StoreConflictError, StoreRejectedError
 from mowdeck.telemetry.fingerprint import Rules
 from mowdeck.telemetry.metrics import TelemetryMetrics
+from mowdeck.telemetry.model import Memory
 from mowdeck.telemetry.plan import Plan, plan_batch
 from mowdeck.telemetry.ports import TelemetryStore, WriteCounts
 
 __all__ = ["StateBatcher"]
 
 log = structlog.get_logger("mowdeck.telemetry.ingest")
-_DECIDE_TIMEOUT = 10.0
-_NAK_DELAY = 1.0
-# A batch that loses a race with another replica (a deadlock) is tried again this often
-# before it is given back to JetStream.
-_CONFLICT_ATTEMPTS = 3
 
 
-@dataclass(slots=True)
-class _Prepared:
-    """A decided batch waiting for its commit."""
-
-    mowers: dict[uuid.UUID, MowerStates]
-    outcomes: dict[uuid.UUID, FingerprintAnswer]
-
-
-class StateBatcher:
-    """Collects state messages and runs them through the pipeline, two batches at a time.
+class StateBatcher(ActorBatch[FingerprintAnswer, datetime, tuple[Plan, WriteCounts]]):
+    """Telemetry's actor batch: fingerprint decisions, one transaction per batch.
 
     While batch N is in its transaction (PostgreSQL's time, not ours), batch N+1 is
-    decoded and decided. Commits stay in order and one at a time. The actors of N+1 may
-    have decided against a memory that N then corrected or failed to commit; the commit
-    of N+1 re-reads the locked rows and re-decides every mower whose stored row is not
-    the memory its actor decided against, so the pipeline never writes a wrong row.
+    decoded and decided. The actors of N+1 may have decided against a memory that N then
+    corrected or failed to commit; the transaction of N+1 re-reads the locked rows and
+    re-decides every mower whose stored row is not the memory its actor decided against,
+    so the ingest never writes a wrong row.
     """
 
     def __init__(
@@ -83,33 +62,21 @@ class StateBatcher:
         on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
         """``on_actors_started(count)`` is told of every batch that started actors."""
-        self._store = store
-        self._supervisor = supervisor
-        self._rules = rules
-        self._metrics = metrics
-        # The kit's batching loop, with the next batch decided while this one commits.
-        self._loop: BatchLoop[_Prepared] = BatchLoop(
-            prepare=self._prepare,
-            commit=self._commit_or_nak,
+        super().__init__(
+            name="telemetry-batcher",
+            supervisor=supervisor,
+            bridge=bridge,
+            snapshots=snapshots,
+            metrics=metrics.actor_batch,
+            conflict=StoreConflictError,
+            refused=StoreRejectedError,
             batch_max=batch_max,
             linger=linger,
-            overlap=True,
-            nak_delay=_NAK_DELAY,
-            name="telemetry-batcher",
+            on_actors_started=on_actors_started,
         )
-        self.take = self._loop.take  # the states consumer's callback (a DirectConsumer)
-        self._sorter = StateSorter()
-        self._key = self._sorter.key
-        # One query for every new mower's memory, then all actors start together.
-        self._ask: BatchAsk[uuid.UUID, FingerprintAnswer] = BatchAsk(
-            supervisor,
-            bridge,
-            key=self._key,
-            snapshots=snapshots,
-            timeout=_DECIDE_TIMEOUT,
-            on_started=None if on_actors_started is None else _counted(on_actors_started),
-            name="fingerprint",
-        )
+        self._store = store
+        self._rules = rules
+        self._metrics = metrics
         # Label children bound once: a ``labels()`` lookup per batch and row adds up.
         rows = metrics.rows_written
         self._rows = (
@@ -121,51 +88,27 @@ class StateBatcher:
             reason: metrics.dropped.labels(reason=reason)
             for reason in ("malformed", "subject-mismatch", "from-the-future")
         }
-        self._refused = metrics.dropped.labels(reason="rejected-by-store")
 
-    @property
-    def task(self) -> asyncio.Task[None] | None:
-        """The batching task."""
-        return self._loop.task
+    async def process(self, msgs: Sequence[Msg]) -> WriteCounts:  # type: ignore[override]
+        """Run one batch through decode, decide, commit and settle: the rows written."""
+        total = WriteCounts()
+        for _plan, counts in await super().process(msgs):
+            total = WriteCounts(
+                total.latest + counts.latest,
+                total.history + counts.history,
+                total.positions + counts.positions,
+            )
+        return total
 
-    def start(self) -> None:
-        """Start the batching task (``take`` is the consumer's callback)."""
-        self._loop.start()
+    # -- the steps ------------------------------------------------------------------------
 
-    async def stop(self) -> None:
-        """Finish the queued messages, then stop."""
-        await self._loop.stop()
+    def context(self) -> datetime:
+        """The horizon: a state observed after it is from the future."""
+        return datetime.now(UTC) + self._rules.max_clock_skew
 
-    async def process(self, msgs: Sequence[Msg]) -> WriteCounts:
-        """Run one batch through decode, decide, commit and settle."""
-        prepared = await self._prepare(msgs)
-        return WriteCounts() if prepared is None else await self._commit(prepared)
-
-    async def _prepare(self, msgs: Sequence[Msg]) -> _Prepared | None:
-        self._metrics.batch_size.observe(len(msgs))
-        batch = self._sorter.sort(msgs, self._check())
-        mowers, foreign = batch.mowers, batch.foreign
-        self._metrics.states_received.inc(len(msgs) - len(foreign))
-        for rejected in batch.rejected:
-            await self._reject(rejected.msg, rejected.reason, rejected.detail)
-        if foreign:
-            # The consumer reads the whole stream (see service.py); these are not states.
-            self._metrics.foreign_subjects.inc(len(foreign))
-            await ack_quietly(foreign)
-        if not mowers:
-            return None
-        outcomes = await self._decide(mowers)
-        decided: dict[uuid.UUID, FingerprintAnswer] = {}
-        for mower_id, outcome in outcomes.items():
-            if outcome is None:
-                await nak_all(mowers.pop(mower_id).msgs, _NAK_DELAY)
-            else:
-                decided[mower_id] = outcome
-        return _Prepared(mowers, decided) if mowers else None
-
-    def _check(self) -> StateCheck:
-        """This batch's own checks, after the kit's (``kit.state_batches``)."""
-        horizon = datetime.now(UTC) + self._rules.max_clock_skew
+    def check(self, context: datetime) -> StateCheck:
+        """A NUL character PostgreSQL cannot store; a state from the future."""
+        horizon = context
 
         def check(state: MowerState, data: bytes) -> tuple[str, str] | None:
             # PostgreSQL refuses a NUL character in text and jsonb, and would fail the whole
@@ -181,123 +124,51 @@ class StateBatcher:
 
         return check
 
-    async def _commit_or_nak(self, prepared: _Prepared) -> WriteCounts:
-        # The pipeline must outlive any one batch: whatever escapes the commit is logged,
-        # and the batch's messages not yet settled are redelivered (a redelivery of a
-        # committed state is a no-op).
-        try:
-            return await self._commit(prepared)
-        except Exception:
-            log.exception("batch failed", mowers=len(prepared.mowers))
-            await nak_all([m for e in prepared.mowers.values() for m in e.msgs], _NAK_DELAY)
-            return WriteCounts()
+    def sorted(self, batch: SortedStates) -> None:
+        """Count the batch, its states and what it rejected."""
+        metrics, foreign = self._metrics, len(batch.foreign)
+        total = sum(len(e.msgs) for e in batch.mowers.values()) + len(batch.rejected) + foreign
+        metrics.batch_size.observe(total)
+        metrics.states_received.inc(total - foreign)
+        for rejected in batch.rejected:
+            self._rejected[rejected.reason].inc()
+        if foreign:
+            # The consumer reads the whole stream (see service.py); these are not states.
+            metrics.foreign_subjects.inc(foreign)
 
-    async def _commit(self, prepared: _Prepared) -> WriteCounts:
-        return await self._commit_mowers(prepared.mowers, prepared.outcomes)
+    def question(
+        self, entry: MowerStates, sink: AnswerSink[uuid.UUID, FingerprintAnswer], context: datetime
+    ) -> Decide:
+        """``Decide`` the mower's states."""
+        del context
+        return Decide(entry.states, sink)
 
-    async def _commit_mowers(
-        self, mowers: dict[uuid.UUID, MowerStates], outcomes: dict[uuid.UUID, FingerprintAnswer]
-    ) -> WriteCounts:
-        states = {m: e.states for m, e in mowers.items()}
-        started = time.perf_counter()
-        try:
-            plan, drops, counts = await self._transact(states, outcomes)
-        except StoreRejectedError as err:
-            # Redelivering data the store refused would be refused again, forever, and
-            # would take every mower batched with it along. Split until the mower is alone.
-            if len(mowers) == 1:
-                await self._refuse(mowers, err)
-                return WriteCounts()
-            log.info("batch refused by the store, splitting", mowers=len(mowers), error=str(err))
-            ids = list(mowers)
-            total = WriteCounts()
-            for part in (ids[: len(ids) // 2], ids[len(ids) // 2 :]):
-                done = await self._commit_mowers(
-                    {m: mowers[m] for m in part}, {m: outcomes[m] for m in part}
-                )
-                total = _added(total, done)
-            return total
-        except Exception:
-            log.exception("batch commit failed", mowers=len(mowers))
-            # The actors decided against memories that were never committed: restart them
-            # from the stored rows, and let JetStream redeliver the whole batch.
-            await asyncio.gather(*(self._supervisor.stop(self._key(m)) for m in mowers))
-            await nak_all([msg for e in mowers.values() for msg in e.msgs], _NAK_DELAY)
-            return WriteCounts()
-        self._metrics.commit_seconds.observe(time.perf_counter() - started)
-        self._count(plan, counts)
-        for mower_id, memory in plan.adopt.items():
-            ref = self._supervisor.get(self._key(mower_id))
-            if ref is not None:
-                ref.tell(Adopt(memory))
-        acks: list[Msg] = []
-        for mower_id, entry in mowers.items():
-            dropped = drops.get(mower_id)
-            if dropped is None:
-                acks.extend(entry.msgs)
-                continue
-            for i, msg in enumerate(entry.msgs):
-                if i in dropped:
-                    self._drop(dropped[i], entry.states[i])
-                    await msg.term()
-                else:
-                    acks.append(msg)
-        await ack_all(acks)
-        return counts
-
-    async def _transact(
+    async def write(
         self,
-        states: dict[uuid.UUID, list[MowerState]],
-        outcomes: dict[uuid.UUID, FingerprintAnswer],
-    ) -> tuple[Plan, dict[uuid.UUID, dict[int, str]], WriteCounts]:
-        # One transaction: lock the mowers' latest rows, plan against them, write.
-        attempt = 1
-        while True:
-            try:
-                async with self._store.state_writer() as tx:
-                    stored, directory = await tx.lock(list(states))
-                    plan, drops = plan_batch(states, outcomes, stored, directory, self._rules)
-                    counts = await tx.write(plan.batch)
-                return plan, drops, counts
-            except StoreConflictError as err:
-                # Rolled back for another replica's sake: the same batch, planned again
-                # against what is stored now, goes through.
-                if attempt == _CONFLICT_ATTEMPTS:
-                    raise
-                log.info("batch lost a race; trying again", attempt=attempt, error=str(err))
-                attempt += 1
+        mowers: Mapping[uuid.UUID, MowerStates],
+        answers: Mapping[uuid.UUID, FingerprintAnswer],
+        context: datetime,
+    ) -> Committed[tuple[Plan, WriteCounts]]:
+        """Lock the mowers' latest rows, plan against them, write."""
+        del context
+        states = {m: e.states for m, e in mowers.items()}
+        async with self._store.state_writer() as tx:
+            stored, directory = await tx.lock(list(states))
+            plan, drops = plan_batch(states, dict(answers), stored, directory, self._rules)
+            counts = await tx.write(plan.batch)
+        return Committed((plan, counts), adopt=plan.adopt, drops=drops)
 
-    async def _refuse(self, mowers: dict[uuid.UUID, MowerStates], err: StoreRejectedError) -> None:
-        # The actor decided against a memory that was never committed: restart it from the
-        # stored row, as after any failed commit.
-        [(mower_id, entry)] = mowers.items()
-        log.warning(
-            "states terminated",
-            reason="rejected-by-store",
-            mower_id=str(mower_id),
-            states=len(entry.msgs),
-            error=str(err),
-        )
-        await self._supervisor.stop(self._key(mower_id))
-        self._refused.inc(len(entry.msgs))
-        for msg in entry.msgs:
-            await msg.term()
+    def adopt(self, memory: object) -> Adopt:
+        """Adopt the memory the transaction decided on (None: nothing stored)."""
+        return Adopt(cast("Memory | None", memory))
 
-    async def _reject(self, msg: Msg, reason: str, detail: str | None) -> None:
-        self._rejected[reason].inc()
-        if reason == "subject-mismatch":
-            log.warning("state terminated", reason=reason, subject=msg.subject, mower_id=detail)
-        else:
-            log.warning("state terminated", reason=reason, subject=msg.subject, error=detail)
-        await msg.term()
-
-    async def _decide(
-        self, mowers: dict[uuid.UUID, MowerStates]
-    ) -> dict[uuid.UUID, FingerprintAnswer | None]:
-        # ``Decide`` itself asks: a Struct's constructor runs no Python frame per mower.
-        return await self._ask.ask({m: e.states for m, e in mowers.items()}, Decide)
-
-    def _count(self, plan: Plan, counts: WriteCounts) -> None:
+    def committed(
+        self, committed: Committed[tuple[Plan, WriteCounts]], states: int, seconds: float
+    ) -> None:
+        """Count the rows written and the heartbeats skipped."""
+        del states
+        plan, counts = committed.result
+        self._metrics.commit_seconds.observe(seconds)
         latest, history, positions = self._rows
         latest.inc(counts.latest)
         history.inc(counts.history)
@@ -305,22 +176,7 @@ class StateBatcher:
         skipped = sum(1 for d in plan.decisions if d.drop is None and d.heartbeat_skipped)
         self._metrics.heartbeats_skipped.inc(skipped)
 
-    def _drop(self, reason: str, state: MowerState) -> None:
+    def dropped(self, reason: str, state: MowerState) -> None:
+        """Count a state dropped by the transaction or refused by the store."""
+        del state
         self._metrics.dropped.labels(reason=reason).inc()
-        log.warning(
-            "state dropped",
-            reason=reason,
-            mower_id=str(state.mower_id),
-            account_id=str(state.account_id),
-        )
-
-
-def _counted(told: Callable[[int], object]) -> Callable[[list[uuid.UUID]], object]:
-    def started(mowers: list[uuid.UUID]) -> object:
-        return told(len(mowers))
-
-    return started
-
-
-def _added(a: WriteCounts, b: WriteCounts) -> WriteCounts:
-    return WriteCounts(a.latest + b.latest, a.history + b.history, a.positions + b.positions)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from mowdeck.kit.actor_batch import ActorBatchMetrics
+
 __all__ = ["TelemetryMetrics"]
 
 _BATCH_BUCKETS = (1, 10, 50, 100, 250, 500, 1000, 2000, 5000)
@@ -14,6 +16,8 @@ class TelemetryMetrics:
     """Counters and histograms of ingest and retention (requests: ``kit.http.request_metrics``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        # The kit's own counts of the ingest (redeliveries, splits, unsettled deliveries).
+        self.actor_batch = ActorBatchMetrics(registry, service="telemetry")
         p = "mowdeck_telemetry_"
         self.states_received = Counter(
             p + "states_received", "States received from the bus.", registry=registry
