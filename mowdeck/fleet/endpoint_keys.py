@@ -8,10 +8,10 @@ from datetime import datetime
 import structlog
 
 from contracts.v1 import MowerRegistration
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet import rules
 from mowdeck.fleet.errors import FleetError
 from mowdeck.fleet.ports import EndpointClash, MowerRepository, OutboxEvent
-from mowdeck.gateway.connections.endpoints import EndpointPolicy
 
 __all__ = ["assign_endpoint_keys"]
 

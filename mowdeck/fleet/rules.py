@@ -22,9 +22,9 @@ from contracts.v1 import (
     encode,
 )
 from contracts.v1.subjects import event_subject
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.ports import OutboxEvent
-from mowdeck.gateway.connections.endpoints import EndpointPolicy
 from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = [

@@ -21,6 +21,7 @@ from mowdeck.authn import (
     running_denylist,
 )
 from mowdeck.authz import Authorizer, AuthzSettings
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
 from mowdeck.fleet.finalizing import Finalizer
@@ -40,7 +41,6 @@ from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import msgspec
 
-from mowdeck.gateway.connections.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
+from mowdeck.devices.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
 from mowdeck.kit.settings import BaseSettings, SettingsError, load_settings
 
 __all__ = ["FleetSettings", "load_fleet_settings"]

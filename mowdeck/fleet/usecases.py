@@ -16,6 +16,7 @@ from contracts.v1 import CommandEnvelope, CommandResult, Connection, MowerRegist
 from contracts.v1 import CommandStatus as ResultStatus
 from mowdeck.authn import Principal
 from mowdeck.authz import Tuple, account_object, mower_object, user_ref
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet import rules
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache
 from mowdeck.fleet.errors import (
@@ -40,7 +41,6 @@ from mowdeck.fleet.ports import (
 from mowdeck.fleet.results import ResultWaiters
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
-from mowdeck.gateway.connections.endpoints import EndpointPolicy
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
 

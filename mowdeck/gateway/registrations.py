@@ -8,6 +8,7 @@ from collections.abc import Callable
 import structlog
 
 from contracts.v1 import MowerRegistration, MowerState
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.gateway.actor import LinkChanged, Rename, StateReported
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import (
@@ -15,7 +16,6 @@ from mowdeck.gateway.connections import (
     MowerConnection,
     UnknownConnectionKindError,
 )
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.gateway.endpoint_holders import EndpointHolders
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import Change, ShardMowers

@@ -41,7 +41,8 @@ class ConnectionAdapters:
         """The option holding the device URL, by kind, of adapters that declare one.
 
         An adapter declares it as the class attribute ``url_option``; its value is checked
-        against ``MOWDECK_GATEWAY_DEVICE_HOSTS`` (``endpoints.py``) by Fleet and the gateway.
+        against ``MOWDECK_GATEWAY_DEVICE_HOSTS`` (``mowdeck/devices/endpoints.py``) by Fleet
+        and the gateway.
         """
         found = {kind: getattr(f, "url_option", None) for kind, f in self._factories.items()}
         return {kind: option for kind, option in found.items() if isinstance(option, str)}

@@ -20,7 +20,7 @@ import weakref
 import aiohttp
 from aiohttp import hdrs
 
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.devices.endpoints import DeviceHosts
 
 __all__ = ["DeviceSessions", "RequestRefusedError", "guard"]
 

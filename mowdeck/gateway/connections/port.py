@@ -7,8 +7,8 @@ from typing import Literal, Protocol
 import msgspec
 
 from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.errors import MowdeckError
-from mowdeck.gateway.connections.endpoints import DeviceHosts
 
 __all__ = [
     "CommandOutcome",

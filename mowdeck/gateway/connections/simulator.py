@@ -26,8 +26,8 @@ import msgspec
 import structlog
 
 from contracts.v1 import CommandEnvelope, MowerRegistration
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections.device_session import DeviceSessions, RequestRefusedError
-from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,

@@ -21,13 +21,13 @@ from contracts.v1 import (
     PauseMow,
     StartMow,
 )
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import (
     CommandTimeoutError,
     ConnectionAdapters,
     ConnectionError,
     LinkDownError,
 )
-from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator import BatteryFault, LatencyFault, LinkLossFault, SimulatorServer
 from tests.support.eventually import eventually

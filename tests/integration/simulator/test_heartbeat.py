@@ -15,7 +15,7 @@ import aiohttp
 from aiohttp import web
 
 from contracts.v1 import Connection, MowerRegistration
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator.protocol import Hello, encode_frame
 from tests.support.eventually import eventually

@@ -16,8 +16,8 @@ import structlog
 from aiohttp import web
 
 from contracts.v1 import Connection, MowerRegistration
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
-from mowdeck.gateway.connections.endpoints import DeviceHosts
 from tests.support.eventually import eventually
 
 

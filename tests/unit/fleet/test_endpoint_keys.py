@@ -10,12 +10,12 @@ import pytest
 import structlog
 
 from contracts.v1 import Connection, MowerRegistration
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
 from mowdeck.fleet.errors import FleetError
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.ports import EndpointClash, MowerRecord
 from mowdeck.fleet.rules import outbox_event
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 POLICY = EndpointPolicy(DeviceHosts(["h"]), {"simulator": "url"})

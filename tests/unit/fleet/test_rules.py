@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from contracts.v1 import Connection, MowerListRequest, MowerRegistration, decode_event
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.rules import (
     MAX_OPTIONS_BYTES,
@@ -23,7 +24,6 @@ from mowdeck.fleet.rules import (
     outbox_event,
     parse_wait,
 )
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 KINDS = {"simulator"}

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from contracts.v1 import Connection, MowerRegistration
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import ConnectionAdapters
-from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.gateway.registrations import ShardRegistrations

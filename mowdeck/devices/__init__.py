@@ -1,0 +1,1 @@
+"""What Fleet and the gateway both know of devices: the endpoint policy, shared by both."""
