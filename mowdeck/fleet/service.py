@@ -22,15 +22,15 @@ from mowdeck.authn import (
 )
 from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
-from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
-from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
-from mowdeck.fleet.finalizing import Finalizer
-from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
-from mowdeck.fleet.kinds import (
+from mowdeck.devices.kinds import (
     installed_connection_kinds,
     installed_device_id_options,
     installed_url_options,
 )
+from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
+from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
+from mowdeck.fleet.finalizing import Finalizer
+from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.limits import COMMAND_LIMITS, CommandLimits, command_limits
 from mowdeck.fleet.listing import MowerListResponder
 from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
