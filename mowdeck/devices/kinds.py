@@ -1,46 +1,84 @@
-"""The connection kinds Fleet accepts: those of the installed gateway adapters."""
+"""Connection kinds: what Fleet and the gateway both know of a protocol, without its adapter.
+
+A kind is declared once, as a ``ConnectionKind`` under the ``mowdeck.connection_kinds``
+entry point group: its name, and the connection option that names its device (a URL,
+checked against ``MOWDECK_GATEWAY_DEVICE_HOSTS``, or a vendor's device id). Fleet accepts
+registrations of the declared kinds and checks their endpoints; the gateway dials them
+through the adapter registered under the same name in ``mowdeck.connections``
+(``mowdeck/gateway/connections/``), and refuses to start with an adapter whose kind is
+not declared here, since it could not check where that adapter dials.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-import structlog
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
+from mowdeck.errors import MowdeckError
 
-from mowdeck.gateway.connections.adapters import ENTRY_POINT_GROUP, ConnectionAdapters
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "SIMULATOR",
+    "ConnectionKind",
+    "ConnectionKindError",
+    "ConnectionKinds",
+]
 
-__all__ = ["installed_connection_kinds", "installed_device_id_options", "installed_url_options"]
-
-log = structlog.get_logger("mowdeck.fleet")
-
-
-def installed_connection_kinds() -> frozenset[str]:
-    """The connection kinds of the installed gateway adapters (entry points)."""
-    try:
-        return ConnectionAdapters.from_entry_points().kinds
-    except Exception:
-        # An adapter that fails to import is still declared; Fleet only stores the kind.
-        log.warning("a connection adapter failed to load; using declared kinds", exc_info=True)
-        return frozenset(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+ENTRY_POINT_GROUP = "mowdeck.connection_kinds"
 
 
-def installed_url_options() -> dict[str, str]:
-    """The option holding the device URL, by kind, of the installed adapters."""
-    try:
-        return ConnectionAdapters.from_entry_points().url_options
-    except Exception:
-        # Without the adapter Fleet cannot know which option dials: the gateway's own
-        # check at apply still refuses a URL it does not allow.
-        log.warning("a connection adapter failed to load; its URLs go unchecked", exc_info=True)
-        return {}
+class ConnectionKindError(MowdeckError):
+    """A connection kind is declared wrongly (not a ``ConnectionKind``, or under another name)."""
 
 
-def installed_device_id_options() -> dict[str, str]:
-    """The option naming the device by id, by kind, of the installed adapters."""
-    try:
-        return ConnectionAdapters.from_entry_points().device_id_options
-    except Exception:
-        # The gateway still holds one link per device id at apply.
-        log.warning(
-            "a connection adapter failed to load; its device ids go unchecked", exc_info=True
+@dataclass(frozen=True, slots=True)
+class ConnectionKind:
+    """One protocol as Fleet and the gateway both see it."""
+
+    name: str
+    # The option holding the device's URL: checked against the device hosts, and the
+    # device's endpoint key (one registration holds each).
+    url_option: str | None = None
+    # The option naming the device by a vendor's id, for kinds that reach it so.
+    device_id_option: str | None = None
+
+
+# The device protocol of mowdeck-sim (docs/device-protocol.md), over a WebSocket.
+SIMULATOR = ConnectionKind("simulator", url_option="url")
+
+
+class ConnectionKinds:
+    """The declared connection kinds, by name."""
+
+    def __init__(self, kinds: Iterable[ConnectionKind]) -> None:
+        self._kinds = {kind.name: kind for kind in kinds}
+
+    @classmethod
+    def from_entry_points(cls) -> ConnectionKinds:
+        """Every kind declared in this environment."""
+        found: list[ConnectionKind] = []
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            kind = ep.load()
+            if not isinstance(kind, ConnectionKind) or kind.name != ep.name:
+                raise ConnectionKindError(
+                    f"entry point {ep.name!r} of {ENTRY_POINT_GROUP} ({ep.value}) is not "
+                    f"the ConnectionKind named {ep.name!r}"
+                )
+            found.append(kind)
+        return cls(found)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names of the kinds."""
+        return frozenset(self._kinds)
+
+    def policy(self, hosts: DeviceHosts) -> EndpointPolicy:
+        """The endpoint policy of these kinds under ``hosts``."""
+        kinds = self._kinds.values()
+        return EndpointPolicy(
+            hosts,
+            {k.name: k.url_option for k in kinds if k.url_option is not None},
+            {k.name: k.device_id_option for k in kinds if k.device_id_option is not None},
         )
-        return {}

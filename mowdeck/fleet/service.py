@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import asyncpg
@@ -21,12 +21,8 @@ from mowdeck.authn import (
     running_denylist,
 )
 from mowdeck.authz import Authorizer, AuthzSettings
-from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
-from mowdeck.devices.kinds import (
-    installed_connection_kinds,
-    installed_device_id_options,
-    installed_url_options,
-)
+from mowdeck.devices.endpoints import DeviceHosts
+from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
 from mowdeck.fleet.finalizing import Finalizer
@@ -76,8 +72,7 @@ class FleetService(ServiceShell[FleetSettings]):
         pool: asyncpg.Pool | None = None,
         authorizer: Authorizer | None = None,
         verifier: TokenVerifier | None = None,
-        connection_kinds: Collection[str] | None = None,
-        connection_url_options: Mapping[str, str] | None = None,
+        connection_kinds: ConnectionKinds | None = None,
         metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
@@ -89,7 +84,6 @@ class FleetService(ServiceShell[FleetSettings]):
         self._authorizer = authorizer
         self._verifier = verifier
         self._kinds = connection_kinds
-        self._url_options = connection_url_options
         self._gc_pauses = GcPauses(self.metrics_registry)
         self._clock = clock
         self.fleet: Fleet | None = None
@@ -113,6 +107,7 @@ class FleetService(ServiceShell[FleetSettings]):
         verifier = self._verifier or CachedTokenVerifier(auth)
         denylist = await res.enter(running_denylist(bus, auth))
 
+        kinds = self._kinds or ConnectionKinds.from_entry_points()
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
         relay = OutboxRelay(
@@ -154,14 +149,8 @@ class FleetService(ServiceShell[FleetSettings]):
             journal=journal,
             publisher=publisher,
             waiters=waiters,
-            connection_kinds=frozenset(
-                self._kinds if self._kinds is not None else installed_connection_kinds()
-            ),
-            endpoints=EndpointPolicy(
-                DeviceHosts(s.gateway_device_hosts),
-                self._url_options if self._url_options is not None else installed_url_options(),
-                installed_device_id_options(),
-            ),
+            connection_kinds=kinds.names,
+            endpoints=kinds.policy(DeviceHosts(s.gateway_device_hosts)),
             metrics=FleetMetrics(self.metrics_registry),
             clock=self._clock,
         )

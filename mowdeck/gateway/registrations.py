@@ -8,7 +8,7 @@ from collections.abc import Callable
 import structlog
 
 from contracts.v1 import MowerRegistration, MowerState
-from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.gateway.actor import LinkChanged, Rename, StateReported
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import (
@@ -77,17 +77,14 @@ class ShardRegistrations:
         adapters: ConnectionAdapters,
         metrics: GatewayMetrics,
         connections: dict[uuid.UUID, MowerConnection],
-        device_hosts: DeviceHosts,
+        endpoints: EndpointPolicy,
     ) -> None:
         self.mowers = mowers
         self._router = router
         self._closing = closing
         self._adapters = adapters
         self._metrics = metrics
-        self._device_hosts = device_hosts
-        self._endpoints = EndpointPolicy(
-            device_hosts, adapters.url_options, adapters.device_id_options
-        )
+        self._endpoints = endpoints
         self._holders = EndpointHolders()
         self.connections = connections  # the device links by mower, read by the effects
 
@@ -192,7 +189,7 @@ class ShardRegistrations:
             return factory(
                 registration,
                 _Link(self._router.tell, registration.mower_id),
-                device_hosts=self._device_hosts,
+                device_hosts=self._endpoints.hosts,
             )
         except Exception as err:  # an adapter refusing its options raises what it likes
             self._refused(registration, "invalid", str(err))

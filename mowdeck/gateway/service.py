@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from actors import ActorMetrics, Dispatcher, LoopBridge
 from contracts.v1.subjects import COMMANDS
+from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
 from mowdeck.gateway.deliveries import HeldDeliveries
@@ -51,6 +52,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
         bus: Bus | None = None,
         metrics_registry: CollectorRegistry | None = None,
         connections: ConnectionAdapters | None = None,
+        kinds: ConnectionKinds | None = None,
         on_seeded: Callable[[], object] | None = None,
     ) -> None:
         """``on_seeded()`` is called once the shard's mowers are seeded from Fleet (the
@@ -61,6 +63,8 @@ class GatewayService(ServiceShell[GatewaySettings]):
         self.bus: Bus | None = bus
         self.metrics = GatewayMetrics(self.metrics_registry)
         self.adapters = connections or ConnectionAdapters.from_entry_points()
+        self.kinds = kinds or ConnectionKinds.from_entry_points()
+        self.adapters.check_declared(self.kinds)
         self.mowers = ShardMowers(settings.shard_index, settings.shard_count)
         self.connections: dict[uuid.UUID, MowerConnection] = {}
         self._actor_metrics = ActorMetrics(self.metrics_registry)
@@ -138,7 +142,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
             adapters=self.adapters,
             metrics=self.metrics,
             connections=self.connections,
-            device_hosts=s.device_hosts(),
+            endpoints=self.kinds.policy(s.device_hosts()),
         )
         own.push(registrations.close_links, name="device links")
         for registration in s.bootstrap_mowers:

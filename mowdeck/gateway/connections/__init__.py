@@ -1,6 +1,10 @@
 """Connections from the gateway to mowers: one port, adapters found by connection kind."""
 
-from mowdeck.gateway.connections.adapters import ConnectionAdapters, UnknownConnectionKindError
+from mowdeck.gateway.connections.adapters import (
+    ConnectionAdapters,
+    UndeclaredConnectionKindError,
+    UnknownConnectionKindError,
+)
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
@@ -22,5 +26,6 @@ __all__ = [
     "LinkDownError",
     "LinkLostError",
     "MowerConnection",
+    "UndeclaredConnectionKindError",
     "UnknownConnectionKindError",
 ]

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import random
 import uuid
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 import aiohttp
 import msgspec
@@ -56,6 +56,8 @@ log = structlog.get_logger("mowdeck.gateway.simulator")
 
 class SimulatorOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``connection.options`` of kind ``simulator``; nothing secret belongs here.
+
+    ``url`` is the option the kind declares as its device's (``devices.kinds.SIMULATOR``).
 
     The periods have lower bounds: a registration is anyone's with the account's admin
     role, and a heartbeat or reconnect every nanosecond would spin the shard's loop.
@@ -121,9 +123,6 @@ class _Heartbeat:
 
 class SimulatorConnection:
     """One mower over the device protocol; reconnects with jittered backoff until closed."""
-
-    # The option holding the device URL, checked against MOWDECK_GATEWAY_DEVICE_HOSTS.
-    url_option: ClassVar[str] = "url"
 
     __slots__ = (
         "_closed",
