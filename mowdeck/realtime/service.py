@@ -40,10 +40,9 @@ from mowdeck.realtime.stale import (
     HttpLatestStates,
     LatestStates,
     NoLatestStates,
-    ReadModelLatestStates,
+    PostgresLatestStates,
 )
 from mowdeck.realtime.tickets import NatsTickets, Tickets, open_bucket
-from mowdeck.telemetry.postgres import PostgresTelemetryStore
 
 __all__ = ["RealtimeService"]
 
@@ -199,7 +198,7 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
             return HttpLatestStates(s.realtime_telemetry_url, session)
         if s.realtime_telemetry_database:
             pool = await res.pool(self._pool, s.database_url, **self._pool_options())
-            return ReadModelLatestStates(PostgresTelemetryStore(pool, s.database_url))
+            return PostgresLatestStates(pool)
         return NoLatestStates()
 
     async def _close_streams(self) -> None:

@@ -1,9 +1,10 @@
 """Latest states of mowers the TELEMETRY stream no longer holds, from Telemetry's read model.
 
-A port with three adapters: Telemetry's tables read through its own store (the mowers
-are the caller's visible ones already; works for every stream), its HTTP API
-(``GET /v1/states`` with the caller's own token, so Telemetry scopes the answer exactly as
-for the caller; a ticket stream has no token to forward), and an in-memory one.
+A port with three adapters: Telemetry's ``mower_latest`` table read with Realtime's own
+statement (the mowers are the caller's visible ones already; works for every stream; the
+columns read are declared in docs/telemetry.md as Realtime's read dependency), its HTTP
+API (``GET /v1/states`` with the caller's own token, so Telemetry scopes the answer exactly
+as for the caller; a ticket stream has no token to forward), and an in-memory one.
 """
 
 from __future__ import annotations
@@ -13,20 +14,22 @@ from collections.abc import Collection, Iterable
 from typing import Protocol
 
 import aiohttp
+import asyncpg
 import msgspec
+import structlog
 
 from contracts.v1 import MowerState
 from mowdeck.realtime.errors import StatesUnavailableError
-from mowdeck.telemetry.errors import TelemetryError
-from mowdeck.telemetry.ports import TelemetryStore
 
 __all__ = [
     "HttpLatestStates",
     "LatestStates",
     "MemoryLatestStates",
     "NoLatestStates",
-    "ReadModelLatestStates",
+    "PostgresLatestStates",
 ]
+
+log = structlog.get_logger("mowdeck.realtime.stale")
 
 
 class LatestStates(Protocol):
@@ -81,23 +84,69 @@ class HttpLatestStates(LatestStates):
         return [s for s in items if s.mower_id in wanted]
 
 
-class ReadModelLatestStates(LatestStates):
-    """Telemetry's latest states read through its store (its PostgreSQL tables)."""
+# Telemetry's table, read as docs/telemetry.md declares (Realtime's read dependency): only
+# these columns, only by the primary key and the account (its index).
+_LATEST = (
+    "SELECT mower_id, account_id, observed_at, activity, battery, charging, rtk_fix,"
+    " rtk_source, connection, blade_height_mm, speed_mps, error_code, lat, lon, heading_deg,"
+    " raw::text AS raw"
+    " FROM mower_latest WHERE account_id = $1 AND mower_id = ANY($2::uuid[])"
+)
+_COLUMNS = (
+    "mower_id",
+    "account_id",
+    "observed_at",
+    "activity",
+    "battery",
+    "charging",
+    "rtk_fix",
+    "rtk_source",
+    "connection",
+    "blade_height_mm",
+    "speed_mps",
+    "error_code",
+)
+_raw = msgspec.json.Decoder(dict[str, object])
 
-    def __init__(self, store: TelemetryStore) -> None:
-        self._store = store
+
+def _state(row: asyncpg.Record) -> MowerState:
+    fields: dict[str, object] = {name: row[name] for name in _COLUMNS}
+    if row["lat"] is not None:
+        fields["position"] = {
+            "lat": row["lat"],
+            "lon": row["lon"],
+            "heading_deg": row["heading_deg"],
+        }
+    fields["raw"] = _raw.decode(row["raw"])
+    return msgspec.convert(fields, MowerState)
+
+
+class PostgresLatestStates(LatestStates):
+    """Telemetry's ``mower_latest`` rows, read with Realtime's own statement."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
 
     async def latest(
         self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
     ) -> list[MowerState]:
         """The account's latest rows of ``mowers``."""
-        del token
+        del token  # the mowers are the caller's visible ones already
         if not mowers:
             return []
         try:
-            return await self._store.latest_of_account(account_id, mowers)
-        except TelemetryError as err:
-            raise StatesUnavailableError(f"telemetry's tables cannot be read: {err}") from err
+            rows = await self._pool.fetch(_LATEST, account_id, list(mowers))
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as err:
+            raise StatesUnavailableError(f"telemetry's table cannot be read: {err!r}") from err
+        states: list[MowerState] = []
+        for row in rows:
+            try:
+                states.append(_state(row))
+            except (msgspec.ValidationError, msgspec.DecodeError) as err:
+                # Telemetry stored what it validated: a row that is no state is one mower's
+                # problem (a column changed under Realtime), not the snapshot's.
+                log.warning("telemetry row skipped", mower_id=str(row["mower_id"]), error=str(err))
+        return states
 
 
 class MemoryLatestStates(LatestStates):
@@ -109,9 +158,10 @@ class MemoryLatestStates(LatestStates):
     async def latest(
         self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
     ) -> list[MowerState]:
-        """The states of ``mowers`` that are known."""
-        del account_id, token  # nothing to scope: the dict holds only what a test put there
-        return [self.states[m] for m in mowers if m in self.states]
+        """The known states of ``mowers`` in the account."""
+        del token
+        found = (self.states.get(m) for m in mowers)
+        return [s for s in found if s is not None and s.account_id == account_id]
 
 
 class NoLatestStates(LatestStates):
