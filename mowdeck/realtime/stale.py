@@ -1,10 +1,11 @@
 """Latest states of mowers the TELEMETRY stream no longer holds, from Telemetry's read model.
 
-A port with three adapters: Telemetry's ``mower_latest`` table read with Realtime's own
-statement (the mowers are the caller's visible ones already; works for every stream; the
-columns read are declared in docs/telemetry.md as Realtime's read dependency), its HTTP
-API (``GET /v1/states`` with the caller's own token, so Telemetry scopes the answer exactly
-as for the caller; a ticket stream has no token to forward), and an in-memory one.
+A port with its adapters: Telemetry's ``mower_latest`` table read with Realtime's own
+statement (the mowers are the caller's visible ones already, so it serves every stream;
+the columns read are declared in docs/telemetry.md as Realtime's read dependency), an
+in-memory one and none. Telemetry's ``GET /v1/states`` was an adapter too: it answered
+only streams with a bearer token to forward (not a ticket stream, so not a browser's) and
+took 4 to 20 times as long (docs/performance.md, "a snapshot's fallback").
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import uuid
 from collections.abc import Collection, Iterable
 from typing import Protocol
 
-import aiohttp
 import asyncpg
 import msgspec
 import structlog
@@ -22,7 +22,6 @@ from contracts.v1 import MowerState
 from mowdeck.realtime.errors import StatesUnavailableError
 
 __all__ = [
-    "HttpLatestStates",
     "LatestStates",
     "MemoryLatestStates",
     "NoLatestStates",
@@ -40,48 +39,6 @@ class LatestStates(Protocol):
     ) -> list[MowerState]:
         """The latest known states of ``mowers`` (those it has)."""
         ...
-
-
-class _Items(msgspec.Struct):
-    items: list[MowerState]
-
-
-_decoder = msgspec.json.Decoder(_Items)
-
-
-class HttpLatestStates(LatestStates):
-    """Telemetry's ``/v1/states``, asked with the caller's bearer token."""
-
-    def __init__(self, base_url: str, session: aiohttp.ClientSession, timeout: float = 3.0) -> None:
-        self._url = base_url.rstrip("/") + "/v1/states"
-        self._session = session
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-
-    async def latest(
-        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
-    ) -> list[MowerState]:
-        """The account's states from Telemetry, narrowed to ``mowers``."""
-        del account_id  # the token names it, and Telemetry scopes by the token
-        if not mowers or token is None:
-            return []
-        headers = {"Authorization": f"Bearer {token}"}
-        try:
-            async with self._session.get(
-                self._url, headers=headers, timeout=self._timeout
-            ) as response:
-                if response.status != 200:
-                    raise StatesUnavailableError(f"telemetry answered {response.status}")
-                body = await response.read()
-        except aiohttp.ClientError as err:
-            raise StatesUnavailableError(f"telemetry is unreachable: {err}") from err
-        except TimeoutError as err:
-            raise StatesUnavailableError("telemetry did not answer in time") from err
-        try:
-            items = _decoder.decode(body).items
-        except msgspec.DecodeError as err:
-            raise StatesUnavailableError(f"telemetry's answer is malformed: {err}") from err
-        wanted = set(mowers)
-        return [s for s in items if s.mower_id in wanted]
 
 
 # Telemetry's table, read as docs/telemetry.md declares (Realtime's read dependency): only

@@ -1,11 +1,13 @@
 """Realtime's fallback for silent mowers: one snapshot's latest states through each adapter.
 
 A stream's snapshot asks the ``LatestStates`` port for the mowers the TELEMETRY stream no
-longer holds, and waits for the answer before it is sent. Two adapters can answer:
+longer holds, and waits for the answer before it is sent. Two ways can answer:
 ``PostgresLatestStates`` (Telemetry's ``mower_latest`` table, read with Realtime's own
-statement, only the mowers asked for) and ``HttpLatestStates`` (Telemetry's
-``GET /v1/states`` with the caller's token: Telemetry verifies it, asks the authorizer and
-answers the whole account's states, which Realtime narrows to the mowers asked for).
+statement, only the mowers asked for), Realtime's adapter, and Telemetry's
+``GET /v1/states`` with the caller's token (Telemetry verifies it, asks the authorizer and
+answers the whole account's states, narrowed here to the mowers asked for), which was an
+adapter of Realtime's until these figures (``TelemetryApi`` below is that adapter, kept
+so that the comparison can be made again).
 
 Each scenario asks ``--repeat`` times in a row, after a warm-up, for the fallback of
 ``silent`` mowers in an account of ``account`` mowers whose rows Telemetry's own store
@@ -27,12 +29,14 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
 import asyncpg
+import msgspec
 from prometheus_client import CollectorRegistry
 
 from contracts.v1 import MowerState, Position
@@ -43,7 +47,7 @@ from mowdeck.kit.http import Readiness
 from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.pg import session_settings
-from mowdeck.realtime.stale import HttpLatestStates, LatestStates, PostgresLatestStates
+from mowdeck.realtime.stale import LatestStates, PostgresLatestStates
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import WriteBatch
 from mowdeck.telemetry.postgres import PostgresTelemetryStore
@@ -81,6 +85,30 @@ def state(n: int) -> MowerState:
         position=Position(lat=52.0 + n * 1e-5, lon=13.0 + n * 1e-5, heading_deg=90.0),
         raw={"firmware": "1.4.2", "board_temp_c": 31},
     )
+
+
+class _Items(msgspec.Struct):
+    items: list[MowerState]
+
+
+class TelemetryApi(LatestStates):
+    """Telemetry's ``/v1/states``, asked with the caller's bearer token."""
+
+    def __init__(self, base_url: str, session: aiohttp.ClientSession) -> None:
+        self._url = base_url.rstrip("/") + "/v1/states"
+        self._session = session
+        self._decoder = msgspec.json.Decoder(_Items)
+
+    async def latest(
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+    ) -> list[MowerState]:
+        """The account's states from Telemetry, narrowed to ``mowers``."""
+        headers = {"Authorization": f"Bearer {token}"}
+        async with self._session.get(self._url, headers=headers) as response:
+            assert response.status == 200, response.status
+            items = self._decoder.decode(await response.read()).items
+        wanted = set(mowers)
+        return [s for s in items if s.mower_id in wanted]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -225,7 +253,7 @@ async def _run(args: argparse.Namespace) -> None:
                     await _ready(http, base)
                     adapters: list[tuple[str, LatestStates, int | None]] = [
                         ("postgres", PostgresLatestStates(pool), None),
-                        ("http", HttpLatestStates(base, http), server.pid),
+                        ("api", TelemetryApi(base, http), server.pid),
                     ]
                     for name, states, pid in adapters:
                         figures = await _measure(
