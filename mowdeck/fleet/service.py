@@ -25,11 +25,11 @@ from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
+from mowdeck.fleet.events_relay import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.limits import COMMAND_LIMITS, CommandLimits, command_limits
 from mowdeck.fleet.listing import MowerListResponder
-from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning, pool_options
 from mowdeck.fleet.postgres_commands import PostgresAuditTrail, PostgresCommandLog
 from mowdeck.fleet.pruning import Pruner

@@ -27,8 +27,8 @@ from mowdeck.fleet.errors import (
     MowerNotFoundError,
     VersionConflictError,
 )
+from mowdeck.fleet.events_relay import OutboxRelay
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
-from mowdeck.fleet.outbox import OutboxRelay
 from mowdeck.fleet.ports import (
     AuditEntry,
     AuditQuery,

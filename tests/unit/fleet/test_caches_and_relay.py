@@ -12,8 +12,8 @@ import msgspec
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.authz import Tuple
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache, SingleFlight
+from mowdeck.fleet.events_relay import OutboxRelay
 from mowdeck.fleet.memory import InMemoryMowerRepository
-from mowdeck.fleet.outbox import OutboxRelay
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.rules import outbox_event
 from tests.support.eventually import eventually

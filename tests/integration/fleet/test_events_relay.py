@@ -12,7 +12,7 @@ import pytest
 from contracts.v1 import Connection, MowerRegistration, decode_event
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.fleet.errors import MowerExistsError
-from mowdeck.fleet.outbox import OutboxRelay, bus_publisher
+from mowdeck.fleet.events_relay import OutboxRelay, bus_publisher
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.postgres import PostgresMowerRepository
 from mowdeck.fleet.rules import outbox_event

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from contracts.v1 import Connection, MowerRegistration
+from mowdeck.fleet.events_relay import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.memory import InMemoryMowerRepository
-from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.ports import MowerRecord, OutboxEvent
 from mowdeck.fleet.rules import outbox_event
 from mowdeck.kit.bus import BusError
