@@ -25,7 +25,7 @@ from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
-from mowdeck.fleet.events_relay import OutboxMetrics, OutboxRelay, bus_publisher
+from mowdeck.fleet.events_relay import EventsRelay, EventsRelayMetrics, bus_publisher
 from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.limits import COMMAND_LIMITS, CommandLimits, command_limits
@@ -53,7 +53,7 @@ def _now() -> datetime:
 
 
 class FleetService(ServiceShell[FleetSettings]):
-    """Fleet: registry REST API, outbox relay, shard list replies, command issuing.
+    """Fleet: registry REST API, events relay, shard list replies, command issuing.
 
     Pass ``bus``, ``pool`` or ``authorizer`` to share them (the demo); what is not passed
     is created from the settings and closed again by ``stop()``.
@@ -110,12 +110,12 @@ class FleetService(ServiceShell[FleetSettings]):
         kinds = self._kinds or ConnectionKinds.from_entry_points()
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
-        relay = OutboxRelay(
+        relay = EventsRelay(
             repository,
             bus_publisher(bus),
             batch=s.fleet_outbox_batch,
             poll_seconds=s.fleet_outbox_poll_seconds,
-            metrics=OutboxMetrics(self.metrics_registry),
+            metrics=EventsRelayMetrics(self.metrics_registry),
         )
         waiters = ResultWaiters(bus)
         journal = CommandJournal(command_log, batch=s.fleet_recorder_batch)
@@ -165,7 +165,7 @@ class FleetService(ServiceShell[FleetSettings]):
         res.push(journal.stop, name="command journal")
         res.push(publisher.stop, name="command publisher")
         relay.start()
-        res.push(relay.stop, name="outbox relay")
+        res.push(relay.stop, name="events relay")
         await responder.start()
         res.push(responder.stop, name="mower list responder")
         pruner.start()
@@ -201,9 +201,9 @@ class FleetService(ServiceShell[FleetSettings]):
         app.add_routes(routes())
         return app
 
-    def _watch(self, relay: OutboxRelay, recorder: ResultRecorder) -> None:
+    def _watch(self, relay: EventsRelay, recorder: ResultRecorder) -> None:
         # What Fleet cannot work without: /healthz fails when one of them died.
-        self.readiness.watch("outbox relay", task_alive(lambda: relay.task))
+        self.readiness.watch("events relay", task_alive(lambda: relay.task))
         self.readiness.watch("results consumer", lambda: recorder.alive)
 
     async def _on_change(self, _: Msg) -> None:

@@ -1,4 +1,4 @@
-"""Fleet's settings: the kit's basics plus command and outbox limits (``MOWDECK_*``)."""
+"""Fleet's settings: the kit's basics plus command and events relay limits (``MOWDECK_*``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class FleetSettings(BaseSettings, frozen=True, kw_only=True):
     fleet_db_pool_size: Annotated[int, msgspec.Meta(ge=1, le=200)] = 10
     fleet_recorder_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 500
     fleet_recorder_flush_seconds: Seconds = 0.05
-    # Pruning: published outbox rows and command-log rows older than these go.
+    # Pruning: published events and command-log rows older than these go.
     fleet_outbox_retention_days: Days = 1.0
     fleet_command_retention_days: Days = 7.0
     fleet_prune_interval_seconds: Seconds = 3600.0

@@ -27,7 +27,7 @@ from mowdeck.fleet.errors import (
     MowerNotFoundError,
     VersionConflictError,
 )
-from mowdeck.fleet.events_relay import OutboxRelay
+from mowdeck.fleet.events_relay import EventsRelay
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.ports import (
     AuditEntry,
@@ -94,7 +94,7 @@ class Fleet:
     audit_trail: AuditTrail
     authorizer: CachedAuthorizer
     records: RecordCache
-    relay: OutboxRelay
+    relay: EventsRelay
     journal: CommandJournal
     publisher: CommandPublisher
     waiters: ResultWaiters
@@ -122,7 +122,7 @@ class Fleet:
             updated_at=now,
             endpoint_key=self.endpoints.key(registration.connection),
         )
-        event = rules.outbox_event("mower.registered", registration, now=now)
+        event = rules.registry_event("mower.registered", registration, now=now)
         created = True
         try:
             await self.repository.add(record, event)
@@ -208,7 +208,7 @@ class Fleet:
                 current.version + 1,
                 endpoint_key=self.endpoints.key(changed.connection),
             )
-            event = rules.outbox_event("mower.updated", changed, now=now)
+            event = rules.registry_event("mower.updated", changed, now=now)
             try:
                 await self.repository.update(record, event, current.version)
             except EndpointTakenError as err:
@@ -229,7 +229,7 @@ class Fleet:
         for attempt in range(_RETRIES):
             self.records.forget(mower_id)
             current = await self._allowed(who, mower_id, "can_admin")
-            event = rules.outbox_event("mower.removed", current.registration, now=self.clock())
+            event = rules.registry_event("mower.removed", current.registration, now=self.clock())
             try:
                 await self.repository.remove(mower_id, event, current.version)
             except VersionConflictError:
