@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from mowdeck.fleet.ports import MowerRepository, RegistryEvent
 from mowdeck.kit.bus import Bus, BusError
 from mowdeck.kit.errors import PublishRefusedError
+from mowdeck.kit.former_metric_names import FormerNames
 from mowdeck.kit.publisher import Publisher
 
 __all__ = ["ACK_TIMEOUT_SECONDS", "EventsRelay", "EventsRelayMetrics", "Publish", "bus_publisher"]
@@ -37,31 +38,49 @@ _REFUSED_CODES = frozenset({10054, 10097})
 
 
 class EventsRelayMetrics:
-    """The relay's metrics."""
+    """The relay's metrics (``mowdeck_fleet_outbox_*`` until this release: exposed under
+    those names too for one more, ``kit.former_metric_names``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.published = Counter(
-            "mowdeck_fleet_outbox_published_total", "Events relayed to the bus", registry=registry
+            "mowdeck_fleet_events_relay_published_total",
+            "Events relayed to the bus",
+            registry=registry,
         )
         self.failures = Counter(
-            "mowdeck_fleet_outbox_failures_total", "Relay rounds that failed", registry=registry
+            "mowdeck_fleet_events_relay_failures_total",
+            "Relay rounds that failed",
+            registry=registry,
         )
         self.pending = Gauge(
-            "mowdeck_fleet_outbox_pending", "Events not yet published", registry=registry
+            "mowdeck_fleet_events_relay_pending", "Events not yet published", registry=registry
         )
         self.lag = Gauge(
-            "mowdeck_fleet_outbox_lag_seconds",
+            "mowdeck_fleet_events_relay_lag_seconds",
             "Age of the oldest unpublished event",
             registry=registry,
         )
         self.unpublishable = Counter(
-            "mowdeck_fleet_outbox_unpublishable_total",
+            "mowdeck_fleet_events_relay_unpublishable_total",
             "Events set aside because they can never be published",
             registry=registry,
         )
         self.set_aside = Gauge(
-            "mowdeck_fleet_outbox_set_aside",
+            "mowdeck_fleet_events_relay_set_aside",
             "Events set aside, never published",
+            registry=registry,
+        )
+        FormerNames(
+            [
+                self.published,
+                self.failures,
+                self.pending,
+                self.lag,
+                self.unpublishable,
+                self.set_aside,
+            ],
+            new="mowdeck_fleet_events_relay_",
+            old="mowdeck_fleet_outbox_",
             registry=registry,
         )
 

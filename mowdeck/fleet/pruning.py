@@ -36,7 +36,7 @@ class Pruner(Housekeeping):
         async def prune() -> dict[str, int] | None:
             cutoffs = PruneCutoffs.at(
                 clock(),
-                s.fleet_outbox_retention_days,
+                s.fleet_events_relay_retention_days,
                 s.fleet_command_retention_days,
                 s.fleet_audit_retention_days,
             )

@@ -113,8 +113,8 @@ class FleetService(ServiceShell[FleetSettings]):
         relay = EventsRelay(
             repository,
             bus_publisher(bus),
-            batch=s.fleet_outbox_batch,
-            poll_seconds=s.fleet_outbox_poll_seconds,
+            batch=s.fleet_events_relay_batch,
+            poll_seconds=s.fleet_events_relay_poll_seconds,
             metrics=EventsRelayMetrics(self.metrics_registry),
         )
         waiters = ResultWaiters(bus)

@@ -49,7 +49,7 @@ def settings(**changes: Any) -> FleetSettings:
     """Fleet settings for tests: any free port, quick polls."""
     values: dict[str, Any] = {
         "http_port": 0,
-        "fleet_outbox_poll_seconds": 0.2,
+        "fleet_events_relay_poll_seconds": 0.2,
         "fleet_recorder_flush_seconds": 0.01,
         "command_max_wait_seconds": 10.0,
         "gateway_device_hosts": ["127.0.0.1"],

@@ -97,6 +97,7 @@ async def test_an_event_that_can_never_be_published_is_set_aside_and_the_rest_go
     stats = await repo.relay_stats()
     assert (stats.pending, stats.set_aside) == (0, 1)
     assert repo.failed == {poison.event_id: "too large"}
-    assert registry.get_sample_value("mowdeck_fleet_outbox_unpublishable_total") == 1
-    assert registry.get_sample_value("mowdeck_fleet_outbox_published_total") == 2
+    for prefix in ("mowdeck_fleet_events_relay_", "mowdeck_fleet_outbox_"):  # the former too
+        assert registry.get_sample_value(f"{prefix}unpublishable_total") == 1
+        assert registry.get_sample_value(f"{prefix}published_total") == 2
     assert await relay.drain() == 0  # never claimed again
