@@ -2,7 +2,7 @@
 
 Subjects, ``Nats-Msg-Id``, the ``Mowdeck-Priority`` header and the refusal of an
 expired command (ADR 0009) are made here and nowhere else. Every method hands the
-message to the pipelined engine (``kit/pipeline.py``) and returns the future of the
+message to the pipelined engine (``kit/publish_window.py``) and returns the future of the
 stream's ack: it fails with ``PublishRefusedError`` when the stream refuses the message
 (no stream, too large, ...) and with ``AckTimeoutError`` after the publisher's deadline.
 """
@@ -30,7 +30,7 @@ from contracts.v1.subjects import (
     TELEMETRY_PREFIX,
 )
 from mowdeck.kit.errors import ExpiredCommandError
-from mowdeck.kit.pipeline import PipelinedPublisher
+from mowdeck.kit.publish_window import PipelinedPublisher
 
 __all__ = ["ACK_DEADLINE_SECONDS", "Ack", "Publisher", "pub_ack"]
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.pipeline import PipelinedPublisher, PublishRefusedError
+from mowdeck.kit.publish_window import PipelinedPublisher, PublishRefusedError
 
 
 @pytest.fixture(params=[True, False], ids=["fast", "stock"])
