@@ -86,7 +86,7 @@ class EventsRelayMetrics:
 
 
 def bus_publisher(bus: Bus, *, ack_timeout: float = ACK_TIMEOUT_SECONDS) -> Publish:
-    """A ``Publish`` on JetStream, pipelined; fails the round when an ack takes ``ack_timeout``.
+    """A ``Publish`` on JetStream, many in flight; fails a round whose ack takes ``ack_timeout``.
 
     nats-py's ack futures never time out and are not failed when the connection drops:
     without the deadline (the kit ``Publisher``'s) one lost ack would hold the relay's

@@ -130,7 +130,7 @@ class EffectRunner:
         self._stop_epochs: dict[uuid.UUID, int] = {}
         self._stops_ahead: dict[uuid.UUID, uuid.UUID] = {}
         self._tasks = BackgroundTasks()
-        # Results and states leave through one task, in decision order, acks pipelined.
+        # Results and states leave through one task, in decision order, many acks in flight.
         self._outgoing: deque[CommandResult | tuple[MowerState, str]] = deque()
         self._wake = asyncio.Event()
         # A result's ack that does not come within ACK_TIMEOUT fails its future.
@@ -290,7 +290,7 @@ class EffectRunner:
         # its msg id `<command_id>:<status>` makes the repeat harmless. A state is
         # published without waiting for the stream's ack (the stream still stores and
         # de-duplicates it): a newer state supersedes a lost one, and an ack that never
-        # comes must not hold a slot of the pipelined publisher.
+        # comes must not hold a slot of the publish window.
         outgoing = self._outgoing
         key = self._names.key
         jetstream = self._jetstream
