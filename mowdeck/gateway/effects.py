@@ -41,7 +41,7 @@ from mowdeck.gateway.controller import (
     clean_reason,
 )
 from mowdeck.gateway.metrics import GatewayMetrics
-from mowdeck.gateway.names import MowerNames
+from mowdeck.gateway.mower_keys import MowerNames
 from mowdeck.kit.background import BackgroundTasks, cancel_and_wait
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.loop_scheduling import eager_task

@@ -33,7 +33,7 @@ from actors import (
 from contracts.v1 import MowerRegistration
 from mowdeck.gateway.actor import ControllerActor, EffectOutbox, EmergencySubmit, Submit
 from mowdeck.gateway.controller import Effect
-from mowdeck.gateway.names import MowerNames
+from mowdeck.gateway.mower_keys import MowerNames
 from mowdeck.gateway.open_commands import OpenCommands, lost_effects
 from mowdeck.kit.background import BackgroundTasks
 

@@ -21,8 +21,8 @@ from mowdeck.gateway.heartbeats import heartbeats
 from mowdeck.gateway.intake import CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.mower_keys import MowerNames
 from mowdeck.gateway.mowers import ShardMowers
-from mowdeck.gateway.names import MowerNames
 from mowdeck.gateway.outcomes import read_stored_finals
 from mowdeck.gateway.registrations import ShardRegistrations
 from mowdeck.gateway.routing import ControllerRouter

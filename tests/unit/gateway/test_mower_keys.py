@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from mowdeck.gateway.names import MowerNames
+from mowdeck.gateway.mower_keys import MowerNames
 
 
 def test_the_key_is_the_id_as_text_formatted_once() -> None:
