@@ -33,7 +33,7 @@ from actors import (
 from contracts.v1 import MowerRegistration
 from mowdeck.gateway.actor import ControllerActor, EffectOutbox, EmergencySubmit, Submit
 from mowdeck.gateway.controller import Effect
-from mowdeck.gateway.mower_keys import MowerNames
+from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.gateway.open_commands import OpenCommands, lost_effects
 from mowdeck.kit.background import BackgroundTasks
 
@@ -55,13 +55,13 @@ class ControllerRouter:
         perform: Perform,
         *,
         loop: asyncio.AbstractEventLoop,
-        names: MowerNames,
+        keys: MowerKeys,
         metrics: ActorMetrics | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._registration = registrations
         self._perform_effects = perform
-        self._names = names
+        self._keys = keys
         # What each controller decided, handed from the workers to the loop.
         self.outbox = EffectOutbox(loop, self.perform)
         self.supervisor = ShardSupervisor(
@@ -105,7 +105,7 @@ class ControllerRouter:
         idle wakes it, and waking a thread per state or command costs more than handling
         it. Emergency messages are handed over at once.
         """
-        key = self._names.key(mower_id)
+        key = self._keys.key(mower_id)
         self._open.told(key, message)
         held = self._held.get(key)
         if held is not None:
@@ -146,7 +146,7 @@ class ControllerRouter:
 
     def perform(self, mower_id: uuid.UUID, effects: Sequence[Effect]) -> None:
         """Perform what a controller decided (the outbox's sink, on the loop)."""
-        self._open.performed(self._names.key(mower_id), effects)
+        self._open.performed(self._keys.key(mower_id), effects)
         self._perform_effects(mower_id, effects)
 
     def controller_failed(self, key: str, error: BaseException, gave_up: bool) -> None:

@@ -21,7 +21,7 @@ from mowdeck.gateway.heartbeats import heartbeats
 from mowdeck.gateway.intake import CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
-from mowdeck.gateway.mower_keys import MowerNames
+from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.gateway.outcomes import read_stored_finals
 from mowdeck.gateway.registrations import ShardRegistrations
@@ -73,7 +73,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
         self.dispatcher = Dispatcher(
             workers=settings.dispatcher_workers, metrics=self._actor_metrics
         )
-        self._names = MowerNames()
+        self._keys = MowerKeys()
         self._stopped = False
         self.effects: EffectRunner | None = None
         self.router: ControllerRouter | None = None
@@ -120,7 +120,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
             tell=self.tell,
             device_timeout=s.device_command_timeout_seconds,
             producer=self._producer,
-            names=self._names,
+            keys=self._keys,
             on_final=held.finished,
         )
         await effects.start()
@@ -130,7 +130,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
             self.mowers.__getitem__,
             effects,
             loop=loop,
-            names=self._names,
+            keys=self._keys,
             metrics=self._actor_metrics,
         )
         own.push(router.stop_all, name="controllers")
