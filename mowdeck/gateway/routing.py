@@ -31,7 +31,7 @@ from actors import (
     is_emergency,
 )
 from contracts.v1 import MowerRegistration
-from mowdeck.gateway.actor import ControllerActor, EffectOutbox, EmergencySubmit, Submit
+from mowdeck.gateway.actor import ControllerActor, EffectHandoff, EmergencySubmit, Submit
 from mowdeck.gateway.controller import Effect
 from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.gateway.open_commands import OpenCommands, lost_effects
@@ -63,7 +63,7 @@ class ControllerRouter:
         self._perform_effects = perform
         self._keys = keys
         # What each controller decided, handed from the workers to the loop.
-        self.outbox = EffectOutbox(loop, self.perform)
+        self.handoff = EffectHandoff(loop, self.perform)
         self.supervisor = ShardSupervisor(
             dispatcher,
             self._make_controller,
@@ -83,7 +83,7 @@ class ControllerRouter:
         return ControllerActor.start(
             dispatcher=self._dispatcher,
             registration=self._registration(uuid.UUID(key)),
-            outbox=self.outbox,
+            handoff=self.handoff,
         )
 
     async def start(self, mower_id: uuid.UUID) -> None:
@@ -145,7 +145,7 @@ class ControllerRouter:
             self._hold(key, message)
 
     def perform(self, mower_id: uuid.UUID, effects: Sequence[Effect]) -> None:
-        """Perform what a controller decided (the outbox's sink, on the loop)."""
+        """Perform what a controller decided (the handoff's sink, on the loop)."""
         self._open.performed(self._keys.key(mower_id), effects)
         self._perform_effects(mower_id, effects)
 
@@ -153,7 +153,7 @@ class ControllerRouter:
         """The supervisor's ``on_failure``: settle what the failed controller held."""
         # Its queue and the messages in its inbox are gone. What it decided before is
         # performed first; what was told since waits for its successor (held).
-        self.outbox.flush()
+        self.handoff.flush()
         self.flush()  # tells of this turn to the dead controller are held
         if gave_up:  # no successor: everything is settled now, held messages too
             self._settle_lost(key, UNAVAILABLE)
