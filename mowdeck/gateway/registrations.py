@@ -13,6 +13,7 @@ from mowdeck.gateway.actor import LinkChanged, Rename, StateReported
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import (
     ConnectionAdapters,
+    ConnectionDeps,
     MowerConnection,
     UnknownConnectionKindError,
 )
@@ -78,6 +79,7 @@ class ShardRegistrations:
         metrics: GatewayMetrics,
         connections: dict[uuid.UUID, MowerConnection],
         endpoints: EndpointPolicy,
+        deps: ConnectionDeps,
     ) -> None:
         self.mowers = mowers
         self._router = router
@@ -85,6 +87,7 @@ class ShardRegistrations:
         self._adapters = adapters
         self._metrics = metrics
         self._endpoints = endpoints
+        self._deps = deps  # what the links share, handed to every connection built
         self._holders = EndpointHolders()
         self.connections = connections  # the device links by mower, read by the effects
 
@@ -189,7 +192,7 @@ class ShardRegistrations:
             return factory(
                 registration,
                 _Link(self._router.tell, registration.mower_id),
-                device_hosts=self._endpoints.hosts,
+                deps=self._deps,
             )
         except Exception as err:  # an adapter refusing its options raises what it likes
             self._refused(registration, "invalid", str(err))

@@ -14,7 +14,7 @@ from actors import ActorMetrics, Dispatcher, LoopBridge
 from contracts.v1.subjects import COMMANDS
 from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.gateway.closing import ControllerClosing
-from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
+from mowdeck.gateway.connections import ConnectionAdapters, ConnectionDeps, MowerConnection
 from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.heartbeats import heartbeats
@@ -135,6 +135,10 @@ class GatewayService(ServiceShell[GatewaySettings]):
         )
         own.push(router.stop_all, name="controllers")
         self._closing = ControllerClosing(router, LoopBridge(loop))
+        # What the links share (their session, their pings' tasks): the gateway's own, closed
+        # after the links.
+        links = ConnectionDeps(s.device_hosts())
+        own.push(links.close, name="device link session")
         self.registrations = registrations = ShardRegistrations(
             self.mowers,
             router,
@@ -142,7 +146,8 @@ class GatewayService(ServiceShell[GatewaySettings]):
             adapters=self.adapters,
             metrics=self.metrics,
             connections=self.connections,
-            endpoints=self.kinds.policy(s.device_hosts()),
+            endpoints=self.kinds.policy(links.hosts),
+            deps=links,
         )
         own.push(registrations.close_links, name="device links")
         for registration in s.bootstrap_mowers:

@@ -8,6 +8,7 @@ from mowdeck.gateway.connections.adapters import (
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
+    ConnectionDeps,
     ConnectionError,
     ConnectionEvents,
     ConnectionFactory,
@@ -20,6 +21,7 @@ __all__ = [
     "CommandOutcome",
     "CommandTimeoutError",
     "ConnectionAdapters",
+    "ConnectionDeps",
     "ConnectionError",
     "ConnectionEvents",
     "ConnectionFactory",

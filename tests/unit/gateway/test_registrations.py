@@ -12,7 +12,11 @@ from prometheus_client import CollectorRegistry
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.devices.kinds import ConnectionKind, ConnectionKinds
-from mowdeck.gateway.connections import ConnectionAdapters, UndeclaredConnectionKindError
+from mowdeck.gateway.connections import (
+    ConnectionAdapters,
+    ConnectionDeps,
+    UndeclaredConnectionKindError,
+)
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.gateway.registrations import ShardRegistrations
@@ -85,6 +89,7 @@ async def test_a_refused_registration_is_counted_and_skipped(
         metrics=GatewayMetrics(registry),
         connections={},
         endpoints=FAKE.policy(DeviceHosts(["a", "c:80"])),
+        deps=ConnectionDeps(DeviceHosts(["a", "c:80"])),
     )
     await registrations.apply(mower(1, url="ws://a"))
     await registrations.apply(refused)
@@ -140,6 +145,7 @@ async def test_one_device_has_one_link_and_waiting_registrations_take_it_in_turn
         metrics=GatewayMetrics(registry),
         connections={},
         endpoints=FAKE.policy(DeviceHosts(["h"])),
+        deps=ConnectionDeps(DeviceHosts(["h"])),
     )
 
     def refused() -> float | None:
@@ -182,6 +188,7 @@ async def test_a_waiting_registration_that_is_removed_never_links() -> None:
         metrics=GatewayMetrics(registry),
         connections={},
         endpoints=FAKE.policy(DeviceHosts(["h"])),
+        deps=ConnectionDeps(DeviceHosts(["h"])),
     )
     await registrations.apply(linked(1, "ws://h/x", "X"))
     await registrations.apply(linked(2, "ws://h/x", "X"))
