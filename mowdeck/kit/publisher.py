@@ -51,7 +51,7 @@ class Publisher:
     """Typed JetStream publishes, many in flight, each ack bounded by ``deadline`` seconds.
 
     ``key`` gives a mower's id as text; a caller that formats ids once (the gateway's
-    ``MowerNames``) passes its own, so subjects cost a lookup and a concatenation.
+    ``MowerKeys``) passes its own, so subjects cost a lookup and a concatenation.
     ``start()`` subscribes to the ack inbox; the first acknowledged publish does it too.
     """
 
