@@ -284,6 +284,14 @@ async def _run(args: argparse.Namespace) -> None:
             f" {f.realtime_cpu_ms:>17.2f} {f.telemetry_cpu_ms:>10.2f} {f.postgres_cpu_ms:>9.2f}"
             f" {total:>6.2f}"
         )
+    result = " ".join(
+        f"{name}_{silent}of{account}_p50_ms={f.p50_ms:.2f}"
+        f" {name}_{silent}of{account}_p99_ms={f.p99_ms:.2f}"
+        f" {name}_{silent}of{account}_cpu_ms="
+        f"{f.realtime_cpu_ms + f.telemetry_cpu_ms + f.postgres_cpu_ms:.2f}"
+        for name, silent, account, f in rows
+    )
+    print(f"RESULT {result}")
 
 
 async def _ready(http: aiohttp.ClientSession, base: str) -> None:
