@@ -35,7 +35,7 @@ class LatestStates(Protocol):
     """Telemetry's latest states, asked for the mowers a snapshot found no message for."""
 
     async def latest(
-        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID
     ) -> list[MowerState]:
         """The latest known states of ``mowers`` (those it has)."""
         ...
@@ -85,10 +85,9 @@ class PostgresLatestStates(LatestStates):
         self._pool = pool
 
     async def latest(
-        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID
     ) -> list[MowerState]:
         """The account's latest rows of ``mowers``."""
-        del token  # the mowers are the caller's visible ones already
         if not mowers:
             return []
         try:
@@ -113,10 +112,9 @@ class MemoryLatestStates(LatestStates):
         self.states = {s.mower_id: s for s in states}
 
     async def latest(
-        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID
     ) -> list[MowerState]:
         """The known states of ``mowers`` in the account."""
-        del token
         found = (self.states.get(m) for m in mowers)
         return [s for s in found if s is not None and s.account_id == account_id]
 
@@ -125,8 +123,8 @@ class NoLatestStates(LatestStates):
     """No fallback: a snapshot has only what the stream holds."""
 
     async def latest(
-        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID
     ) -> list[MowerState]:
         """Nothing."""
-        del mowers, account_id, token
+        del mowers, account_id
         return []

@@ -94,16 +94,17 @@ class _Items(msgspec.Struct):
 class TelemetryApi(LatestStates):
     """Telemetry's ``/v1/states``, asked with the caller's bearer token."""
 
-    def __init__(self, base_url: str, session: aiohttp.ClientSession) -> None:
+    def __init__(self, base_url: str, session: aiohttp.ClientSession, token: str) -> None:
         self._url = base_url.rstrip("/") + "/v1/states"
         self._session = session
+        self._token = token  # the stream's caller's, as Realtime forwarded it
         self._decoder = msgspec.json.Decoder(_Items)
 
     async def latest(
-        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID
     ) -> list[MowerState]:
         """The account's states from Telemetry, narrowed to ``mowers``."""
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {self._token}"}
         async with self._session.get(self._url, headers=headers) as response:
             assert response.status == 200, response.status
             items = self._decoder.decode(await response.read()).items
@@ -171,13 +172,12 @@ async def _measure(
     states: LatestStates,
     silent: list[uuid.UUID],
     *,
-    token: str,
     repeat: int,
     admin: asyncpg.Connection,
     server: int | None,
 ) -> Figures:
     for _ in range(max(3, repeat // 10)):  # warm-up: pools, connections, caches
-        assert len(await states.latest(silent, account_id=ACCOUNT, token=token)) == len(silent)
+        assert len(await states.latest(silent, account_id=ACCOUNT)) == len(silent)
     backends = await _backends(admin)
     pg_before = {pid: cpu_seconds(pid) for pid in backends}
     tele_before = cpu_seconds(server) if server else 0.0
@@ -185,7 +185,7 @@ async def _measure(
     latencies: list[float] = []
     for _ in range(repeat):
         started = time.perf_counter()
-        found = await states.latest(silent, account_id=ACCOUNT, token=token)
+        found = await states.latest(silent, account_id=ACCOUNT)
         latencies.append(time.perf_counter() - started)
         assert len(found) == len(silent)
     own = time.process_time() - own_before
@@ -253,13 +253,12 @@ async def _run(args: argparse.Namespace) -> None:
                     await _ready(http, base)
                     adapters: list[tuple[str, LatestStates, int | None]] = [
                         ("postgres", PostgresLatestStates(pool), None),
-                        ("api", TelemetryApi(base, http), server.pid),
+                        ("api", TelemetryApi(base, http, token), server.pid),
                     ]
                     for name, states, pid in adapters:
                         figures = await _measure(
                             states,
                             silent,
-                            token=token,
                             repeat=repeat,
                             admin=admin,
                             server=pid,

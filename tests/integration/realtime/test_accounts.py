@@ -198,7 +198,7 @@ class Unscoped(MemoryLatestStates):
     """A port that answers whatever it holds, of any account (an adapter's bug)."""
 
     async def latest(
-        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID, token: str | None
+        self, mowers: Collection[uuid.UUID], *, account_id: uuid.UUID
     ) -> list[MowerState]:
         return [self.states[m] for m in mowers if m in self.states]
 

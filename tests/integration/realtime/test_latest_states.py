@@ -55,9 +55,7 @@ async def test_a_row_that_is_no_state_is_skipped_and_logged(
     )
     await pool.execute("UPDATE mower_latest SET activity = 'flying' WHERE mower_id = $1", MOWER)
     with structlog.testing.capture_logs() as logs:
-        found = await PostgresLatestStates(pool).latest(
-            [MOWER, OTHER_MOWER], account_id=ACCOUNT, token=None
-        )
+        found = await PostgresLatestStates(pool).latest([MOWER, OTHER_MOWER], account_id=ACCOUNT)
     assert [(s.mower_id, s.battery) for s in found] == [(OTHER_MOWER, 8)]
     assert [(e["event"], e["mower_id"]) for e in logs] == [("telemetry row skipped", str(MOWER))]
 
@@ -66,7 +64,7 @@ async def test_a_closed_pool_is_states_unavailable(pool: asyncpg.Pool) -> None:
     states = PostgresLatestStates(pool)
     await pool.close()
     with pytest.raises(StatesUnavailableError, match="cannot be read"):
-        await states.latest([MOWER], account_id=ACCOUNT, token=None)
+        await states.latest([MOWER], account_id=ACCOUNT)
 
 
 async def test_a_database_without_telemetrys_table_is_states_unavailable() -> None:
@@ -74,6 +72,6 @@ async def test_a_database_without_telemetrys_table_is_states_unavailable() -> No
     try:
         async with asyncpg.create_pool(url, min_size=1, max_size=1) as bare:
             with pytest.raises(StatesUnavailableError, match="mower_latest"):
-                await PostgresLatestStates(bare).latest([MOWER], account_id=ACCOUNT, token=None)
+                await PostgresLatestStates(bare).latest([MOWER], account_id=ACCOUNT)
     finally:
         await asyncio.to_thread(drop_database, url)

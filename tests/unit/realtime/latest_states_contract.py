@@ -30,14 +30,14 @@ async def only_the_asked_mowers_of_the_account_come_back(seeded: Seeded) -> None
             state(0, mower_id=OTHER_MOWER, account_id=OTHER_ACCOUNT, battery=13),
         ]
     )
-    found = await states.latest({MOWER, OTHER_MOWER, NEVER_SEEN}, account_id=ACCOUNT, token=None)
+    found = await states.latest({MOWER, OTHER_MOWER, NEVER_SEEN}, account_id=ACCOUNT)
     assert [(s.mower_id, s.battery) for s in found] == [(MOWER, 11)]
 
 
 async def nothing_asked_nothing_answered(seeded: Seeded) -> None:
     """An empty question is answered without looking."""
     states = await seeded([state(0)])
-    assert await states.latest(set(), account_id=ACCOUNT, token=None) == []
+    assert await states.latest(set(), account_id=ACCOUNT) == []
 
 
 async def the_state_comes_back_whole(seeded: Seeded) -> None:
@@ -55,7 +55,7 @@ async def the_state_comes_back_whole(seeded: Seeded) -> None:
     )
     bare = state(6, mower_id=OTHER_MOWER, lat=None, connection=None, rtk_fix="none")
     states = await seeded([full, bare])
-    found = await states.latest([MOWER, OTHER_MOWER], account_id=ACCOUNT, token=None)
+    found = await states.latest([MOWER, OTHER_MOWER], account_id=ACCOUNT)
     assert sorted(found, key=lambda s: s.mower_id) == sorted([full, bare], key=lambda s: s.mower_id)
 
 
