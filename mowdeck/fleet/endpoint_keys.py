@@ -8,10 +8,10 @@ from datetime import datetime
 import structlog
 
 from contracts.v1 import MowerRegistration
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet import rules
 from mowdeck.fleet.errors import FleetError
-from mowdeck.fleet.ports import EndpointClash, MowerRepository, OutboxEvent
-from mowdeck.gateway.connections.endpoints import EndpointPolicy
+from mowdeck.fleet.ports import EndpointClash, MowerRepository, RegistryEvent
 
 __all__ = ["assign_endpoint_keys"]
 
@@ -25,8 +25,8 @@ async def assign_endpoint_keys(
     """Fill in the keys, earliest registration first; log every mower left without its
     endpoint (not linkable: no gateway dials it)."""
 
-    def updated(registration: MowerRegistration) -> OutboxEvent:
-        return rules.outbox_event("mower.updated", registration, now=clock())
+    def updated(registration: MowerRegistration) -> RegistryEvent:
+        return rules.registry_event("mower.updated", registration, now=clock())
 
     attempt = 1
     while True:

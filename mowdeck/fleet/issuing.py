@@ -1,4 +1,4 @@
-"""The command hot path's I/O: the batched command journal and the pipelined publisher.
+"""The command hot path's I/O: the batched command journal and the publisher.
 
 Both let concurrent requests share round trips: the journal stores every command that
 arrived while the previous batch was being written in one statement, and the publisher
@@ -70,7 +70,7 @@ class CommandJournal:
 
 
 class CommandPublisher:
-    """Publishes encoded command envelopes with their headers, pipelined on one connection.
+    """Publishes encoded command envelopes with their headers, many in flight on one connection.
 
     The subject, headers and expiry check are the kit ``Publisher``'s; acknowledgements
     that do not come within ``ack_timeout`` fail there, by its one deadline sweep.

@@ -27,10 +27,10 @@ from mowdeck.fleet.ports import (
     CommandRecord,
     EndpointClash,
     MowerRecord,
-    OutboxClaim,
-    OutboxEvent,
-    OutboxStats,
     PruneCutoffs,
+    RegistryEvent,
+    RelayClaim,
+    RelayStats,
     StatusRecord,
 )
 
@@ -43,11 +43,11 @@ __all__ = [
 
 
 class InMemoryMowerRepository:
-    """A ``MowerRepository`` in dicts; the outbox is a list in commit order."""
+    """A ``MowerRepository`` in dicts; the events are a list in commit order."""
 
     def __init__(self) -> None:
         self.mowers: dict[uuid.UUID, MowerRecord] = {}
-        self.outbox: list[tuple[OutboxEvent, datetime | None]] = []
+        self.events: list[tuple[RegistryEvent, datetime | None]] = []
         self.failed: dict[uuid.UUID, str] = {}  # set aside: never published
         self.endpoints: dict[str, uuid.UUID] = {}  # the unique index: key -> holder
         self.unlinkable: set[uuid.UUID] = set()  # left without their endpoint: not listed
@@ -68,14 +68,14 @@ class InMemoryMowerRepository:
         if current is not None and current.endpoint_key is not None:
             self.endpoints.pop(current.endpoint_key, None)
 
-    async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
+    async def add(self, record: MowerRecord, event: RegistryEvent) -> None:
         """Store a new mower and its event."""
         mower_id = record.registration.mower_id
         if mower_id in self.mowers:
             raise MowerExistsError(f"mower {mower_id} is already registered")
         self._hold(record)
         self.mowers[mower_id] = record
-        self.outbox.append((event, None))
+        self.events.append((event, None))
 
     async def get(self, mower_id: uuid.UUID) -> MowerRecord | None:
         """One mower, or None."""
@@ -98,25 +98,29 @@ class InMemoryMowerRepository:
             raise VersionConflictError(f"mower {mower_id} changed meanwhile")
         return current
 
-    async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
+    async def update(
+        self, record: MowerRecord, event: RegistryEvent, expected_version: int
+    ) -> None:
         """Replace a mower and store its event."""
         self._current(record.registration.mower_id, expected_version)
         self._hold(record)
         self.mowers[record.registration.mower_id] = record
-        self.outbox.append((event, None))
+        self.events.append((event, None))
 
-    async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
+    async def remove(
+        self, mower_id: uuid.UUID, event: RegistryEvent, expected_version: int
+    ) -> None:
         """Delete a mower and store its event."""
         self._current(mower_id, expected_version)
         self._release(mower_id)
         self.unlinkable.discard(mower_id)
         del self.mowers[mower_id]
-        self.outbox.append((event, None))
+        self.events.append((event, None))
 
     async def assign_endpoint_keys(
         self,
         key_of: Callable[[Connection], str | None],
-        event_of: Callable[[MowerRegistration], OutboxEvent],
+        event_of: Callable[[MowerRegistration], RegistryEvent],
     ) -> list[EndpointClash]:
         """Give mowers stored without an endpoint key theirs, earliest first."""
         keyless = sorted(
@@ -138,30 +142,30 @@ class InMemoryMowerRepository:
             self.mowers[mower_id] = replace(record, endpoint_key=key)
             if mower_id in self.unlinkable:
                 self.unlinkable.discard(mower_id)
-                self.outbox.append((event_of(record.registration), None))
+                self.events.append((event_of(record.registration), None))
         return clashes
 
     @asynccontextmanager
-    async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxClaim | None]:
+    async def claim_unpublished(self, limit: int) -> AsyncIterator[RelayClaim | None]:
         """Claim unpublished events in order; None while another relay holds the claim."""
         if self._relay.locked():
             yield None
             return
         async with self._relay:
-            claim = OutboxClaim(self._owed()[:limit])
+            claim = RelayClaim(self._owed()[:limit])
             yield claim
             done = set(claim.published)
             stamp = datetime.now(UTC)
-            self.outbox = [(e, stamp if e.event_id in done else at) for e, at in self.outbox]
+            self.events = [(e, stamp if e.event_id in done else at) for e, at in self.events]
             self.failed.update(claim.failed)
 
-    def _owed(self) -> list[OutboxEvent]:
-        return [e for e, at in self.outbox if at is None and e.event_id not in self.failed]
+    def _owed(self) -> list[RegistryEvent]:
+        return [e for e, at in self.events if at is None and e.event_id not in self.failed]
 
-    async def outbox_stats(self) -> OutboxStats:
+    async def relay_stats(self) -> RelayStats:
         """Events owed, the oldest one's time, and events set aside."""
         pending = self._owed()
-        return OutboxStats(
+        return RelayStats(
             len(pending), min((e.created_at for e in pending), default=None), len(self.failed)
         )
 
@@ -285,7 +289,7 @@ class InMemoryAuditTrail:
 
 
 class InMemoryPruning:
-    """``Pruning`` over the in-memory outbox and command log; ``locked`` stands for a
+    """``Pruning`` over the in-memory events and command log; ``locked`` stands for a
     round running in another replica."""
 
     def __init__(self, repository: InMemoryMowerRepository, log: InMemoryCommandLog) -> None:
@@ -301,9 +305,9 @@ class InMemoryPruning:
         """Delete what is older than the cutoffs."""
         if self.locked:
             return None
-        outbox = self.repository.outbox
-        kept = [(e, at) for e, at in outbox if at is None or at >= cutoffs.outbox]
-        self.repository.outbox = kept
+        events = self.repository.events
+        kept = [(e, at) for e, at in events if at is None or at >= cutoffs.published_events]
+        self.repository.events = kept
         statuses = 0
         for command_id in list(self.log.statuses):
             by_status = self.log.statuses[command_id]
@@ -320,7 +324,7 @@ class InMemoryPruning:
         for command_id in stale:
             del self.log.open[command_id]
         deleted = {
-            "fleet_outbox": len(outbox) - len(kept),
+            "fleet_outbox": len(events) - len(kept),
             "fleet_command_statuses": statuses,
             "fleet_commands": len(old),
             "fleet_open_commands": len(stale),

@@ -1,4 +1,4 @@
-"""Ports of Fleet: the mower repository (with its outbox) and the command log."""
+"""Ports of Fleet: the mower repository (with its unpublished events) and the command log."""
 
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ __all__ = [
     "EndpointClash",
     "MowerRecord",
     "MowerRepository",
-    "OutboxClaim",
-    "OutboxEvent",
-    "OutboxStats",
     "PruneCutoffs",
     "Pruning",
+    "RegistryEvent",
+    "RelayClaim",
+    "RelayStats",
     "StatusRecord",
 ]
 
@@ -60,7 +60,7 @@ class EndpointClash:
 
 
 @dataclass(frozen=True)
-class OutboxEvent:
+class RegistryEvent:
     """An encoded event owed to the bus; ``event_id`` is its ``Nats-Msg-Id``."""
 
     event_id: uuid.UUID
@@ -70,7 +70,7 @@ class OutboxEvent:
 
 
 @dataclass(frozen=True)
-class OutboxStats:
+class RelayStats:
     """How far the relay is behind, and how many events it set aside."""
 
     pending: int
@@ -121,11 +121,11 @@ class StatusRecord:
 
 
 @dataclass
-class OutboxClaim:
+class RelayClaim:
     """Unpublished events claimed by one relay; ``published`` collects what was sent and
     ``failed`` what can never be sent (by id, with the reason)."""
 
-    events: Sequence[OutboxEvent]
+    events: Sequence[RegistryEvent]
     published: list[uuid.UUID] = field(default_factory=list)
     failed: dict[uuid.UUID, str] = field(default_factory=dict)
 
@@ -133,7 +133,7 @@ class OutboxClaim:
 class MowerRepository(Protocol):
     """The registry; every change is stored together with the event that announces it."""
 
-    async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
+    async def add(self, record: MowerRecord, event: RegistryEvent) -> None:
         """Store a new mower and its event; ``MowerExistsError`` if the id is taken,
         ``EndpointTakenError`` if another mower holds ``record.endpoint_key``."""
         ...
@@ -151,7 +151,9 @@ class MowerRepository(Protocol):
         it): all but the mowers ``assign_endpoint_keys`` left without their endpoint."""
         ...
 
-    async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
+    async def update(
+        self, record: MowerRecord, event: RegistryEvent, expected_version: int
+    ) -> None:
         """Replace a mower and store its event; ``VersionConflictError`` if it moved on,
         ``EndpointTakenError`` if another mower holds ``record.endpoint_key``."""
         ...
@@ -159,7 +161,7 @@ class MowerRepository(Protocol):
     async def assign_endpoint_keys(
         self,
         key_of: Callable[[Connection], str | None],
-        event_of: Callable[[MowerRegistration], OutboxEvent],
+        event_of: Callable[[MowerRegistration], RegistryEvent],
     ) -> list[EndpointClash]:
         """Give each mower stored without an endpoint key (before keys were kept) its key,
         earliest registration first; returns the mowers left without it.
@@ -171,11 +173,13 @@ class MowerRepository(Protocol):
         """
         ...
 
-    async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
+    async def remove(
+        self, mower_id: uuid.UUID, event: RegistryEvent, expected_version: int
+    ) -> None:
         """Delete a mower and store its event; ``MowerNotFoundError``/``VersionConflictError``."""
         ...
 
-    def claim_outbox(self, limit: int) -> AbstractAsyncContextManager[OutboxClaim | None]:
+    def claim_unpublished(self, limit: int) -> AbstractAsyncContextManager[RelayClaim | None]:
         """Claim up to ``limit`` unpublished events in order; None while another relay works.
 
         On a clean exit the ids in ``claim.published`` are marked published and those in
@@ -184,7 +188,7 @@ class MowerRepository(Protocol):
         """
         ...
 
-    async def outbox_stats(self) -> OutboxStats:
+    async def relay_stats(self) -> RelayStats:
         """Events owed, the oldest one's time, and events set aside."""
         ...
 
@@ -229,24 +233,24 @@ class CommandLog(Protocol):
 class PruneCutoffs:
     """What a pruning round deletes: rows older than these times."""
 
-    outbox: datetime  # outbox rows published before this
+    published_events: datetime  # events published before this
     commands: datetime  # commands issued, and statuses reported, before this
     audit: datetime | None = None  # the audit trail's rows before this (None: keep all)
 
     @classmethod
     def at(
-        cls, now: datetime, outbox_days: float, command_days: float, audit_days: float = 400
+        cls, now: datetime, events_days: float, command_days: float, audit_days: float = 400
     ) -> PruneCutoffs:
         """The cutoffs of a round at ``now``."""
         return cls(
-            now - timedelta(days=outbox_days),
+            now - timedelta(days=events_days),
             now - timedelta(days=command_days),
             now - timedelta(days=audit_days),
         )
 
 
 class Pruning(Protocol):
-    """Deletes old published outbox rows and old command-log rows."""
+    """Deletes old published events and old command-log rows."""
 
     async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
         """Delete in batches of ``batch_rows``; rows deleted per table, or None if another

@@ -1,4 +1,8 @@
-"""PostgreSQL adapters (asyncpg): registry row and outbox row in one transaction."""
+"""PostgreSQL adapters (asyncpg): registry row and its event's row in one transaction.
+
+The events wait for the relay in the table ``fleet_outbox`` (named before the relay was;
+renaming a table is a migration not worth its risk).
+"""
 
 from __future__ import annotations
 
@@ -23,10 +27,10 @@ from mowdeck.fleet.errors import (
 from mowdeck.fleet.ports import (
     EndpointClash,
     MowerRecord,
-    OutboxClaim,
-    OutboxEvent,
-    OutboxStats,
     PruneCutoffs,
+    RegistryEvent,
+    RelayClaim,
+    RelayStats,
 )
 from mowdeck.kit.locked_round import BatchedDelete, LockedRound, connection_like
 from mowdeck.kit.pg import delete_in_batches, keep_session, session_settings
@@ -51,7 +55,7 @@ _COLUMNS = (
     "mower_id, account_id, name, connection_kind, connection_options, version,"
     " created_at, updated_at, endpoint_key"
 )
-_OUTBOX_INSERT = (
+_EVENT_INSERT = (
     "INSERT INTO fleet_outbox (event_id, subject, body, created_at) VALUES ($1, $2, $3, $4)"
 )
 
@@ -111,7 +115,7 @@ def failed(what: str, err: asyncpg.PostgresError | OSError) -> FleetError:
     return RepositoryUnavailableError(f"{what}: {err}")
 
 
-def _outbox_args(event: OutboxEvent) -> tuple[Any, ...]:
+def _event_args(event: RegistryEvent) -> tuple[Any, ...]:
     return (event.event_id, event.subject, event.body, event.created_at)
 
 
@@ -121,7 +125,7 @@ class PostgresMowerRepository:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def add(self, record: MowerRecord, event: OutboxEvent) -> None:
+    async def add(self, record: MowerRecord, event: RegistryEvent) -> None:
         """Store a new mower and its event in one transaction."""
         reg = record.registration
         try:
@@ -138,7 +142,7 @@ class PostgresMowerRepository:
                     record.updated_at,
                     record.endpoint_key,
                 )
-                await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+                await conn.execute(_EVENT_INSERT, *_event_args(event))
         except asyncpg.UniqueViolationError as err:
             if _taken(err):
                 raise EndpointTakenError from err
@@ -168,12 +172,14 @@ class PostgresMowerRepository:
         rows = await self._fetch(f"SELECT {_COLUMNS} FROM fleet_mowers WHERE NOT unlinkable")  # noqa: S608
         return [_record(r).registration for r in rows]
 
-    async def update(self, record: MowerRecord, event: OutboxEvent, expected_version: int) -> None:
+    async def update(
+        self, record: MowerRecord, event: RegistryEvent, expected_version: int
+    ) -> None:
         """Replace a mower if still at ``expected_version``, with its event."""
         reg = record.registration
         try:
             async with self._pool.acquire() as conn, conn.transaction():
-                # The row lock is taken before the outbox row gets its seq: events of one
+                # The row lock is taken before the event's row gets its seq: events of one
                 # mower are numbered in the order their changes commit.
                 status = await conn.execute(
                     "UPDATE fleet_mowers SET name = $2, connection_kind = $3,"
@@ -191,7 +197,7 @@ class PostgresMowerRepository:
                 )
                 if status.endswith(" 0"):
                     raise VersionConflictError(f"mower {reg.mower_id} changed meanwhile")
-                await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+                await conn.execute(_EVENT_INSERT, *_event_args(event))
         except asyncpg.UniqueViolationError as err:
             if _taken(err):
                 raise EndpointTakenError from err
@@ -199,7 +205,9 @@ class PostgresMowerRepository:
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("registry", err) from err
 
-    async def remove(self, mower_id: uuid.UUID, event: OutboxEvent, expected_version: int) -> None:
+    async def remove(
+        self, mower_id: uuid.UUID, event: RegistryEvent, expected_version: int
+    ) -> None:
         """Delete a mower if still at ``expected_version``, with its event."""
         try:
             async with self._pool.acquire() as conn, conn.transaction():
@@ -210,14 +218,14 @@ class PostgresMowerRepository:
                     raise MowerNotFoundError(f"mower {mower_id} is not registered")
                 if version != expected_version:
                     raise VersionConflictError(f"mower {mower_id} changed meanwhile")
-                await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+                await conn.execute(_EVENT_INSERT, *_event_args(event))
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("registry", err) from err
 
     async def assign_endpoint_keys(
         self,
         key_of: Callable[[Connection], str | None],
-        event_of: Callable[[MowerRegistration], OutboxEvent],
+        event_of: Callable[[MowerRegistration], RegistryEvent],
     ) -> list[EndpointClash]:
         """Give mowers stored without an endpoint key theirs, earliest first, in one
         transaction under a lock the replicas share."""
@@ -249,7 +257,7 @@ class PostgresMowerRepository:
                         assigned.append((holder, key))
                         if row["unlinkable"]:  # linkable again: the gateways learn of it
                             event = event_of(_record(row).registration)
-                            await conn.execute(_OUTBOX_INSERT, *_outbox_args(event))
+                            await conn.execute(_EVENT_INSERT, *_event_args(event))
                     else:
                         clashes.append(EndpointClash(row["mower_id"], holder))
                 await conn.execute(
@@ -268,12 +276,12 @@ class PostgresMowerRepository:
         return clashes
 
     @asynccontextmanager
-    async def claim_outbox(self, limit: int) -> AsyncIterator[OutboxClaim | None]:
+    async def claim_unpublished(self, limit: int) -> AsyncIterator[RelayClaim | None]:
         """Claim unpublished events in seq order under the relay lock (None when busy)."""
         try:
             conn = await self._pool.acquire()
         except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"outbox: {err}") from err
+            raise RepositoryUnavailableError(f"unpublished events: {err}") from err
         try:
             async with conn.transaction():
                 if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _RELAY_LOCK):
@@ -285,9 +293,11 @@ class PostgresMowerRepository:
                     " ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
                     limit,
                 )
-                claim = OutboxClaim(
+                claim = RelayClaim(
                     [
-                        OutboxEvent(r["event_id"], r["subject"], bytes(r["body"]), r["created_at"])
+                        RegistryEvent(
+                            r["event_id"], r["subject"], bytes(r["body"]), r["created_at"]
+                        )
                         for r in rows
                     ]
                 )
@@ -307,11 +317,11 @@ class PostgresMowerRepository:
                         list(claim.failed.values()),
                     )
         except (asyncpg.PostgresError, OSError) as err:
-            raise RepositoryUnavailableError(f"outbox: {err}") from err
+            raise RepositoryUnavailableError(f"unpublished events: {err}") from err
         finally:
             await self._pool.release(conn)
 
-    async def outbox_stats(self) -> OutboxStats:
+    async def relay_stats(self) -> RelayStats:
         """Events owed, the oldest one's time, and events set aside."""
         rows = await self._fetch(
             "SELECT count(*) FILTER (WHERE failed_at IS NULL) AS n,"
@@ -319,7 +329,7 @@ class PostgresMowerRepository:
             " count(*) FILTER (WHERE failed_at IS NOT NULL) AS failed"
             " FROM fleet_outbox WHERE published_at IS NULL"
         )
-        return OutboxStats(rows[0]["n"], rows[0]["oldest"], rows[0]["failed"])
+        return RelayStats(rows[0]["n"], rows[0]["oldest"], rows[0]["failed"])
 
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         try:
@@ -332,7 +342,7 @@ class PostgresMowerRepository:
 class PostgresPruning:
     """``Pruning`` on Fleet's tables: batched deletes as a ``LockedRound``."""
 
-    _OUTBOX = BatchedDelete("fleet_outbox", "published_at", key="seq")
+    _PUBLISHED_EVENTS = BatchedDelete("fleet_outbox", "published_at", key="seq")
     _STATUSES = BatchedDelete("fleet_command_statuses", "at")
     _COMMANDS = BatchedDelete("fleet_commands", "issued_at", key="command_id")
     # Settled by the finalizer long before; only a finalizer that never ran leaves any.
@@ -350,7 +360,7 @@ class PostgresPruning:
     async def prune(self, cutoffs: PruneCutoffs, batch_rows: int) -> dict[str, int] | None:
         """Delete in committed batches; None when another replica holds the lock."""
         deletes = [
-            (self._OUTBOX, cutoffs.outbox),
+            (self._PUBLISHED_EVENTS, cutoffs.published_events),
             (self._STATUSES, cutoffs.commands),
             (self._COMMANDS, cutoffs.commands),
             (self._OPEN, cutoffs.commands),

@@ -1,6 +1,6 @@
 """Pruning: every interval each replica tries a round; the one holding the lock deletes.
 
-Published outbox rows are only a record of what was sent (JetStream has the events), and
+Published events are only a record of what was sent (JetStream has the events), and
 the command log answers ``GET .../commands/{id}`` for recent commands; a command's
 history lives on in the audit trail (``MOWDECK_FLEET_AUDIT_RETENTION_DAYS``, pruned in
 the same round) and in Telemetry's timeline.
@@ -21,7 +21,7 @@ __all__ = ["Pruner"]
 
 
 class Pruner(Housekeeping):
-    """Fleet's pruning round: the outbox, the command log and the audit trail."""
+    """Fleet's pruning round: published events, the command log and the audit trail."""
 
     def __init__(
         self,
@@ -36,7 +36,7 @@ class Pruner(Housekeeping):
         async def prune() -> dict[str, int] | None:
             cutoffs = PruneCutoffs.at(
                 clock(),
-                s.fleet_outbox_retention_days,
+                s.fleet_events_relay_retention_days,
                 s.fleet_command_retention_days,
                 s.fleet_audit_retention_days,
             )

@@ -22,9 +22,9 @@ from contracts.v1 import (
     encode,
 )
 from contracts.v1.subjects import event_subject
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet.errors import InvalidRequestError
-from mowdeck.fleet.ports import OutboxEvent
-from mowdeck.gateway.connections.endpoints import EndpointPolicy
+from mowdeck.fleet.ports import RegistryEvent
 from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = [
@@ -42,8 +42,8 @@ __all__ = [
     "encode_command",
     "issue_command",
     "new_registration",
-    "outbox_event",
     "parse_wait",
+    "registry_event",
 ]
 
 PRODUCER = "fleet"
@@ -217,14 +217,14 @@ def apply_patch(
     )
 
 
-def outbox_event(
+def registry_event(
     event_type: str,
     registration: MowerRegistration,
     *,
     now: datetime,
     correlation_id: uuid.UUID | None = None,
-) -> OutboxEvent:
-    """The outbox row of a registry event (``mower.registered/updated/removed``)."""
+) -> RegistryEvent:
+    """A registry event (``mower.registered/updated/removed``), stored with its change."""
     event = EventEnvelope.new(
         event_type,
         registration,
@@ -233,7 +233,7 @@ def outbox_event(
         account_id=registration.account_id,
         correlation_id=correlation_id,
     )
-    return OutboxEvent(
+    return RegistryEvent(
         event_id=event.id, subject=event_subject(event_type), body=encode(event), created_at=now
     )
 

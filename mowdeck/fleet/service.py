@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import asyncpg
@@ -21,18 +21,15 @@ from mowdeck.authn import (
     running_denylist,
 )
 from mowdeck.authz import Authorizer, AuthzSettings
+from mowdeck.devices.endpoints import DeviceHosts
+from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.fleet.caches import CachedAuthorizer, CachedTokenVerifier, RecordCache
 from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
+from mowdeck.fleet.events_relay import EventsRelay, EventsRelayMetrics, bus_publisher
 from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
-from mowdeck.fleet.kinds import (
-    installed_connection_kinds,
-    installed_device_id_options,
-    installed_url_options,
-)
 from mowdeck.fleet.limits import COMMAND_LIMITS, CommandLimits, command_limits
 from mowdeck.fleet.listing import MowerListResponder
-from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
 from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning, pool_options
 from mowdeck.fleet.postgres_commands import PostgresAuditTrail, PostgresCommandLog
 from mowdeck.fleet.pruning import Pruner
@@ -40,7 +37,6 @@ from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.garbage_collector import GcPauses
@@ -57,7 +53,7 @@ def _now() -> datetime:
 
 
 class FleetService(ServiceShell[FleetSettings]):
-    """Fleet: registry REST API, outbox relay, shard list replies, command issuing.
+    """Fleet: registry REST API, events relay, shard list replies, command issuing.
 
     Pass ``bus``, ``pool`` or ``authorizer`` to share them (the demo); what is not passed
     is created from the settings and closed again by ``stop()``.
@@ -76,8 +72,7 @@ class FleetService(ServiceShell[FleetSettings]):
         pool: asyncpg.Pool | None = None,
         authorizer: Authorizer | None = None,
         verifier: TokenVerifier | None = None,
-        connection_kinds: Collection[str] | None = None,
-        connection_url_options: Mapping[str, str] | None = None,
+        connection_kinds: ConnectionKinds | None = None,
         metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
@@ -89,7 +84,6 @@ class FleetService(ServiceShell[FleetSettings]):
         self._authorizer = authorizer
         self._verifier = verifier
         self._kinds = connection_kinds
-        self._url_options = connection_url_options
         self._gc_pauses = GcPauses(self.metrics_registry)
         self._clock = clock
         self.fleet: Fleet | None = None
@@ -113,14 +107,15 @@ class FleetService(ServiceShell[FleetSettings]):
         verifier = self._verifier or CachedTokenVerifier(auth)
         denylist = await res.enter(running_denylist(bus, auth))
 
+        kinds = self._kinds or ConnectionKinds.from_entry_points()
         repository = PostgresMowerRepository(pool)
         command_log = PostgresCommandLog(pool)
-        relay = OutboxRelay(
+        relay = EventsRelay(
             repository,
             bus_publisher(bus),
-            batch=s.fleet_outbox_batch,
-            poll_seconds=s.fleet_outbox_poll_seconds,
-            metrics=OutboxMetrics(self.metrics_registry),
+            batch=s.fleet_events_relay_batch,
+            poll_seconds=s.fleet_events_relay_poll_seconds,
+            metrics=EventsRelayMetrics(self.metrics_registry),
         )
         waiters = ResultWaiters(bus)
         journal = CommandJournal(command_log, batch=s.fleet_recorder_batch)
@@ -154,14 +149,8 @@ class FleetService(ServiceShell[FleetSettings]):
             journal=journal,
             publisher=publisher,
             waiters=waiters,
-            connection_kinds=frozenset(
-                self._kinds if self._kinds is not None else installed_connection_kinds()
-            ),
-            endpoints=EndpointPolicy(
-                DeviceHosts(s.gateway_device_hosts),
-                self._url_options if self._url_options is not None else installed_url_options(),
-                installed_device_id_options(),
-            ),
+            connection_kinds=kinds.names,
+            endpoints=kinds.policy(DeviceHosts(s.gateway_device_hosts)),
             metrics=FleetMetrics(self.metrics_registry),
             clock=self._clock,
         )
@@ -176,7 +165,7 @@ class FleetService(ServiceShell[FleetSettings]):
         res.push(journal.stop, name="command journal")
         res.push(publisher.stop, name="command publisher")
         relay.start()
-        res.push(relay.stop, name="outbox relay")
+        res.push(relay.stop, name="events relay")
         await responder.start()
         res.push(responder.stop, name="mower list responder")
         pruner.start()
@@ -212,9 +201,9 @@ class FleetService(ServiceShell[FleetSettings]):
         app.add_routes(routes())
         return app
 
-    def _watch(self, relay: OutboxRelay, recorder: ResultRecorder) -> None:
+    def _watch(self, relay: EventsRelay, recorder: ResultRecorder) -> None:
         # What Fleet cannot work without: /healthz fails when one of them died.
-        self.readiness.watch("outbox relay", task_alive(lambda: relay.task))
+        self.readiness.watch("events relay", task_alive(lambda: relay.task))
         self.readiness.watch("results consumer", lambda: recorder.alive)
 
     async def _on_change(self, _: Msg) -> None:

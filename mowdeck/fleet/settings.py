@@ -1,4 +1,4 @@
-"""Fleet's settings: the kit's basics plus command and outbox limits (``MOWDECK_*``)."""
+"""Fleet's settings: the kit's basics plus command and events relay limits (``MOWDECK_*``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated
 
 import msgspec
 
-from mowdeck.gateway.connections.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
-from mowdeck.kit.settings import BaseSettings, SettingsError, load_settings
+from mowdeck.devices.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
+from mowdeck.kit.settings import BaseSettings, Formerly, SettingsError, load_settings
 
 __all__ = ["FleetSettings", "load_fleet_settings"]
 
@@ -25,15 +25,20 @@ class FleetSettings(BaseSettings, frozen=True, kw_only=True):
     command_default_ttl_seconds: Seconds = 30.0
     command_max_ttl_seconds: Seconds = 300.0
     command_max_wait_seconds: Seconds = 60.0
-    fleet_outbox_poll_seconds: Seconds = 1.0
-    fleet_outbox_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 500
+    # The events relay (MOWDECK_FLEET_OUTBOX_* until this release: read for one more).
+    fleet_events_relay_poll_seconds: Annotated[Seconds, Formerly("fleet_outbox_poll_seconds")] = 1.0
+    fleet_events_relay_batch: Annotated[
+        int, msgspec.Meta(ge=1, le=10_000), Formerly("fleet_outbox_batch")
+    ] = 500
     # How long an authorization decision or a mower's owner is reused (0 = never).
     fleet_cache_seconds: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
     fleet_db_pool_size: Annotated[int, msgspec.Meta(ge=1, le=200)] = 10
     fleet_recorder_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 500
     fleet_recorder_flush_seconds: Seconds = 0.05
-    # Pruning: published outbox rows and command-log rows older than these go.
-    fleet_outbox_retention_days: Days = 1.0
+    # Pruning: published events and command-log rows older than these go.
+    fleet_events_relay_retention_days: Annotated[Days, Formerly("fleet_outbox_retention_days")] = (
+        1.0
+    )
     fleet_command_retention_days: Days = 7.0
     fleet_prune_interval_seconds: Seconds = 3600.0
     fleet_prune_batch_rows: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 5000

@@ -16,6 +16,7 @@ from contracts.v1 import CommandEnvelope, CommandResult, Connection, MowerRegist
 from contracts.v1 import CommandStatus as ResultStatus
 from mowdeck.authn import Principal
 from mowdeck.authz import Tuple, account_object, mower_object, user_ref
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet import rules
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache
 from mowdeck.fleet.errors import (
@@ -26,8 +27,8 @@ from mowdeck.fleet.errors import (
     MowerNotFoundError,
     VersionConflictError,
 )
+from mowdeck.fleet.events_relay import EventsRelay
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
-from mowdeck.fleet.outbox import OutboxRelay
 from mowdeck.fleet.ports import (
     AuditEntry,
     AuditQuery,
@@ -40,7 +41,6 @@ from mowdeck.fleet.ports import (
 from mowdeck.fleet.results import ResultWaiters
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
-from mowdeck.gateway.connections.endpoints import EndpointPolicy
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
 
@@ -94,7 +94,7 @@ class Fleet:
     audit_trail: AuditTrail
     authorizer: CachedAuthorizer
     records: RecordCache
-    relay: OutboxRelay
+    relay: EventsRelay
     journal: CommandJournal
     publisher: CommandPublisher
     waiters: ResultWaiters
@@ -122,7 +122,7 @@ class Fleet:
             updated_at=now,
             endpoint_key=self.endpoints.key(registration.connection),
         )
-        event = rules.outbox_event("mower.registered", registration, now=now)
+        event = rules.registry_event("mower.registered", registration, now=now)
         created = True
         try:
             await self.repository.add(record, event)
@@ -208,7 +208,7 @@ class Fleet:
                 current.version + 1,
                 endpoint_key=self.endpoints.key(changed.connection),
             )
-            event = rules.outbox_event("mower.updated", changed, now=now)
+            event = rules.registry_event("mower.updated", changed, now=now)
             try:
                 await self.repository.update(record, event, current.version)
             except EndpointTakenError as err:
@@ -229,7 +229,7 @@ class Fleet:
         for attempt in range(_RETRIES):
             self.records.forget(mower_id)
             current = await self._allowed(who, mower_id, "can_admin")
-            event = rules.outbox_event("mower.removed", current.registration, now=self.clock())
+            event = rules.registry_event("mower.removed", current.registration, now=self.clock())
             try:
                 await self.repository.remove(mower_id, event, current.version)
             except VersionConflictError:

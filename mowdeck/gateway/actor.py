@@ -19,7 +19,7 @@ __all__ = [
     "ControllerActor",
     "DeviceOutcome",
     "DriveCheck",
-    "EffectOutbox",
+    "EffectHandoff",
     "EffectSink",
     "EmergencySubmit",
     "Heartbeat",
@@ -36,7 +36,7 @@ EffectSink = Callable[[uuid.UUID, Sequence[Effect]], None]
 DRAIN_SLICE = 128
 
 
-class EffectOutbox:
+class EffectHandoff:
     """Hands effects from dispatcher workers to the loop, one wake-up per burst.
 
     ``call_soon_threadsafe`` per decision would write to the loop's self-pipe every time;
@@ -161,13 +161,13 @@ class ControllerActor(DispatcherActor):
         *,
         dispatcher: Dispatcher,
         registration: MowerRegistration,
-        outbox: EffectOutbox,
+        handoff: EffectHandoff,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         super().__init__(dispatcher=dispatcher)
         self.controller = Controller(registration)
         self._mower_id = registration.mower_id
-        self._outbox = outbox
+        self._handoff = handoff
         self._clock = clock
 
     def on_receive(self, message: Any) -> Any:
@@ -198,5 +198,5 @@ class ControllerActor(DispatcherActor):
             case _:
                 raise TypeError(f"controller got an unknown message {type(message).__name__}")
         if effects:
-            self._outbox.post(self._mower_id, effects)
+            self._handoff.post(self._mower_id, effects)
         return None

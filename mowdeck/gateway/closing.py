@@ -34,10 +34,10 @@ class ControllerClosing:
             *(self._bridge.ask(r, Heartbeat(), timeout=5.0) for r in refs if r is not None),
             return_exceptions=True,
         )
-        # The answers can overtake the decisions' effects, which the outbox hands over a
+        # The answers can overtake the decisions' effects, which the handoff passes on a
         # slice per loop turn: perform the rest now, so every command accepted before the
         # barrier is pending before anyone waits for the pending set to empty.
-        router.outbox.flush()
+        router.handoff.flush()
 
     async def close(self, mower_id: uuid.UUID, reason: str) -> None:
         """Close one mower's controller (ending its drive session, reporting it disconnected)."""
@@ -53,4 +53,4 @@ class ControllerClosing:
     async def close_all(self, mower_ids: Iterable[uuid.UUID], reason: str) -> None:
         """Close every controller; their last effects are performed before this returns."""
         await asyncio.gather(*(self.close(m, reason) for m in list(mower_ids)))
-        self._router.outbox.flush()  # before anyone waits for their work
+        self._router.handoff.flush()  # before anyone waits for their work

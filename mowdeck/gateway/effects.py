@@ -41,7 +41,7 @@ from mowdeck.gateway.controller import (
     clean_reason,
 )
 from mowdeck.gateway.metrics import GatewayMetrics
-from mowdeck.gateway.names import MowerNames
+from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.kit.background import BackgroundTasks, cancel_and_wait
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.loop_scheduling import eager_task
@@ -104,7 +104,7 @@ class EffectRunner:
         device_timeout: float,
         producer: str,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        names: MowerNames | None = None,
+        keys: MowerKeys | None = None,
         on_final: Callable[[uuid.UUID], None] | None = None,
     ) -> None:
         """``on_final``: told of each command whose final result the stream stored (its
@@ -112,7 +112,7 @@ class EffectRunner:
         self._bus = bus
         self.on_final = on_final
         # The mowers' ids as text, formatted once: subjects and msg ids are built from them.
-        self._names = MowerNames() if names is None else names
+        self._keys = MowerKeys() if keys is None else keys
         self._metrics = metrics
         self._connections = connections
         self._tell = tell
@@ -130,11 +130,11 @@ class EffectRunner:
         self._stop_epochs: dict[uuid.UUID, int] = {}
         self._stops_ahead: dict[uuid.UUID, uuid.UUID] = {}
         self._tasks = BackgroundTasks()
-        # Results and states leave through one task, in decision order, acks pipelined.
+        # Results and states leave through one task, in decision order, many acks in flight.
         self._outgoing: deque[CommandResult | tuple[MowerState, str]] = deque()
         self._wake = asyncio.Event()
         # A result's ack that does not come within ACK_TIMEOUT fails its future.
-        self._jetstream = Publisher(bus.nc, deadline=ACK_TIMEOUT, key=self._names.key)
+        self._jetstream = Publisher(bus.nc, deadline=ACK_TIMEOUT, key=self._keys.key)
         self._publisher: asyncio.Task[None] | None = None
 
     @property
@@ -290,9 +290,9 @@ class EffectRunner:
         # its msg id `<command_id>:<status>` makes the repeat harmless. A state is
         # published without waiting for the stream's ack (the stream still stores and
         # de-duplicates it): a newer state supersedes a lost one, and an ack that never
-        # comes must not hold a slot of the pipelined publisher.
+        # comes must not hold a slot of the publish window.
         outgoing = self._outgoing
-        key = self._names.key
+        key = self._keys.key
         jetstream = self._jetstream
         delay = 0.05
         sent = 0

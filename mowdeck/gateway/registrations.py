@@ -8,14 +8,15 @@ from collections.abc import Callable
 import structlog
 
 from contracts.v1 import MowerRegistration, MowerState
+from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.gateway.actor import LinkChanged, Rename, StateReported
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import (
     ConnectionAdapters,
+    ConnectionDeps,
     MowerConnection,
     UnknownConnectionKindError,
 )
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.gateway.endpoint_holders import EndpointHolders
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import Change, ShardMowers
@@ -77,17 +78,16 @@ class ShardRegistrations:
         adapters: ConnectionAdapters,
         metrics: GatewayMetrics,
         connections: dict[uuid.UUID, MowerConnection],
-        device_hosts: DeviceHosts,
+        endpoints: EndpointPolicy,
+        deps: ConnectionDeps,
     ) -> None:
         self.mowers = mowers
         self._router = router
         self._closing = closing
         self._adapters = adapters
         self._metrics = metrics
-        self._device_hosts = device_hosts
-        self._endpoints = EndpointPolicy(
-            device_hosts, adapters.url_options, adapters.device_id_options
-        )
+        self._endpoints = endpoints
+        self._deps = deps  # what the links share, handed to every connection built
         self._holders = EndpointHolders()
         self.connections = connections  # the device links by mower, read by the effects
 
@@ -192,7 +192,7 @@ class ShardRegistrations:
             return factory(
                 registration,
                 _Link(self._router.tell, registration.mower_id),
-                device_hosts=self._device_hosts,
+                deps=self._deps,
             )
         except Exception as err:  # an adapter refusing its options raises what it likes
             self._refused(registration, "invalid", str(err))

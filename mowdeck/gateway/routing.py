@@ -31,9 +31,9 @@ from actors import (
     is_emergency,
 )
 from contracts.v1 import MowerRegistration
-from mowdeck.gateway.actor import ControllerActor, EffectOutbox, EmergencySubmit, Submit
+from mowdeck.gateway.actor import ControllerActor, EffectHandoff, EmergencySubmit, Submit
 from mowdeck.gateway.controller import Effect
-from mowdeck.gateway.names import MowerNames
+from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.gateway.open_commands import OpenCommands, lost_effects
 from mowdeck.kit.background import BackgroundTasks
 
@@ -55,15 +55,15 @@ class ControllerRouter:
         perform: Perform,
         *,
         loop: asyncio.AbstractEventLoop,
-        names: MowerNames,
+        keys: MowerKeys,
         metrics: ActorMetrics | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._registration = registrations
         self._perform_effects = perform
-        self._names = names
+        self._keys = keys
         # What each controller decided, handed from the workers to the loop.
-        self.outbox = EffectOutbox(loop, self.perform)
+        self.handoff = EffectHandoff(loop, self.perform)
         self.supervisor = ShardSupervisor(
             dispatcher,
             self._make_controller,
@@ -83,7 +83,7 @@ class ControllerRouter:
         return ControllerActor.start(
             dispatcher=self._dispatcher,
             registration=self._registration(uuid.UUID(key)),
-            outbox=self.outbox,
+            handoff=self.handoff,
         )
 
     async def start(self, mower_id: uuid.UUID) -> None:
@@ -105,7 +105,7 @@ class ControllerRouter:
         idle wakes it, and waking a thread per state or command costs more than handling
         it. Emergency messages are handed over at once.
         """
-        key = self._names.key(mower_id)
+        key = self._keys.key(mower_id)
         self._open.told(key, message)
         held = self._held.get(key)
         if held is not None:
@@ -145,15 +145,15 @@ class ControllerRouter:
             self._hold(key, message)
 
     def perform(self, mower_id: uuid.UUID, effects: Sequence[Effect]) -> None:
-        """Perform what a controller decided (the outbox's sink, on the loop)."""
-        self._open.performed(self._names.key(mower_id), effects)
+        """Perform what a controller decided (the handoff's sink, on the loop)."""
+        self._open.performed(self._keys.key(mower_id), effects)
         self._perform_effects(mower_id, effects)
 
     def controller_failed(self, key: str, error: BaseException, gave_up: bool) -> None:
         """The supervisor's ``on_failure``: settle what the failed controller held."""
         # Its queue and the messages in its inbox are gone. What it decided before is
         # performed first; what was told since waits for its successor (held).
-        self.outbox.flush()
+        self.handoff.flush()
         self.flush()  # tells of this turn to the dead controller are held
         if gave_up:  # no successor: everything is settled now, held messages too
             self._settle_lost(key, UNAVAILABLE)

@@ -12,16 +12,17 @@ from prometheus_client import CollectorRegistry
 
 from actors import ActorMetrics, Dispatcher, LoopBridge
 from contracts.v1.subjects import COMMANDS
+from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.gateway.closing import ControllerClosing
-from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
+from mowdeck.gateway.connections import ConnectionAdapters, ConnectionDeps, MowerConnection
 from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.heartbeats import heartbeats
 from mowdeck.gateway.intake import CommandIntake
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.gateway.mowers import ShardMowers
-from mowdeck.gateway.names import MowerNames
 from mowdeck.gateway.outcomes import read_stored_finals
 from mowdeck.gateway.registrations import ShardRegistrations
 from mowdeck.gateway.routing import ControllerRouter
@@ -51,6 +52,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
         bus: Bus | None = None,
         metrics_registry: CollectorRegistry | None = None,
         connections: ConnectionAdapters | None = None,
+        kinds: ConnectionKinds | None = None,
         on_seeded: Callable[[], object] | None = None,
     ) -> None:
         """``on_seeded()`` is called once the shard's mowers are seeded from Fleet (the
@@ -61,6 +63,8 @@ class GatewayService(ServiceShell[GatewaySettings]):
         self.bus: Bus | None = bus
         self.metrics = GatewayMetrics(self.metrics_registry)
         self.adapters = connections or ConnectionAdapters.from_entry_points()
+        self.kinds = kinds or ConnectionKinds.from_entry_points()
+        self.adapters.check_declared(self.kinds)
         self.mowers = ShardMowers(settings.shard_index, settings.shard_count)
         self.connections: dict[uuid.UUID, MowerConnection] = {}
         self._actor_metrics = ActorMetrics(self.metrics_registry)
@@ -69,7 +73,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
         self.dispatcher = Dispatcher(
             workers=settings.dispatcher_workers, metrics=self._actor_metrics
         )
-        self._names = MowerNames()
+        self._keys = MowerKeys()
         self._stopped = False
         self.effects: EffectRunner | None = None
         self.router: ControllerRouter | None = None
@@ -116,7 +120,7 @@ class GatewayService(ServiceShell[GatewaySettings]):
             tell=self.tell,
             device_timeout=s.device_command_timeout_seconds,
             producer=self._producer,
-            names=self._names,
+            keys=self._keys,
             on_final=held.finished,
         )
         await effects.start()
@@ -126,11 +130,15 @@ class GatewayService(ServiceShell[GatewaySettings]):
             self.mowers.__getitem__,
             effects,
             loop=loop,
-            names=self._names,
+            keys=self._keys,
             metrics=self._actor_metrics,
         )
         own.push(router.stop_all, name="controllers")
         self._closing = ControllerClosing(router, LoopBridge(loop))
+        # What the links share (their session, their pings' tasks): the gateway's own, closed
+        # after the links.
+        links = ConnectionDeps(s.device_hosts())
+        own.push(links.close, name="device link session")
         self.registrations = registrations = ShardRegistrations(
             self.mowers,
             router,
@@ -138,7 +146,8 @@ class GatewayService(ServiceShell[GatewaySettings]):
             adapters=self.adapters,
             metrics=self.metrics,
             connections=self.connections,
-            device_hosts=s.device_hosts(),
+            endpoints=self.kinds.policy(links.hosts),
+            deps=links,
         )
         own.push(registrations.close_links, name="device links")
         for registration in s.bootstrap_mowers:

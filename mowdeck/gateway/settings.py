@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 
 from contracts.v1 import MowerRegistration
-from mowdeck.gateway.connections.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
+from mowdeck.devices.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
 from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["GatewaySettings"]

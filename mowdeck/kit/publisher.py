@@ -2,7 +2,7 @@
 
 Subjects, ``Nats-Msg-Id``, the ``Mowdeck-Priority`` header and the refusal of an
 expired command (ADR 0009) are made here and nowhere else. Every method hands the
-message to the pipelined engine (``kit/pipeline.py``) and returns the future of the
+message to the publish window (``kit/publish_window.py``) and returns the future of the
 stream's ack: it fails with ``PublishRefusedError`` when the stream refuses the message
 (no stream, too large, ...) and with ``AckTimeoutError`` after the publisher's deadline.
 """
@@ -30,7 +30,7 @@ from contracts.v1.subjects import (
     TELEMETRY_PREFIX,
 )
 from mowdeck.kit.errors import ExpiredCommandError
-from mowdeck.kit.pipeline import PipelinedPublisher
+from mowdeck.kit.publish_window import PublishWindow
 
 __all__ = ["ACK_DEADLINE_SECONDS", "Ack", "Publisher", "pub_ack"]
 
@@ -48,10 +48,10 @@ def pub_ack(data: bytes) -> api.PubAck:
 
 
 class Publisher:
-    """Typed JetStream publishes, pipelined, each ack bounded by ``deadline`` seconds.
+    """Typed JetStream publishes, many in flight, each ack bounded by ``deadline`` seconds.
 
     ``key`` gives a mower's id as text; a caller that formats ids once (the gateway's
-    ``MowerNames``) passes its own, so subjects cost a lookup and a concatenation.
+    ``MowerKeys``) passes its own, so subjects cost a lookup and a concatenation.
     ``start()`` subscribes to the ack inbox; the first acknowledged publish does it too.
     """
 
@@ -63,13 +63,13 @@ class Publisher:
         key: Callable[[uuid.UUID], str] = str,
     ) -> None:
         self._nc = nc
-        self._engine = PipelinedPublisher(nc, deadline=deadline)
+        self._window = PublishWindow(nc, deadline=deadline)
         self._key = key
         self.deadline = deadline
 
     async def start(self) -> None:
         """Subscribe to the ack inbox (idempotent)."""
-        await self._engine.start()
+        await self._window.start()
 
     async def command(
         self, envelope: CommandEnvelope, *, now: datetime, body: bytes | None = None
@@ -95,11 +95,11 @@ class Publisher:
         }
         if envelope.is_emergency:
             await self._nc.publish(EMERGENCY_PREFIX + key, data, headers=headers)
-        return await self._engine.publish(COMMAND_PREFIX + key, data, headers)
+        return await self._window.publish(COMMAND_PREFIX + key, data, headers)
 
     async def result(self, result: CommandResult) -> Ack:
         """Publish on ``command.result.mower.<id>`` with msg id ``<command_id>:<status>``."""
-        return await self._engine.publish(
+        return await self._window.publish(
             RESULT_PREFIX + self._key(result.mower_id),
             encode(result),
             {MSG_ID_HEADER: result.msg_id},
@@ -107,7 +107,7 @@ class Publisher:
 
     async def state(self, state: MowerState, *, msg_id: str) -> Ack:
         """Publish on ``telemetry.mower.<id>``."""
-        return await self._engine.publish(
+        return await self._window.publish(
             TELEMETRY_PREFIX + self._key(state.mower_id), encode(state), {MSG_ID_HEADER: msg_id}
         )
 
@@ -134,17 +134,17 @@ class Publisher:
         hdrs = {MSG_ID_HEADER: msg_id}
         if headers:
             hdrs.update(headers)
-        return await self._engine.publish(subject, data, hdrs)
+        return await self._window.publish(subject, data, hdrs)
 
     @property
     def in_flight(self) -> int:
         """Publishes whose ack has not come yet."""
-        return self._engine.in_flight
+        return self._window.in_flight
 
     async def wait_acked(self, timeout: float) -> bool:
         """Wait until every publish made so far is settled; False on timeout."""
-        return await self._engine.wait_acked(timeout)
+        return await self._window.wait_acked(timeout)
 
     async def stop(self) -> None:
         """Stop reading acks; publishes still waiting for theirs are cancelled."""
-        await self._engine.stop()
+        await self._window.stop()

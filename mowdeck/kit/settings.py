@@ -1,18 +1,28 @@
-"""Settings from ``MOWDECK_*`` environment variables, read once into a frozen struct."""
+"""Settings from ``MOWDECK_*`` environment variables, read once into a frozen struct.
+
+A setting renamed keeps its old variable for one release: ``Annotated[..., Formerly("old")]``
+on the new field reads ``MOWDECK_OLD`` when ``MOWDECK_NEW`` is not set, and says so. A
+variable no longer read at all is named in the model's ``retired`` with what to do
+instead, and said when set. Settings are read before logging is configured (the level is
+a setting), so these warnings go through the standard library's logging, which reaches
+stderr either way: Python's last-resort handler before, the configured renderer after.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import types
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar, get_args, get_origin
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, TypeVar, get_args, get_origin
 
 import msgspec
 
 from mowdeck.errors import MowdeckError
 
-__all__ = ["BaseSettings", "SettingsError", "env_name", "load_settings"]
+__all__ = ["BaseSettings", "Formerly", "SettingsError", "env_name", "load_settings"]
 
 PREFIX = "MOWDECK_"
 T = TypeVar("T", bound=msgspec.Struct)
@@ -20,12 +30,25 @@ T = TypeVar("T", bound=msgspec.Struct)
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 
 
+_log = logging.getLogger("mowdeck.settings")
+
+
 class SettingsError(MowdeckError):
     """An environment variable holds a value its setting cannot take."""
 
 
+@dataclass(frozen=True, slots=True)
+class Formerly:
+    """A setting's earlier field name, still read for one release (in ``Annotated``)."""
+
+    field: str
+
+
 class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     """What every service reads: the bus, the database, the HTTP listener and logging."""
+
+    # Variables no longer read, each with what to set instead: (variable, instead).
+    retired: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     nats_url: str = "nats://127.0.0.1:4222"
     # The lean NATS client (mowdeck/kit/wire.py); off: nats-py's stock client (docs/operations.md).
@@ -80,6 +103,25 @@ def _is_text(tp: Any) -> bool:
     return False
 
 
+def _formerly(tp: Any) -> str | None:
+    # Annotated flattens nested metadata, so a marker on an aliased type is found too.
+    if get_origin(tp) is not Annotated:
+        return None
+    found = [m.field for m in get_args(tp)[1:] if isinstance(m, Formerly)]
+    return env_name(found[0]) if found else None
+
+
+def _variable(name: str, old: str | None, env: Mapping[str, str]) -> str:
+    """The variable a setting is read from: its own, or its old name while only that is set."""
+    if old is None or old not in env:
+        return name
+    if name in env:
+        _log.warning("%s is set and ignored: %s replaces it, and is set too", old, name)
+        return name
+    _log.warning("%s is deprecated and read for one more release: set %s instead", old, name)
+    return old
+
+
 def _is_structured(tp: Any) -> bool:
     tp = _strip(tp)
     origin = get_origin(tp)
@@ -94,15 +136,19 @@ def load_settings(model: type[T], environ: Mapping[str, str] | None = None) -> T
     """Read ``model`` from ``MOWDECK_<FIELD>`` variables; unset ones keep their default."""
     env = os.environ if environ is None else environ
     hints = typing.get_type_hints(model, include_extras=True)
+    for variable, instead in getattr(model, "retired", ()):
+        if variable in env:
+            _log.warning("%s is no longer read: %s", variable, instead)
     raw: dict[str, Any] = {}
+    read_from: dict[str, str] = {}  # field -> the variable its value came from
     for field in msgspec.structs.fields(model):
+        tp = hints[field.name]
         # A field may carry another name (``msgspec.field(name=...)``) to keep the variable
         # an ADR names while the attribute says what it is.
-        name = env_name(field.encode_name)
+        name = _variable(env_name(field.encode_name), _formerly(tp), env)
         if name not in env:
             continue
         value: Any = env[name]
-        tp = hints[field.name]
         if _is_structured(tp) and not _is_text(tp):
             try:
                 value = msgspec.json.decode(value)
@@ -111,17 +157,19 @@ def load_settings(model: type[T], environ: Mapping[str, str] | None = None) -> T
         elif value == "" and not _is_text(tp):
             continue
         raw[field.encode_name] = value
+        read_from[field.encode_name] = name
     try:
         return msgspec.convert(raw, model, strict=False)
     except msgspec.ValidationError as err:
-        raise SettingsError(_name_variable(str(err))) from err
+        raise SettingsError(_name_variable(str(err), read_from)) from err
 
 
-def _name_variable(message: str) -> str:
+def _name_variable(message: str, read_from: Mapping[str, str]) -> str:
     # msgspec says "... - at `$.field[0].x`"; name the environment variable instead.
     text, sep, path = message.rpartition(" - at `$.")
     if not sep:
         return message
     field = path.rstrip("`").split("[")[0].split(".")[0]
     rest = path.rstrip("`")[len(field) :]
-    return f"{env_name(field)}: {text}" + (f" (at {rest})" if rest else "")
+    variable = read_from.get(field, env_name(field))
+    return f"{variable}: {text}" + (f" (at {rest})" if rest else "")

@@ -47,14 +47,12 @@ class Client:
         requested: frozenset[uuid.UUID] | None,
         visible: frozenset[uuid.UUID],
         buffer: SendBuffer,
-        token: str | None = None,
     ) -> None:
         self.user_id = user_id
         self.account_id = account_id
         self.transport = transport
         self.types = types
         self.requested = requested
-        self.token = token
         self.mowers: frozenset[uuid.UUID] = self.narrow(visible)
         self.buffer = buffer
         self.closed: str | None = None  # the reason, once closing

@@ -92,7 +92,7 @@ def _looks_like_token(value: str) -> bool:
     return value.count(".") == 2 or value.startswith("eyJ")
 
 
-async def _caller(request: web.Request, deps: RealtimeDeps) -> tuple[Principal, str | None]:
+async def _caller(request: web.Request, deps: RealtimeDeps) -> Principal:
     """The verified caller of a stream, from ``?ticket=`` or the bearer token."""
     query = request.query
     if _CREDENTIAL_PARAMS & {k.lower() for k in query}:
@@ -102,7 +102,7 @@ async def _caller(request: web.Request, deps: RealtimeDeps) -> tuple[Principal, 
         if _looks_like_token(ticket):
             raise _bad("a token is not a ticket: POST /v1/stream/tickets", type_="token-in-url")
         try:
-            return await deps.tickets.redeem(ticket, time.time()), None
+            return await deps.tickets.redeem(ticket, time.time())
         except TicketError as err:
             raise _unauthenticated(f"ticket-{err.reason}", err.detail) from err
     header = request.headers.get("Authorization", "")
@@ -112,7 +112,7 @@ async def _caller(request: web.Request, deps: RealtimeDeps) -> tuple[Principal, 
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthenticated("malformed", "the Authorization header is not 'Bearer <token>'")
     try:
-        return deps.verifier.verify(token.strip()), token.strip()
+        return deps.verifier.verify(token.strip())
     except AuthenticationError as err:
         raise _unauthenticated(err.reason, err.detail) from err
 
@@ -149,7 +149,7 @@ def _requested(request: web.Request, visible: frozenset[uuid.UUID]) -> frozenset
 async def _open(request: web.Request, transport: Transport) -> tuple[RealtimeDeps, Client, bool]:
     """Everything a stream checks before it answers: the caller, limits, filters."""
     deps = request.app[DEPS]
-    caller, token = await _caller(request, deps)
+    caller = await _caller(request, deps)
     hub, s = deps.streams.hub, deps.settings
     # After a ticket's redemption too: a ticket issued before the denial opens nothing.
     if deps.denylist.is_denied(caller.user_id):
@@ -180,7 +180,6 @@ async def _open(request: web.Request, transport: Transport) -> tuple[RealtimeDep
         requested=requested,
         visible=visible,
         buffer=SendBuffer(max_events=s.realtime_buffer_events, max_lag=s.realtime_max_lag_seconds),
-        token=token,
     )
     return deps, client, since_text is not None
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 import asyncpg
 from prometheus_client import CollectorRegistry
 
@@ -36,14 +35,8 @@ from mowdeck.realtime.metrics import RealtimeMetrics
 from mowdeck.realtime.routes import RealtimeDeps, create_app
 from mowdeck.realtime.session import Streams
 from mowdeck.realtime.settings import RealtimeSettings
-from mowdeck.realtime.stale import (
-    HttpLatestStates,
-    LatestStates,
-    NoLatestStates,
-    ReadModelLatestStates,
-)
+from mowdeck.realtime.stale import LatestStates, NoLatestStates, PostgresLatestStates
 from mowdeck.realtime.tickets import NatsTickets, Tickets, open_bucket
-from mowdeck.telemetry.postgres import PostgresTelemetryStore
 
 __all__ = ["RealtimeService"]
 
@@ -193,13 +186,9 @@ class RealtimeService(ServiceShell[RealtimeSettings]):
 
     async def _telemetry_states(self) -> LatestStates:
         s, res = self.settings, self._resources
-        if s.realtime_telemetry_url:
-            session = aiohttp.ClientSession()
-            res.push(session.close, name="telemetry client")
-            return HttpLatestStates(s.realtime_telemetry_url, session)
         if s.realtime_telemetry_database:
             pool = await res.pool(self._pool, s.database_url, **self._pool_options())
-            return ReadModelLatestStates(PostgresTelemetryStore(pool, s.database_url))
+            return PostgresLatestStates(pool)
         return NoLatestStates()
 
     async def _close_streams(self) -> None:

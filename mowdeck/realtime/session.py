@@ -129,9 +129,7 @@ class Streams:
             parts.append(data.rstrip()[:-1] + b',"stale":' + stale + b"}")
         if missing:
             try:
-                older = await self.states.latest(
-                    missing, account_id=client.account_id, token=client.token
-                )
+                older = await self.states.latest(missing, account_id=client.account_id)
             except StatesUnavailableError as err:
                 log.warning("latest states unavailable for a snapshot", error=str(err))
                 older = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import msgspec
 
@@ -22,6 +22,15 @@ Burst = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
 class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
     """What the Realtime service reads from the environment."""
 
+    retired: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "MOWDECK_REALTIME_TELEMETRY_URL",
+            "Telemetry's API is no longer asked for the states of silent mowers; set "
+            "MOWDECK_REALTIME_TELEMETRY_DATABASE=true to read them from its table "
+            "(docs/realtime.md)",
+        ),
+    )
+
     # The visible mowers of every connection are asked again at least this often.
     realtime_authz_refresh_seconds: Positive = 30.0
     realtime_heartbeat_seconds: Positive = 15.0
@@ -34,11 +43,9 @@ class RealtimeSettings(BaseSettings, frozen=True, kw_only=True):
     realtime_max_connections_per_user: Count = 10
     realtime_ticket_ttl_seconds: Positive = 30.0
     realtime_ticket_bucket: str = "realtime-tickets"
-    # Telemetry's HTTP API, for the latest states of mowers the TELEMETRY stream no longer
-    # holds (empty: no such fallback).
-    realtime_telemetry_url: str = ""
-    # Or read them from Telemetry's tables in MOWDECK_DATABASE_URL (also for ticket
-    # streams, which have no token to forward); the URL wins when both are set.
+    # Read the latest states of mowers the TELEMETRY stream no longer holds from
+    # Telemetry's mower_latest table in MOWDECK_DATABASE_URL (off: snapshots show what the
+    # stream holds).
     realtime_telemetry_database: bool = False
     # A snapshot marks a state ``stale`` when it was observed longer ago than this.
     realtime_stale_after_seconds: Positive = 30.0

@@ -34,6 +34,7 @@ import aiohttp
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import LocalAuthorizer, PostgresTupleStore, grant_tuples
 from mowdeck.commands.streams import apply_all
+from mowdeck.devices.kinds import SIMULATOR, ConnectionKinds
 from mowdeck.fleet import FleetService, FleetSettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
@@ -202,7 +203,9 @@ async def _serve(db: str, nats_url: str, args: argparse.Namespace) -> dict[str, 
         fleet_commands_per_account_rate=rate,
         fleet_commands_per_account_burst=10_000_000,
     )
-    service = FleetService(settings, auth_settings=AUTH, connection_kinds={"simulator"})
+    service = FleetService(
+        settings, auth_settings=AUTH, connection_kinds=ConnectionKinds([SIMULATOR])
+    )
     await service.start()
     try:
         account, user = uuid.uuid4(), "bench-operator"

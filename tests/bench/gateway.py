@@ -302,7 +302,7 @@ class Results:
 
 
 async def publish(bus: Bus, env: CommandEnvelope) -> Any:
-    """Pipelined publish as Fleet publishes (the kit's headers, a stop's announcement)."""
+    """Publishes many in flight, as Fleet publishes (the kit's headers, a stop's announcement)."""
     return await bus.publisher.command(env, now=env.issued_at)
 
 

@@ -117,7 +117,7 @@ def states(mowers: int, rounds: int, *, mowing_share: float = 0.2) -> list[Mower
 
 
 async def publish(bus: Bus, batch: list[MowerState], *, acked: bool = True) -> None:
-    """Publish the states, pipelined, and wait for every stream ack.
+    """Publish the states, many in flight, and wait for every stream ack.
 
     ``acked=False`` publishes as the gateway publishes states: core publishes that the
     stream stores (and de-duplicates by ``Nats-Msg-Id``), no per-message ack; the run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mowdeck.demo_support import device_hosts
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.devices.endpoints import DeviceHosts
 
 
 @pytest.mark.parametrize(

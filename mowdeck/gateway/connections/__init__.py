@@ -1,9 +1,14 @@
 """Connections from the gateway to mowers: one port, adapters found by connection kind."""
 
-from mowdeck.gateway.connections.adapters import ConnectionAdapters, UnknownConnectionKindError
+from mowdeck.gateway.connections.adapters import (
+    ConnectionAdapters,
+    UndeclaredConnectionKindError,
+    UnknownConnectionKindError,
+)
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
+    ConnectionDeps,
     ConnectionError,
     ConnectionEvents,
     ConnectionFactory,
@@ -16,11 +21,13 @@ __all__ = [
     "CommandOutcome",
     "CommandTimeoutError",
     "ConnectionAdapters",
+    "ConnectionDeps",
     "ConnectionError",
     "ConnectionEvents",
     "ConnectionFactory",
     "LinkDownError",
     "LinkLostError",
     "MowerConnection",
+    "UndeclaredConnectionKindError",
     "UnknownConnectionKindError",
 ]

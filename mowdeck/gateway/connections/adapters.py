@@ -1,20 +1,34 @@
-"""Connection adapters by kind, from the ``mowdeck.connections`` entry point group."""
+"""Connection adapters by kind, from the ``mowdeck.connections`` entry point group.
+
+Which option of a kind names its device is the kind's declaration (``mowdeck/devices/
+kinds.py``), read by Fleet too; an adapter only dials.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 
+from mowdeck.devices.kinds import ConnectionKinds
 from mowdeck.errors import MowdeckError
 from mowdeck.gateway.connections.port import ConnectionFactory
 
-__all__ = ["ENTRY_POINT_GROUP", "ConnectionAdapters", "UnknownConnectionKindError"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ConnectionAdapters",
+    "UndeclaredConnectionKindError",
+    "UnknownConnectionKindError",
+]
 
 ENTRY_POINT_GROUP = "mowdeck.connections"
 
 
 class UnknownConnectionKindError(MowdeckError):
     """No adapter is installed for a connection kind."""
+
+
+class UndeclaredConnectionKindError(MowdeckError):
+    """An adapter is installed for a kind no ``ConnectionKind`` declares."""
 
 
 class ConnectionAdapters:
@@ -36,26 +50,18 @@ class ConnectionAdapters:
         """The connection kinds that can be used."""
         return frozenset(self._factories)
 
-    @property
-    def url_options(self) -> dict[str, str]:
-        """The option holding the device URL, by kind, of adapters that declare one.
+    def check_declared(self, kinds: ConnectionKinds) -> None:
+        """Raise ``UndeclaredConnectionKindError`` for an adapter whose kind is not declared.
 
-        An adapter declares it as the class attribute ``url_option``; its value is checked
-        against ``MOWDECK_GATEWAY_DEVICE_HOSTS`` (``endpoints.py``) by Fleet and the gateway.
+        The declaration says which option holds the device's URL: without it the device
+        hosts could not be checked for that adapter's connections.
         """
-        found = {kind: getattr(f, "url_option", None) for kind, f in self._factories.items()}
-        return {kind: option for kind, option in found.items() if isinstance(option, str)}
-
-    @property
-    def device_id_options(self) -> dict[str, str]:
-        """The option naming the device by a vendor id, by kind, of adapters that declare one.
-
-        An adapter of a kind that reaches its device by id rather than by URL declares it as
-        the class attribute ``device_id_option``: one registration holds each id
-        (``endpoints.endpoint_key``).
-        """
-        found = {kind: getattr(f, "device_id_option", None) for kind, f in self._factories.items()}
-        return {kind: option for kind, option in found.items() if isinstance(option, str)}
+        undeclared = sorted(self.kinds - kinds.names)
+        if undeclared:
+            raise UndeclaredConnectionKindError(
+                f"connection adapters without a declared kind: {', '.join(undeclared)} "
+                "(declare a ConnectionKind under the mowdeck.connection_kinds entry points)"
+            )
 
     def factory(self, kind: str) -> ConnectionFactory:
         """The factory of ``kind``."""

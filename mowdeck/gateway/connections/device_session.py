@@ -8,19 +8,17 @@ checks each request's URL against ``MOWDECK_GATEWAY_DEVICE_HOSTS`` before it is 
 gateway checked the registration at apply; this holds whoever built the connection) and
 refuses any ``3xx`` answer instead of following it.
 
-One session per event loop and allow-list, shared by the links that use it and closed with
-the last of them: a shard holds thousands of links.
+One session per gateway, shared by its links and closed with the last of them: a shard
+holds thousands of links. The gateway's composition owns it (``ConnectionDeps``), so two
+gateways in one process share nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
-import weakref
-
 import aiohttp
 from aiohttp import hdrs
 
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.devices.endpoints import DeviceHosts
 
 __all__ = ["DeviceSessions", "RequestRefusedError", "guard"]
 
@@ -57,43 +55,39 @@ def guard(hosts: DeviceHosts) -> aiohttp.ClientMiddlewareType:
     return refuse_strangers_and_redirects
 
 
-class _Shared:
-    __slots__ = ("session", "users")
+class DeviceSessions:
+    """The session the device links of one gateway dial through, opened by the first link
+    and closed with the last (``acquire``/``release``), or by ``close`` at the end."""
+
+    __slots__ = ("_session", "_users", "hosts")
 
     def __init__(self, hosts: DeviceHosts) -> None:
-        self.session = aiohttp.ClientSession(
-            # The simulator's mowers are many per host: no per-host connection limit.
-            connector=aiohttp.TCPConnector(limit=0),
-            middlewares=(guard(hosts),),
-        )
-        self.users = 0
+        self.hosts = hosts
+        self._session: aiohttp.ClientSession | None = None
+        self._users = 0
 
+    def acquire(self) -> aiohttp.ClientSession:
+        """The session (on the running loop); ``release`` it when done."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                # The simulator's mowers are many per host: no per-host connection limit.
+                connector=aiohttp.TCPConnector(limit=0),
+                middlewares=(guard(self.hosts),),
+            )
+            self._users = 0
+        self._users += 1
+        return self._session
 
-class DeviceSessions:
-    """The shared sessions of device links, by event loop and allow-list."""
-
-    _by_loop: weakref.WeakKeyDictionary[
-        asyncio.AbstractEventLoop, dict[tuple[str, ...], _Shared]
-    ] = weakref.WeakKeyDictionary()
-
-    @classmethod
-    def acquire(cls, hosts: DeviceHosts) -> aiohttp.ClientSession:
-        """The session for ``hosts`` on the running loop; ``release`` it when done."""
-        sessions = cls._by_loop.setdefault(asyncio.get_running_loop(), {})
-        shared = sessions.get(hosts.patterns)
-        if shared is None or shared.session.closed:
-            shared = sessions[hosts.patterns] = _Shared(hosts)
-        shared.users += 1
-        return shared.session
-
-    @classmethod
-    async def release(cls, session: aiohttp.ClientSession) -> None:
+    async def release(self, session: aiohttp.ClientSession) -> None:
         """One user less of ``session``; the last one closes it."""
-        sessions = cls._by_loop.get(asyncio.get_running_loop(), {})
-        for patterns, shared in list(sessions.items()):
-            if shared.session is session:
-                shared.users -= 1
-                if shared.users <= 0:
-                    del sessions[patterns]
-                    await session.close()
-                return
+        if session is not self._session:
+            return  # a session closed already (``close``), replaced since
+        self._users -= 1
+        if self._users <= 0:
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the session, whoever still uses it (the gateway stops)."""
+        session, self._session, self._users = self._session, None, 0
+        if session is not None:
+            await session.close()

@@ -7,12 +7,15 @@ from typing import Literal, Protocol
 import msgspec
 
 from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.errors import MowdeckError
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.gateway.connections.device_session import DeviceSessions
+from mowdeck.kit.background import BackgroundTasks
 
 __all__ = [
     "CommandOutcome",
     "CommandTimeoutError",
+    "ConnectionDeps",
     "ConnectionError",
     "ConnectionEvents",
     "ConnectionFactory",
@@ -75,12 +78,34 @@ class MowerConnection(Protocol):
         """Close the link for good."""
 
 
+class ConnectionDeps:
+    """What the device links of one gateway share, owned by the gateway's composition.
+
+    The hosts they may dial (``MOWDECK_GATEWAY_DEVICE_HOSTS``), the HTTP session they
+    dial through (checked against those hosts, no redirects), and the tasks their pings
+    and closes run in. Nothing of it lives at module level: two gateways in one process
+    (the tests', the demo's) share nothing, and one's stop ends only its own.
+    """
+
+    __slots__ = ("background", "hosts", "sessions")
+
+    def __init__(self, hosts: DeviceHosts) -> None:
+        self.hosts = hosts
+        self.sessions = DeviceSessions(hosts)
+        self.background = BackgroundTasks()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """After the links are closed: end their background work, then the session."""
+        await self.background.finish(timeout=timeout)
+        await self.sessions.close()
+
+
 class ConnectionFactory(Protocol):
     """Builds a connection for a registration; registered under a connection kind.
 
-    A connection requests only what ``device_hosts`` (``MOWDECK_GATEWAY_DEVICE_HOSTS``)
+    A connection requests only what ``deps.hosts`` (``MOWDECK_GATEWAY_DEVICE_HOSTS``)
     allows, every time it connects, and follows no redirect: an allowed endpoint must not
-    be able to send the gateway elsewhere.
+    be able to send the gateway elsewhere (``deps.sessions`` does both for HTTP).
     """
 
     def __call__(
@@ -88,6 +113,6 @@ class ConnectionFactory(Protocol):
         registration: MowerRegistration,
         events: ConnectionEvents,
         *,
-        device_hosts: DeviceHosts,
+        deps: ConnectionDeps,
     ) -> MowerConnection:
         """A new, not yet opened connection."""

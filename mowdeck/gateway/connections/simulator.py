@@ -2,8 +2,8 @@
 
 Lean on purpose, since a gateway shard holds thousands: one reader task and a few fields
 per connection, and one aiohttp ``ClientSession`` shared by all connections of an event
-loop (``device_session.py``: it follows no redirect and requests nothing the device hosts
-do not allow).
+gateway (``ConnectionDeps.sessions``: it follows no redirect and requests nothing the
+device hosts do not allow).
 
 A silent link is found by ``_Heartbeat`` rather than aiohttp's own ``heartbeat=``, which
 re-arms a timer through a loop callback for every message received (about 4 % of a
@@ -19,18 +19,18 @@ import asyncio
 import contextlib
 import random
 import uuid
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 import aiohttp
 import msgspec
 import structlog
 
 from contracts.v1 import CommandEnvelope, MowerRegistration
-from mowdeck.gateway.connections.device_session import DeviceSessions, RequestRefusedError
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.gateway.connections.device_session import RequestRefusedError
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
+    ConnectionDeps,
     ConnectionError,
     ConnectionEvents,
     LinkDownError,
@@ -57,6 +57,8 @@ log = structlog.get_logger("mowdeck.gateway.simulator")
 class SimulatorOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``connection.options`` of kind ``simulator``; nothing secret belongs here.
 
+    ``url`` is the option the kind declares as its device's (``devices.kinds.SIMULATOR``).
+
     The periods have lower bounds: a registration is anyone's with the account's admin
     role, and a heartbeat or reconnect every nanosecond would spin the shard's loop.
     """
@@ -72,16 +74,16 @@ class SimulatorOptions(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("backoff_max_seconds must not be below backoff_initial_seconds")
 
 
-_background = BackgroundTasks()  # pings and closes under way
-
-
 class _Heartbeat:
     """Watches one open link: ``heard`` is set by the reader for every message received."""
 
-    __slots__ = ("_period", "_pinged", "_timer", "_ws", "heard", "timed_out")
+    __slots__ = ("_background", "_period", "_pinged", "_timer", "_ws", "heard", "timed_out")
 
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, period: float) -> None:
+    def __init__(
+        self, ws: aiohttp.ClientWebSocketResponse, period: float, background: BackgroundTasks
+    ) -> None:
         self._ws = ws
+        self._background = background  # the gateway's: its pings and closes under way
         self._period = period
         self._pinged = False
         self.heard = True
@@ -102,13 +104,13 @@ class _Heartbeat:
             self._timer = loop.call_later(self._period, self._tick)
         elif not self._pinged:
             self._pinged = True
-            _background.spawn(self._ping())
+            self._background.spawn(self._ping())
             self._timer = loop.call_later(self._period / 2, self._tick)
         else:
             # The reader's receive sees the closing at once and ends the link; the close
             # handshake with a mower that no longer answers is left to its own timeout.
             self.timed_out = True
-            _background.spawn(self._close())
+            self._background.spawn(self._close())
 
     async def _ping(self) -> None:
         with contextlib.suppress(OSError, aiohttp.ClientError, RuntimeError):
@@ -122,12 +124,9 @@ class _Heartbeat:
 class SimulatorConnection:
     """One mower over the device protocol; reconnects with jittered backoff until closed."""
 
-    # The option holding the device URL, checked against MOWDECK_GATEWAY_DEVICE_HOSTS.
-    url_option: ClassVar[str] = "url"
-
     __slots__ = (
         "_closed",
-        "_device_hosts",
+        "_deps",
         "_events",
         "_log",
         "_pending",
@@ -143,7 +142,7 @@ class SimulatorConnection:
         registration: MowerRegistration,
         events: ConnectionEvents,
         *,
-        device_hosts: DeviceHosts,
+        deps: ConnectionDeps,
     ) -> None:
         try:
             self.options = msgspec.convert(registration.connection.options, SimulatorOptions)
@@ -151,7 +150,7 @@ class SimulatorConnection:
             raise ConnectionError(f"invalid simulator connection options: {err}") from err
         self.registration = registration
         self._events = events
-        self._device_hosts = device_hosts
+        self._deps = deps
         self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._task: asyncio.Task[None] | None = None
@@ -167,7 +166,7 @@ class SimulatorConnection:
     async def open(self) -> None:
         """Start the reconnect loop in the background and return at once."""
         if self._task is None and not self._closed:
-            self._session = DeviceSessions.acquire(self._device_hosts)
+            self._session = self._deps.sessions.acquire()
             self._task = asyncio.create_task(
                 self._run(), name=f"sim-link-{self.registration.mower_id}"
             )
@@ -228,7 +227,7 @@ class SimulatorConnection:
             await cancel_and_wait(self._task, name="device link")
             self._task = None
         if self._session is not None:
-            await DeviceSessions.release(self._session)
+            await self._deps.sessions.release(self._session)
         self._session = None
 
     async def _run(self) -> None:
@@ -278,7 +277,7 @@ class SimulatorConnection:
                 return False
             self._ws = ws
             self._events.on_link(True, None)
-            heartbeat = _Heartbeat(ws, opts.heartbeat_seconds)
+            heartbeat = _Heartbeat(ws, opts.heartbeat_seconds, self._deps.background)
             try:
                 reason = await self._read(ws, heartbeat)
             finally:

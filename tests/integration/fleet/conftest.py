@@ -13,12 +13,13 @@ import pytest
 
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import Authorizer, LocalAuthorizer, PostgresTupleStore
+from mowdeck.devices.kinds import SIMULATOR, ConnectionKind, ConnectionKinds
 from mowdeck.fleet import FleetService, FleetSettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 
 AUTH = AuthSettings(jwt_secret="fleet-tests-secret-of-at-least-32-bytes!")
-KINDS = frozenset({"simulator", "mqtt"})
+KINDS = ConnectionKinds([SIMULATOR, ConnectionKind("mqtt")])
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def settings(**changes: Any) -> FleetSettings:
     """Fleet settings for tests: any free port, quick polls."""
     values: dict[str, Any] = {
         "http_port": 0,
-        "fleet_outbox_poll_seconds": 0.2,
+        "fleet_events_relay_poll_seconds": 0.2,
         "fleet_recorder_flush_seconds": 0.01,
         "command_max_wait_seconds": 10.0,
         "gateway_device_hosts": ["127.0.0.1"],

@@ -22,7 +22,7 @@ from mowdeck.authz import (
 from mowdeck.fleet import FleetService
 from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.postgres import PostgresMowerRepository
-from mowdeck.fleet.rules import outbox_event
+from mowdeck.fleet.rules import registry_event
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import Api, start_fleet
 from tests.integration.fleet.test_commands import registered
@@ -140,7 +140,7 @@ async def test_grants_changed_clears_cached_decisions_at_once(
     try:
         admin = await owner(http, fleet, authorizer)
         mower_id = await registered(admin)
-        # The registration's own mower.registered comes back from the outbox on its own
+        # The registration's own mower.registered comes back from the events relay on its own
         # time and drops the caches: the decision below must be cached after it.
         await eventually(lambda: dropped(fleet) >= 1, what="mower.registered seen by Fleet")
         await authorizer.write(grant_tuples(admin.account, "viewer-1", "viewer"))
@@ -201,7 +201,7 @@ async def _left_behind(
     )
     await PostgresMowerRepository(pool).add(
         MowerRecord(registration, now, now),
-        outbox_event("mower.registered", registration, now=now),
+        registry_event("mower.registered", registration, now=now),
     )
     return a, b, mower_id
 

@@ -25,7 +25,7 @@ from mowdeck.authz import Authorizer
 from mowdeck.fleet import FleetService
 from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.postgres import PostgresMowerRepository
-from mowdeck.fleet.rules import MAX_OPTIONS_BYTES, outbox_event
+from mowdeck.fleet.rules import MAX_OPTIONS_BYTES, registry_event
 from mowdeck.kit.bus import Bus
 from tests.integration.fleet.conftest import start_fleet
 from tests.integration.fleet.test_commands import registered
@@ -97,7 +97,7 @@ async def test_a_registry_larger_than_one_payload_is_paged_by_size(
                 kind="simulator", options={"blob": "x" * (MAX_OPTIONS_BYTES - 20)}
             ),
         )
-        await repo.add(MowerRecord(reg, now, now), outbox_event("mower.registered", reg, now=now))
+        await repo.add(MowerRecord(reg, now, now), registry_event("mower.registered", reg, now=now))
         ids.add(reg.mower_id)
     request: MowerListRequest | None = MowerListRequest()
     pages: list[MowerListReply] = []
@@ -126,7 +126,7 @@ async def test_a_single_registration_too_large_for_any_reply_does_not_block_the_
         for i, size in ((1, 10), (2, bus.nc.max_payload), (3, 10))
     ]
     for reg in regs:  # the middle one was stored before options were bounded
-        await repo.add(MowerRecord(reg, now, now), outbox_event("mower.registered", reg, now=now))
+        await repo.add(MowerRecord(reg, now, now), registry_event("mower.registered", reg, now=now))
     reply = decode(
         await bus.request(FLEET_MOWERS_LIST, MowerListRequest(), timeout=5), MowerListReply
     )

@@ -213,7 +213,7 @@ async def test_the_in_flight_bound_holds_under_a_burst_of_20000_commands(
 
 
 async def _publish(bus: Bus, env: CommandEnvelope) -> Any:
-    """Pipelined: returns the future of the stream's ack."""
+    """Many in flight: returns the future of the stream's ack."""
     return await bus.publish_nowait(
         command_subject(env.mower_id),
         encode(env),

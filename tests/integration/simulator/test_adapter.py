@@ -21,13 +21,14 @@ from contracts.v1 import (
     PauseMow,
     StartMow,
 )
+from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import (
     CommandTimeoutError,
     ConnectionAdapters,
+    ConnectionDeps,
     ConnectionError,
     LinkDownError,
 )
-from mowdeck.gateway.connections.endpoints import DeviceHosts
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator import BatteryFault, LatencyFault, LinkLossFault, SimulatorServer
 from tests.support.eventually import eventually
@@ -65,7 +66,7 @@ async def link(sim: SimulatorServer) -> AsyncIterator[tuple[SimulatorConnection,
     reg = sim.registrations()[0]
     rec = Recorder()
     factory = ConnectionAdapters.from_entry_points().factory("simulator")
-    conn = factory(reg, rec, device_hosts=HOSTS)
+    conn = factory(reg, rec, deps=ConnectionDeps(HOSTS))
     assert isinstance(conn, SimulatorConnection)
     await conn.open()
     await eventually(lambda: conn.connected)
@@ -140,7 +141,7 @@ async def test_a_failing_state_callback_does_not_end_the_link_for_good(
             super().on_state(state)
 
     rec = Flaky()
-    conn = SimulatorConnection(reg, rec, device_hosts=HOSTS)
+    conn = SimulatorConnection(reg, rec, deps=ConnectionDeps(HOSTS))
     await conn.open()
     try:
         # Reported down with the error, then connected again, and states flow.
@@ -157,7 +158,7 @@ async def test_a_failing_state_callback_does_not_end_the_link_for_good(
 async def test_simulator_restart_is_survived(sim: SimulatorServer) -> None:
     reg = sim.registrations()[1]
     rec = Recorder()
-    conn = SimulatorConnection(reg, rec, device_hosts=HOSTS)
+    conn = SimulatorConnection(reg, rec, deps=ConnectionDeps(HOSTS))
     await conn.open()
     await eventually(lambda: conn.connected)
     await sim.stop()
@@ -182,7 +183,7 @@ async def test_not_connected_raises_link_down() -> None:
         name="nowhere",
         connection=Connection(kind="simulator", options={"url": "ws://127.0.0.1:9/x"}),
     )
-    conn = SimulatorConnection(reg, Recorder(), device_hosts=HOSTS)
+    conn = SimulatorConnection(reg, Recorder(), deps=ConnectionDeps(HOSTS))
     await conn.open()
     try:
         with pytest.raises(LinkDownError):
@@ -222,7 +223,7 @@ def test_invalid_options_are_refused(options: dict[str, object]) -> None:
         connection=Connection(kind="simulator", options=options),
     )
     with pytest.raises(ConnectionError, match="options"):
-        SimulatorConnection(reg, Recorder(), device_hosts=HOSTS)
+        SimulatorConnection(reg, Recorder(), deps=ConnectionDeps(HOSTS))
 
 
 def test_registrations_carry_no_secrets(sim: SimulatorServer) -> None:

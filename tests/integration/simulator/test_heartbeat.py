@@ -15,7 +15,8 @@ import aiohttp
 from aiohttp import web
 
 from contracts.v1 import Connection, MowerRegistration
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.devices.endpoints import DeviceHosts
+from mowdeck.gateway.connections import ConnectionDeps
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator.protocol import Hello, encode_frame
 from tests.support.eventually import eventually
@@ -92,7 +93,7 @@ def connection(mower: QuietMower, url: str, links: Links) -> SimulatorConnection
         ),
     )
     hosts = DeviceHosts(["127.0.0.1"])
-    return SimulatorConnection(reg, links, device_hosts=hosts)  # type: ignore[arg-type]
+    return SimulatorConnection(reg, links, deps=ConnectionDeps(hosts))  # type: ignore[arg-type]
 
 
 @asynccontextmanager

@@ -16,8 +16,8 @@ import structlog
 from aiohttp import web
 
 from contracts.v1 import Connection, MowerRegistration
-from mowdeck.gateway.connections import ConnectionAdapters, MowerConnection
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.devices.endpoints import DeviceHosts
+from mowdeck.gateway.connections import ConnectionAdapters, ConnectionDeps, MowerConnection
 from tests.support.eventually import eventually
 
 
@@ -72,7 +72,7 @@ def _link(url: str, hosts: list[str]) -> MowerConnection:
         ),
     )
     factory = ConnectionAdapters.from_entry_points().factory("simulator")
-    return factory(registration, Links(), device_hosts=DeviceHosts(hosts))
+    return factory(registration, Links(), deps=ConnectionDeps(DeviceHosts(hosts)))
 
 
 async def _sentinel(target: Counting) -> None:

@@ -31,7 +31,7 @@ from mowdeck.fleet.ports import (
     MowerRecord,
     PruneCutoffs,
 )
-from mowdeck.fleet.rules import outbox_event
+from mowdeck.fleet.rules import registry_event
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -47,7 +47,7 @@ def _reg(name: str = "M", **options: Any) -> MowerRegistration:
 
 async def _add(repo: Any, reg: MowerRegistration) -> MowerRecord:
     record = MowerRecord(reg, NOW, NOW)
-    await repo.add(record, outbox_event("mower.registered", reg, now=NOW))
+    await repo.add(record, registry_event("mower.registered", reg, now=NOW))
     return record
 
 
@@ -60,7 +60,7 @@ async def test_contract_add_get_and_taken_ids(repo: Any) -> None:
     assert await repo.get(uuid.uuid4()) is None
     with pytest.raises(MowerExistsError):
         await _add(repo, reg)
-    assert (await repo.outbox_stats()).pending == 1
+    assert (await repo.relay_stats()).pending == 1
 
 
 async def test_contract_get_many_sorts_by_name(repo: Any) -> None:
@@ -83,20 +83,22 @@ async def test_contract_update_and_remove_check_the_version(repo: Any) -> None:
         NOW + timedelta(seconds=1),
         2,
     )
-    event = outbox_event("mower.updated", renamed.registration, now=NOW)
+    event = registry_event("mower.updated", renamed.registration, now=NOW)
     await repo.update(renamed, event, expected_version=1)
     with pytest.raises(VersionConflictError):
-        await repo.update(renamed, outbox_event("mower.updated", reg, now=NOW), expected_version=1)
+        await repo.update(
+            renamed, registry_event("mower.updated", reg, now=NOW), expected_version=1
+        )
     got = await repo.get(reg.mower_id)
     assert (got.registration.name, got.version) == ("R", 2)
-    removed = outbox_event("mower.removed", renamed.registration, now=NOW)
+    removed = registry_event("mower.removed", renamed.registration, now=NOW)
     with pytest.raises(VersionConflictError):
         await repo.remove(reg.mower_id, removed, expected_version=1)
     await repo.remove(reg.mower_id, removed, expected_version=2)
     assert await repo.get(reg.mower_id) is None
     with pytest.raises(MowerNotFoundError):
         await repo.remove(reg.mower_id, removed, expected_version=2)
-    assert (await repo.outbox_stats()).pending == 3  # failed changes left no event
+    assert (await repo.relay_stats()).pending == 3  # failed changes left no event
 
 
 def _device(key: str | None, at: datetime = NOW, name: str = "M") -> MowerRecord:
@@ -111,7 +113,7 @@ def _key_of(connection: Connection) -> str | None:
 
 
 async def _store(repo: Any, record: MowerRecord) -> MowerRecord:
-    await repo.add(record, outbox_event("mower.registered", record.registration, now=NOW))
+    await repo.add(record, registry_event("mower.registered", record.registration, now=NOW))
     return record
 
 
@@ -123,7 +125,7 @@ async def _change(repo: Any, record: MowerRecord, key: str | None, name: str = "
         connection=Connection(kind="simulator", options=options),
     )
     changed = MowerRecord(reg, record.created_at, NOW, record.version + 1, endpoint_key=key)
-    await repo.update(changed, outbox_event("mower.updated", reg, now=NOW), record.version)
+    await repo.update(changed, registry_event("mower.updated", reg, now=NOW), record.version)
     return changed
 
 
@@ -143,11 +145,11 @@ async def test_contract_a_device_endpoint_belongs_to_one_mower(repo: Any) -> Non
     # A change keeping its own endpoint is fine.
     holder = await _change(repo, holder, key, name="renamed")
     assert (await repo.get(holder.registration.mower_id)).endpoint_key == key
-    assert (await repo.outbox_stats()).pending == 3  # the refused changes left no event
+    assert (await repo.relay_stats()).pending == 3  # the refused changes left no event
     # Moving away frees the old endpoint; removing a mower frees its endpoint.
     mover = await _change(repo, mover, f"k:{uuid.uuid4()}")
     await _store(repo, _device(other_key))
-    removed = outbox_event("mower.removed", holder.registration, now=NOW)
+    removed = registry_event("mower.removed", holder.registration, now=NOW)
     await repo.remove(holder.registration.mower_id, removed, expected_version=holder.version)
     await _store(repo, second)
     assert (await repo.get(second.registration.mower_id)).endpoint_key == key
@@ -181,10 +183,10 @@ async def test_contract_keys_stored_later_go_to_the_earliest_registration(repo: 
     first_id, second_id, other_id, late_id = (
         r.registration.mower_id for r in (first, second, other, late)
     )
-    before = (await repo.outbox_stats()).pending
+    before = (await repo.relay_stats()).pending
 
     def updated(reg: MowerRegistration) -> Any:
-        return outbox_event("mower.updated", reg, now=NOW)
+        return registry_event("mower.updated", reg, now=NOW)
 
     clashes = await repo.assign_endpoint_keys(_key_of, updated)
     mine = {first_id, second_id, other_id, late_id}
@@ -198,52 +200,52 @@ async def test_contract_keys_stored_later_go_to_the_earliest_registration(repo: 
     listed = {r.mower_id for r in await repo.all_registrations()}
     assert {first_id, other_id} <= listed
     assert not {second_id, late_id} & listed
-    assert (await repo.outbox_stats()).pending == before  # nobody became linkable
+    assert (await repo.relay_stats()).pending == before  # nobody became linkable
     # Once the holder is gone, the next call gives the waiting mower its endpoint, and an
     # event tells the gateways of it.
-    gone = outbox_event("mower.removed", first.registration, now=NOW)
+    gone = registry_event("mower.removed", first.registration, now=NOW)
     await repo.remove(first_id, gone, expected_version=1)
     again = await repo.assign_endpoint_keys(_key_of, updated)
     assert second_id not in {c.mower_id for c in again}
     assert late_id in {c.mower_id for c in again}
     assert (await repo.get(second_id)).endpoint_key == shared
     assert second_id in {r.mower_id for r in await repo.all_registrations()}
-    assert (await repo.outbox_stats()).pending == before + 2  # the removal, the update
+    assert (await repo.relay_stats()).pending == before + 2  # the removal, the update
     # A change of its own gives a mower left without its endpoint a free one.
     stuck = await repo.get(late_id)
     await _change(repo, stuck, f"k:{uuid.uuid4()}")
     assert late_id in {r.mower_id for r in await repo.all_registrations()}
 
 
-async def test_contract_outbox_claims_in_order_and_marks_only_what_was_published(
+async def test_contract_unpublished_events_are_claimed_in_order_and_marks_only_what_was_published(
     repo: Any,
 ) -> None:
     regs = [_reg(f"m{i}") for i in range(5)]
     for reg in regs:
         await _add(repo, reg)
-    async with repo.claim_outbox(3) as claim:
+    async with repo.claim_unpublished(3) as claim:
         assert claim is not None
         assert len(claim.events) == 3
         # A second relay meanwhile gets nothing.
-        async with repo.claim_outbox(3) as other:
+        async with repo.claim_unpublished(3) as other:
             assert other is None
         claim.published.extend(e.event_id for e in claim.events[:2])
-    assert (await repo.outbox_stats()).pending == 3
+    assert (await repo.relay_stats()).pending == 3
 
     async def crash() -> None:
-        async with repo.claim_outbox(10) as claim:
+        async with repo.claim_unpublished(10) as claim:
             claim.published.extend(e.event_id for e in claim.events)
             raise RuntimeError("crash before marking")
 
     with pytest.raises(RuntimeError):
         await crash()
-    stats = await repo.outbox_stats()
+    stats = await repo.relay_stats()
     assert stats.pending == 3
-    async with repo.claim_outbox(10) as claim:
+    async with repo.claim_unpublished(10) as claim:
         names = [e.body.split(b'"name":"')[1].split(b'"')[0] for e in claim.events]
         assert names == [b"m2", b"m3", b"m4"]
         claim.published.extend(e.event_id for e in claim.events)
-    assert (await repo.outbox_stats()).pending == 0
+    assert (await repo.relay_stats()).pending == 0
 
 
 async def test_contract_command_log_is_idempotent_and_ordered(command_log: Any) -> None:
@@ -287,24 +289,24 @@ async def test_contract_events_set_aside_are_kept_but_never_claimed_again(repo: 
     regs = [_reg(f"s{i}") for i in range(3)]
     for reg in regs:
         await _add(repo, reg)
-    async with repo.claim_outbox(10) as claim:
+    async with repo.claim_unpublished(10) as claim:
         first, poison, last = claim.events
         claim.published.extend([first.event_id, last.event_id])
         claim.failed[poison.event_id] = "larger than the bus's max_payload"
-    stats = await repo.outbox_stats()
+    stats = await repo.relay_stats()
     assert (stats.pending, stats.oldest, stats.set_aside) == (0, None, 1)
-    async with repo.claim_outbox(10) as claim:
+    async with repo.claim_unpublished(10) as claim:
         assert claim.events == []
 
     async def crash() -> None:
-        async with repo.claim_outbox(10) as claim:
+        async with repo.claim_unpublished(10) as claim:
             claim.failed.update({e.event_id: "x" for e in claim.events})
             raise RuntimeError("crash before marking")
 
     await _add(repo, _reg("s3"))
     with pytest.raises(RuntimeError):
         await crash()
-    assert (await repo.outbox_stats()).pending == 1  # nothing set aside on a crash
+    assert (await repo.relay_stats()).pending == 1  # nothing set aside on a crash
 
 
 async def test_contract_pruning_deletes_old_published_events_and_old_commands_only(
@@ -312,7 +314,7 @@ async def test_contract_pruning_deletes_old_published_events_and_old_commands_on
 ) -> None:
     for reg in [_reg(f"p{i}") for i in range(3)]:
         await _add(repo, reg)
-    async with repo.claim_outbox(2) as claim:
+    async with repo.claim_unpublished(2) as claim:
         claim.published.extend(e.event_id for e in claim.events)
     mower, week_ago = uuid.uuid4(), NOW - timedelta(days=7)
     old = CommandRecord(uuid.uuid4(), mower, uuid.uuid4(), "pause_mow", "user:a", *[week_ago] * 2)
@@ -339,8 +341,8 @@ async def test_contract_pruning_deletes_old_published_events_and_old_commands_on
     deleted = await pruning.prune(PruneCutoffs(later, NOW - timedelta(days=1)), 1)
     assert deleted["fleet_outbox"] == 2
     # The unpublished event is still owed, however old.
-    assert (await repo.outbox_stats()).pending == 1
-    async with repo.claim_outbox(10) as claim:
+    assert (await repo.relay_stats()).pending == 1
+    async with repo.claim_unpublished(10) as claim:
         assert [e.body.split(b'"name":"')[1][:2] for e in claim.events] == [b"p2"]
 
 

@@ -1,4 +1,4 @@
-"""Caches (expiry, single flight, invalidation) and the relay over the in-memory outbox."""
+"""Caches (expiry, single flight, invalidation) and the relay over the in-memory events."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import msgspec
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.authz import Tuple
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache, SingleFlight
+from mowdeck.fleet.events_relay import EventsRelay
 from mowdeck.fleet.memory import InMemoryMowerRepository
-from mowdeck.fleet.outbox import OutboxRelay
-from mowdeck.fleet.ports import MowerRecord, OutboxEvent
-from mowdeck.fleet.rules import outbox_event
+from mowdeck.fleet.ports import MowerRecord, RegistryEvent
+from mowdeck.fleet.rules import registry_event
 from tests.support.eventually import eventually
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -116,7 +116,7 @@ async def _records(names: str) -> tuple[CountingRepository, list[uuid.UUID]]:
     ids = []
     for name in names:
         reg = _reg(name)
-        await repo.add(MowerRecord(reg, NOW, NOW), outbox_event("mower.registered", reg, now=NOW))
+        await repo.add(MowerRecord(reg, NOW, NOW), registry_event("mower.registered", reg, now=NOW))
         ids.append(reg.mower_id)
     return repo, ids
 
@@ -180,12 +180,12 @@ async def test_the_relay_publishes_in_order_and_retries_what_failed() -> None:
     repo = InMemoryMowerRepository()
     for name in ("a", "b", "c"):
         reg = _reg(name)
-        await repo.add(MowerRecord(reg, NOW, NOW), outbox_event("mower.registered", reg, now=NOW))
-    sent: list[OutboxEvent] = []
+        await repo.add(MowerRecord(reg, NOW, NOW), registry_event("mower.registered", reg, now=NOW))
+    sent: list[RegistryEvent] = []
     fail = True
     failed_rounds = 0
 
-    async def publish(events: list[OutboxEvent]) -> dict[uuid.UUID, str]:
+    async def publish(events: list[RegistryEvent]) -> dict[uuid.UUID, str]:
         nonlocal failed_rounds
         if fail:
             failed_rounds += 1
@@ -193,17 +193,17 @@ async def test_the_relay_publishes_in_order_and_retries_what_failed() -> None:
         sent.extend(events)
         return {}
 
-    relay = OutboxRelay(repo, publish, batch=2, poll_seconds=0.01)
+    relay = EventsRelay(repo, publish, batch=2, poll_seconds=0.01)
     relay.start()
     # No message path here: the synchronisation point is the relay coming back for a
     # second round, after the first one failed and was handled.
     await eventually(lambda: failed_rounds >= 2)
-    assert (await repo.outbox_stats()).pending == 3
+    assert (await repo.relay_stats()).pending == 3
     fail = False
 
     async def drained() -> bool:
-        return (await repo.outbox_stats()).pending == 0
+        return (await repo.relay_stats()).pending == 0
 
     await eventually(drained, 2.0)
     await relay.stop()
-    assert [e.event_id for e in sent] == [e.event_id for e, _ in repo.outbox]
+    assert [e.event_id for e in sent] == [e.event_id for e, _ in repo.events]

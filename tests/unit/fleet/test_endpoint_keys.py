@@ -10,12 +10,12 @@ import pytest
 import structlog
 
 from contracts.v1 import Connection, MowerRegistration
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.fleet.endpoint_keys import assign_endpoint_keys
 from mowdeck.fleet.errors import FleetError
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.ports import EndpointClash, MowerRecord
-from mowdeck.fleet.rules import outbox_event
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
+from mowdeck.fleet.rules import registry_event
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 POLICY = EndpointPolicy(DeviceHosts(["h"]), {"simulator": "url"})
@@ -42,7 +42,7 @@ async def _stored_before(repo: InMemoryMowerRepository, url: str, at: datetime) 
         name="m",
         connection=Connection(kind="simulator", options={"url": url}),
     )
-    await repo.add(MowerRecord(reg, at, at), outbox_event("mower.registered", reg, now=at))
+    await repo.add(MowerRecord(reg, at, at), registry_event("mower.registered", reg, now=at))
     return reg.mower_id
 
 

@@ -19,7 +19,7 @@ from contracts.v1 import (
 from mowdeck.fleet.listing import MowerListResponder, within
 from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.ports import MowerRecord
-from mowdeck.fleet.rules import outbox_event
+from mowdeck.fleet.rules import registry_event
 from tests.support.fakes import FakeBus, FakeMsg, FakeNats
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -77,7 +77,7 @@ async def responder(fail: int) -> tuple[MowerListResponder, FakeNats, CollectorR
     registration = reg(1)
     await repo.add(
         MowerRecord(registration, NOW, NOW),
-        outbox_event("mower.registered", registration, now=NOW),
+        registry_event("mower.registered", registration, now=NOW),
     )
     bus, registry = FakeBus(fail_core=fail), CollectorRegistry()
     return MowerListResponder(bus, repo, registry), bus.nc, registry  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client import CollectorRegistry
 
 from mowdeck.fleet.memory import InMemoryCommandLog, InMemoryMowerRepository, InMemoryPruning
-from mowdeck.fleet.ports import CommandRecord, OutboxEvent
+from mowdeck.fleet.ports import CommandRecord, RegistryEvent
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.settings import FleetSettings
 
@@ -62,13 +62,13 @@ async def test_the_defaults_keep_published_events_a_day_and_commands_a_week() ->
     }
     await log.record(list(commands.values()), [])
     published = {
-        hours: OutboxEvent(uuid.uuid4(), "event.mower.updated", b"{}", NOW - timedelta(days=2))
+        hours: RegistryEvent(uuid.uuid4(), "event.mower.updated", b"{}", NOW - timedelta(days=2))
         for hours in (25, 23)
     }
-    repo.outbox = [(event, NOW - timedelta(hours=hours)) for hours, event in published.items()]
+    repo.events = [(event, NOW - timedelta(hours=hours)) for hours, event in published.items()]
     pruner = Pruner(
         InMemoryPruning(repo, log), FleetSettings(), CollectorRegistry(), clock=lambda: NOW
     )
     await pruner.run_once()
     assert list(log.commands) == [commands[6].command_id]
-    assert [event.event_id for event, _ in repo.outbox] == [published[23].event_id]
+    assert [event.event_id for event, _ in repo.events] == [published[23].event_id]

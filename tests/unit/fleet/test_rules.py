@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from contracts.v1 import Connection, MowerListRequest, MowerRegistration, decode_event
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.rules import (
     MAX_OPTIONS_BYTES,
@@ -20,10 +21,9 @@ from mowdeck.fleet.rules import (
     decode_body,
     issue_command,
     new_registration,
-    outbox_event,
     parse_wait,
+    registry_event,
 )
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 KINDS = {"simulator"}
@@ -264,8 +264,8 @@ def test_issue_command_derives_priority_and_expiry() -> None:
     )
 
 
-def test_outbox_event_is_a_v1_event_with_its_id_and_subject() -> None:
-    row = outbox_event("mower.updated", REG, now=NOW)
+def test_registry_event_is_a_v1_event_with_its_id_and_subject() -> None:
+    row = registry_event("mower.updated", REG, now=NOW)
     event = decode_event(row.body)
     assert (row.subject, event.id, event.payload, event.account_id) == (
         "event.mower.updated",

@@ -10,16 +10,22 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from contracts.v1 import Connection, MowerRegistration
-from mowdeck.gateway.connections import ConnectionAdapters
-from mowdeck.gateway.connections.endpoints import DeviceHosts
+from mowdeck.devices.endpoints import DeviceHosts
+from mowdeck.devices.kinds import ConnectionKind, ConnectionKinds
+from mowdeck.gateway.connections import (
+    ConnectionAdapters,
+    ConnectionDeps,
+    UndeclaredConnectionKindError,
+)
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.gateway.registrations import ShardRegistrations
 
+# The kind of the fake links: its URL is in option "url".
+FAKE = ConnectionKinds([ConnectionKind("fake", url_option="url")])
+
 
 class FakeConnection:
-    url_option = "url"
-
     def __init__(self, registration: MowerRegistration, events: Any, **_: Any) -> None:
         if "url" not in registration.connection.options:
             raise ConnectionError("invalid options: url missing")
@@ -82,7 +88,8 @@ async def test_a_refused_registration_is_counted_and_skipped(
         adapters=ConnectionAdapters({"fake": FakeConnection}),  # type: ignore[dict-item]
         metrics=GatewayMetrics(registry),
         connections={},
-        device_hosts=DeviceHosts(["a", "c:80"]),
+        endpoints=FAKE.policy(DeviceHosts(["a", "c:80"])),
+        deps=ConnectionDeps(DeviceHosts(["a", "c:80"])),
     )
     await registrations.apply(mower(1, url="ws://a"))
     await registrations.apply(refused)
@@ -104,7 +111,6 @@ async def test_a_refused_registration_is_counted_and_skipped(
 class CountingLink:
     """A fake link that counts the links open per URL (as written: the test spells them)."""
 
-    url_option = "url"
     open_by_device: ClassVar[collections.Counter[str]] = collections.Counter()
     most: ClassVar[int] = 0
 
@@ -138,7 +144,8 @@ async def test_one_device_has_one_link_and_waiting_registrations_take_it_in_turn
         adapters=ConnectionAdapters({"fake": CountingLink}),  # type: ignore[dict-item]
         metrics=GatewayMetrics(registry),
         connections={},
-        device_hosts=DeviceHosts(["h"]),
+        endpoints=FAKE.policy(DeviceHosts(["h"])),
+        deps=ConnectionDeps(DeviceHosts(["h"])),
     )
 
     def refused() -> float | None:
@@ -180,7 +187,8 @@ async def test_a_waiting_registration_that_is_removed_never_links() -> None:
         adapters=ConnectionAdapters({"fake": CountingLink}),  # type: ignore[dict-item]
         metrics=GatewayMetrics(registry),
         connections={},
-        device_hosts=DeviceHosts(["h"]),
+        endpoints=FAKE.policy(DeviceHosts(["h"])),
+        deps=ConnectionDeps(DeviceHosts(["h"])),
     )
     await registrations.apply(linked(1, "ws://h/x", "X"))
     await registrations.apply(linked(2, "ws://h/x", "X"))
@@ -188,3 +196,11 @@ async def test_a_waiting_registration_that_is_removed_never_links() -> None:
     await registrations.remove(uuid.UUID(int=1))
     assert registrations.connections == {}
     assert registry.get_sample_value("mowdeck_gateway_registrations_waiting") == 0
+
+
+def test_an_adapter_of_a_kind_nobody_declared_is_refused() -> None:
+    # Its URL option is unknown, so the device hosts could not be checked for it.
+    adapters = ConnectionAdapters({"fake": FakeConnection, "stray": FakeConnection})  # type: ignore[dict-item]
+    with pytest.raises(UndeclaredConnectionKindError, match="stray"):
+        adapters.check_declared(FAKE)
+    ConnectionAdapters({"fake": FakeConnection}).check_declared(FAKE)  # type: ignore[dict-item]

@@ -97,7 +97,7 @@ def test_off_imports_nothing_of_nats_py_s_internals_even_where_they_are_missing(
         "import sys, nats.errors\n"
         "del nats.errors.BadHeaderError\n"
         "import mowdeck.demo, mowdeck.fleet.service, mowdeck.gateway.service\n"
-        "import mowdeck.telemetry.service, mowdeck.kit.pipeline, mowdeck.gateway.lane\n"
+        "import mowdeck.telemetry.service, mowdeck.kit.publish_window, mowdeck.gateway.lane\n"
         "from mowdeck.kit import wire\n"
         "nc = wire.new_client(fast_path=False)\n"
         "assert not wire.is_fast(nc)\n"

@@ -15,7 +15,6 @@ DEFAULTS = {
     "realtime_max_connections_per_user": 10,
     "realtime_ticket_ttl_seconds": 30.0,
     "realtime_ticket_bucket": "realtime-tickets",
-    "realtime_telemetry_url": "",
     "realtime_telemetry_database": False,
     "realtime_stale_after_seconds": 30.0,
     "realtime_replay_timeout_seconds": 10.0,
@@ -78,3 +77,15 @@ def test_the_cors_origins_are_a_json_list() -> None:
 def test_a_bad_value_names_its_variable(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         load_realtime_settings({name: value})
+
+
+def test_the_telemetry_url_is_no_longer_read_and_says_what_to_set(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="mowdeck.settings"):
+        settings = load_realtime_settings({"MOWDECK_REALTIME_TELEMETRY_URL": "http://t"})
+    assert not settings.realtime_telemetry_database
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "MOWDECK_REALTIME_TELEMETRY_URL is no longer read"
+    ]
+    assert "MOWDECK_REALTIME_TELEMETRY_DATABASE=true" in caplog.records[0].getMessage()

@@ -1,4 +1,4 @@
-"""The outbox relay: publishes committed registry events, in order, at least once."""
+"""The events relay: publishes committed registry events, in order, at least once."""
 
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ import nats.errors
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from mowdeck.fleet.ports import MowerRepository, OutboxEvent
+from mowdeck.fleet.ports import MowerRepository, RegistryEvent
 from mowdeck.kit.bus import Bus, BusError
 from mowdeck.kit.errors import PublishRefusedError
+from mowdeck.kit.former_metric_names import FormerNames
 from mowdeck.kit.publisher import Publisher
 
-__all__ = ["ACK_TIMEOUT_SECONDS", "OutboxMetrics", "OutboxRelay", "Publish", "bus_publisher"]
+__all__ = ["ACK_TIMEOUT_SECONDS", "EventsRelay", "EventsRelayMetrics", "Publish", "bus_publisher"]
 
-log = structlog.get_logger("mowdeck.fleet.outbox")
+log = structlog.get_logger("mowdeck.fleet.events_relay")
 
-Publish = Callable[[list[OutboxEvent]], Awaitable[Mapping[uuid.UUID, str]]]
+Publish = Callable[[list[RegistryEvent]], Awaitable[Mapping[uuid.UUID, str]]]
 """Publishes events with ``Nats-Msg-Id`` = event id; returns once JetStream acked every
 event it can take, with the events it can never take (by id, with the reason). Raises when
 the round is to be tried again (a transient failure)."""
@@ -36,38 +37,56 @@ _HEADER_ROOM = 256
 _REFUSED_CODES = frozenset({10054, 10097})
 
 
-class OutboxMetrics:
-    """The relay's metrics."""
+class EventsRelayMetrics:
+    """The relay's metrics (``mowdeck_fleet_outbox_*`` until this release: exposed under
+    those names too for one more, ``kit.former_metric_names``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.published = Counter(
-            "mowdeck_fleet_outbox_published_total", "Events relayed to the bus", registry=registry
+            "mowdeck_fleet_events_relay_published_total",
+            "Events relayed to the bus",
+            registry=registry,
         )
         self.failures = Counter(
-            "mowdeck_fleet_outbox_failures_total", "Relay rounds that failed", registry=registry
+            "mowdeck_fleet_events_relay_failures_total",
+            "Relay rounds that failed",
+            registry=registry,
         )
         self.pending = Gauge(
-            "mowdeck_fleet_outbox_pending", "Events not yet published", registry=registry
+            "mowdeck_fleet_events_relay_pending", "Events not yet published", registry=registry
         )
         self.lag = Gauge(
-            "mowdeck_fleet_outbox_lag_seconds",
+            "mowdeck_fleet_events_relay_lag_seconds",
             "Age of the oldest unpublished event",
             registry=registry,
         )
         self.unpublishable = Counter(
-            "mowdeck_fleet_outbox_unpublishable_total",
+            "mowdeck_fleet_events_relay_unpublishable_total",
             "Events set aside because they can never be published",
             registry=registry,
         )
         self.set_aside = Gauge(
-            "mowdeck_fleet_outbox_set_aside",
-            "Events set aside in the outbox, never published",
+            "mowdeck_fleet_events_relay_set_aside",
+            "Events set aside, never published",
+            registry=registry,
+        )
+        FormerNames(
+            [
+                self.published,
+                self.failures,
+                self.pending,
+                self.lag,
+                self.unpublishable,
+                self.set_aside,
+            ],
+            new="mowdeck_fleet_events_relay_",
+            old="mowdeck_fleet_outbox_",
             registry=registry,
         )
 
 
 def bus_publisher(bus: Bus, *, ack_timeout: float = ACK_TIMEOUT_SECONDS) -> Publish:
-    """A ``Publish`` on JetStream, pipelined; fails the round when an ack takes ``ack_timeout``.
+    """A ``Publish`` on JetStream, many in flight; fails a round whose ack takes ``ack_timeout``.
 
     nats-py's ack futures never time out and are not failed when the connection drops:
     without the deadline (the kit ``Publisher``'s) one lost ack would hold the relay's
@@ -76,9 +95,9 @@ def bus_publisher(bus: Bus, *, ack_timeout: float = ACK_TIMEOUT_SECONDS) -> Publ
     """
     jetstream = Publisher(bus.nc, deadline=ack_timeout)
 
-    async def publish(events: list[OutboxEvent]) -> Mapping[uuid.UUID, str]:
+    async def publish(events: list[RegistryEvent]) -> Mapping[uuid.UUID, str]:
         refused: dict[uuid.UUID, str] = {}
-        acks: list[tuple[OutboxEvent, asyncio.Future[Any]]] = []
+        acks: list[tuple[RegistryEvent, asyncio.Future[Any]]] = []
         limit = bus.nc.max_payload - _HEADER_ROOM
         try:
             for event in events:
@@ -110,10 +129,10 @@ def bus_publisher(bus: Bus, *, ack_timeout: float = ACK_TIMEOUT_SECONDS) -> Publ
 
 
 def _outcomes(
-    acks: list[tuple[OutboxEvent, asyncio.Future[Any]]],
-) -> list[tuple[OutboxEvent, BaseException | None]]:
+    acks: list[tuple[RegistryEvent, asyncio.Future[Any]]],
+) -> list[tuple[RegistryEvent, BaseException | None]]:
     # Every future is settled and its error retrieved here, whatever ended the round.
-    found: list[tuple[OutboxEvent, BaseException | None]] = []
+    found: list[tuple[RegistryEvent, BaseException | None]] = []
     for event, ack in acks:
         if not ack.done():
             ack.cancel()  # the round was cancelled: no one waits for this ack any more
@@ -130,7 +149,7 @@ def _never_publishable(err: BaseException) -> bool:
     return isinstance(err, PublishRefusedError) and err.err_code in _REFUSED_CODES
 
 
-class OutboxRelay:
+class EventsRelay:
     """Claims unpublished events, publishes them, marks them; woken on commit and by a poll.
 
     Several replicas may run one each: the repository lets one relay claim at a time. A
@@ -146,7 +165,7 @@ class OutboxRelay:
         *,
         batch: int = 500,
         poll_seconds: float = 1.0,
-        metrics: OutboxMetrics | None = None,
+        metrics: EventsRelayMetrics | None = None,
     ) -> None:
         self._repository = repository
         self._publish = publish
@@ -162,7 +181,7 @@ class OutboxRelay:
 
     async def relay_once(self) -> int | None:
         """Publish one batch; returns how many, or None when another relay holds the claim."""
-        async with self._repository.claim_outbox(self._batch) as claim:
+        async with self._repository.claim_unpublished(self._batch) as claim:
             if claim is None:
                 return None
             if claim.events:
@@ -176,7 +195,7 @@ class OutboxRelay:
         for event in claim.events:
             if event.event_id in claim.failed:
                 log.error(
-                    "outbox event set aside: it can never be published",
+                    "event set aside: it can never be published",
                     event_id=str(event.event_id),
                     subject=event.subject,
                     size=len(event.body),
@@ -199,7 +218,7 @@ class OutboxRelay:
     async def _observe(self) -> None:
         if self._metrics is None:
             return
-        stats = await self._repository.outbox_stats()
+        stats = await self._repository.relay_stats()
         self._metrics.pending.set(stats.pending)
         self._metrics.set_aside.set(stats.set_aside)
         lag = (datetime.now(UTC) - stats.oldest).total_seconds() if stats.oldest else 0.0
@@ -222,7 +241,7 @@ class OutboxRelay:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("outbox relay failed; retrying")
+                log.exception("events relay failed; retrying")
                 if self._metrics is not None:
                     self._metrics.failures.inc()
                 backoff = min(backoff * 2, 30.0)
@@ -238,7 +257,7 @@ class OutboxRelay:
     def start(self) -> None:
         """Run the relay loop in the background."""
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="fleet-outbox-relay")
+            self._task = asyncio.create_task(self._run(), name="fleet-events-relay")
 
     async def stop(self) -> None:
         """Stop the loop, then publish what is still owed once more."""
@@ -250,4 +269,6 @@ class OutboxRelay:
         try:
             await self.drain()
         except Exception:
-            log.warning("outbox not drained at stop; the next start publishes it", exc_info=True)
+            log.warning(
+                "events not all published at stop; the next start publishes them", exc_info=True
+            )

@@ -1,4 +1,4 @@
-"""The pipelined publisher against a real JetStream, on the fast client and on nats-py's own."""
+"""The publish window against a real JetStream, on the fast client and on nats-py's own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.pipeline import PipelinedPublisher, PublishRefusedError
+from mowdeck.kit.publish_window import PublishRefusedError, PublishWindow
 
 
 @pytest.fixture(params=[True, False], ids=["fast", "stock"])
@@ -17,7 +17,7 @@ def nats_fast_path(request: pytest.FixtureRequest) -> bool:
 
 
 async def test_acks_settle_their_own_futures_and_duplicates_are_stored_once(bus: Bus) -> None:
-    publisher = PipelinedPublisher(bus.nc)
+    publisher = PublishWindow(bus.nc)
     await publisher.start()
     try:
         futures = [
@@ -34,7 +34,7 @@ async def test_acks_settle_their_own_futures_and_duplicates_are_stored_once(bus:
 
 
 async def test_a_subject_no_stream_takes_is_refused(bus: Bus) -> None:
-    publisher = PipelinedPublisher(bus.nc)
+    publisher = PublishWindow(bus.nc)
     await publisher.start()
     try:
         future = await publisher.publish("nowhere.at.all", b"x", {"Nats-Msg-Id": "x"})
@@ -45,7 +45,7 @@ async def test_a_subject_no_stream_takes_is_refused(bus: Bus) -> None:
 
 
 async def test_a_cancelled_future_is_forgotten(bus: Bus) -> None:
-    publisher = PipelinedPublisher(bus.nc)
+    publisher = PublishWindow(bus.nc)
     await publisher.start()
     try:
         future = await publisher.publish("telemetry.mower.x", b"{}", {"Nats-Msg-Id": "c"})
@@ -59,7 +59,7 @@ async def test_a_cancelled_future_is_forgotten(bus: Bus) -> None:
 
 
 async def test_a_publish_that_fails_leaves_nothing_in_flight(bus: Bus) -> None:
-    publisher = PipelinedPublisher(bus.nc)
+    publisher = PublishWindow(bus.nc)
     await publisher.start()
     try:
         # An invalid subject makes nats-py refuse the publish before it is sent, as a

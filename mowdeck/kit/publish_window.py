@@ -29,11 +29,11 @@ from nats.aio.msg import Msg
 from mowdeck.kit.errors import AckTimeoutError, PublishRefusedError
 from mowdeck.kit.wire import has_status, subscribe_direct
 
-__all__ = ["PipelinedPublisher", "PublishRefusedError", "refusal"]
+__all__ = ["PublishRefusedError", "PublishWindow", "refusal"]
 
 
-class PipelinedPublisher:
-    """Publishes to JetStream; each publish returns a future settled by the stream's ack.
+class PublishWindow:
+    """A window of JetStream publishes in flight; each returns a future settled by its ack.
 
     The future's result is the ack's payload (JSON; ``mowdeck.kit.publisher.pub_ack``
     reads it). It fails with ``PublishRefusedError`` when the stream refuses the message

@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from contracts.v1 import Connection, MowerRegistration
+from mowdeck.fleet.events_relay import EventsRelay, EventsRelayMetrics, bus_publisher
 from mowdeck.fleet.memory import InMemoryMowerRepository
-from mowdeck.fleet.outbox import OutboxMetrics, OutboxRelay, bus_publisher
-from mowdeck.fleet.ports import MowerRecord, OutboxEvent
-from mowdeck.fleet.rules import outbox_event
+from mowdeck.fleet.ports import MowerRecord, RegistryEvent
+from mowdeck.fleet.rules import registry_event
 from mowdeck.kit.bus import BusError
 from tests.support.fakes import NO_STREAM, STORED, FakeBus, PubAnswer, refusal_of
 
@@ -31,8 +31,8 @@ def sent(bus: FakeBus) -> list[str | None]:
     return [p.msg_id for p in bus.published]
 
 
-def event(size: int = 100) -> OutboxEvent:
-    return OutboxEvent(uuid.uuid4(), "event.mower.registered", b"x" * size, NOW)
+def event(size: int = 100) -> RegistryEvent:
+    return RegistryEvent(uuid.uuid4(), "event.mower.registered", b"x" * size, NOW)
 
 
 async def test_an_event_larger_than_the_max_payload_is_refused_without_being_sent() -> None:
@@ -66,7 +66,7 @@ async def test_acks_that_never_come_fail_the_round_after_the_timeout_and_are_rel
     assert len(sent(bus)) == 2
 
 
-async def _registered(repo: InMemoryMowerRepository, names: str) -> list[OutboxEvent]:
+async def _registered(repo: InMemoryMowerRepository, names: str) -> list[RegistryEvent]:
     found = []
     for name in names:
         reg = MowerRegistration(
@@ -75,7 +75,7 @@ async def _registered(repo: InMemoryMowerRepository, names: str) -> list[OutboxE
             name=name,
             connection=Connection(kind="simulator"),
         )
-        row = outbox_event("mower.registered", reg, now=NOW)
+        row = registry_event("mower.registered", reg, now=NOW)
         await repo.add(MowerRecord(reg, NOW, NOW), row)
         found.append(row)
     return found
@@ -86,17 +86,18 @@ async def test_an_event_that_can_never_be_published_is_set_aside_and_the_rest_go
     a, poison, c = await _registered(repo, "abc")
     sent: list[uuid.UUID] = []
 
-    async def publish(events: list[OutboxEvent]) -> dict[uuid.UUID, str]:
+    async def publish(events: list[RegistryEvent]) -> dict[uuid.UUID, str]:
         sent.extend(e.event_id for e in events if e.event_id != poison.event_id)
         return {poison.event_id: "too large"}
 
     registry = CollectorRegistry()
-    relay = OutboxRelay(repo, publish, batch=2, metrics=OutboxMetrics(registry))
+    relay = EventsRelay(repo, publish, batch=2, metrics=EventsRelayMetrics(registry))
     assert await relay.drain() == 3
     assert sent == [a.event_id, c.event_id]
-    stats = await repo.outbox_stats()
+    stats = await repo.relay_stats()
     assert (stats.pending, stats.set_aside) == (0, 1)
     assert repo.failed == {poison.event_id: "too large"}
-    assert registry.get_sample_value("mowdeck_fleet_outbox_unpublishable_total") == 1
-    assert registry.get_sample_value("mowdeck_fleet_outbox_published_total") == 2
+    for prefix in ("mowdeck_fleet_events_relay_", "mowdeck_fleet_outbox_"):  # the former too
+        assert registry.get_sample_value(f"{prefix}unpublishable_total") == 1
+        assert registry.get_sample_value(f"{prefix}published_total") == 2
     assert await relay.drain() == 0  # never claimed again

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-__all__ = ["MowerNames"]
+__all__ = ["MowerKeys"]
 
 
-class MowerNames:
+class MowerKeys:
     """A mower's controller key (its id as text), formatted once.
 
     ``str(uuid)`` costs about a microsecond, and every command and state needs the key

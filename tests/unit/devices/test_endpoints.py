@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.v1 import Connection
-from mowdeck.gateway.connections.endpoints import DeviceHosts, EndpointPolicy, endpoint_key
+from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy, endpoint_key
 
 HOSTS = DeviceHosts(
     ["mowers.example.com", "*.lawn.example.net:7001", "10.20.0.0/16", "127.0.0.1:8090", "[fd00::7]"]

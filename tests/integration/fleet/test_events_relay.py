@@ -1,4 +1,4 @@
-"""The outbox: no event without its change, no change without its event, order, replicas."""
+"""The events relay: no event without its change, no change without its event, order, replicas."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from contracts.v1 import Connection, MowerRegistration, decode_event
 from contracts.v1.subjects import MSG_ID_HEADER
 from mowdeck.fleet.errors import MowerExistsError
-from mowdeck.fleet.outbox import OutboxRelay, bus_publisher
-from mowdeck.fleet.ports import MowerRecord, OutboxEvent
+from mowdeck.fleet.events_relay import EventsRelay, bus_publisher
+from mowdeck.fleet.ports import MowerRecord, RegistryEvent
 from mowdeck.fleet.postgres import PostgresMowerRepository
-from mowdeck.fleet.rules import outbox_event
+from mowdeck.fleet.rules import registry_event
 from mowdeck.kit.bus import Bus, BusError
 
 
@@ -24,7 +24,7 @@ class Crash(BaseException):
 
 
 def one_by_one(bus: Bus, *, crash_after: bool = False):
-    async def publish(events: list[OutboxEvent]) -> dict[uuid.UUID, str]:
+    async def publish(events: list[RegistryEvent]) -> dict[uuid.UUID, str]:
         for e in events:
             await bus.publish(e.subject, e.body, msg_id=str(e.event_id))
         if crash_after:
@@ -44,7 +44,7 @@ async def register(
         name=name,
         connection=Connection(kind="simulator", options=options),
     )
-    await repo.add(MowerRecord(reg, now, now), outbox_event("mower.registered", reg, now=now))
+    await repo.add(MowerRecord(reg, now, now), registry_event("mower.registered", reg, now=now))
     return reg
 
 
@@ -75,10 +75,10 @@ async def test_a_crash_between_commit_and_publish_still_publishes(
 ) -> None:
     reg = await register(repo)  # committed; the process "dies" before any relay ran
     assert await stream_events(bus) == []
-    assert (await repo.outbox_stats()).pending == 1
-    assert await OutboxRelay(repo, one_by_one(bus)).drain() == 1  # the next start
+    assert (await repo.relay_stats()).pending == 1
+    assert await EventsRelay(repo, one_by_one(bus)).drain() == 1  # the next start
     assert [name for _, name in await stream_events(bus)] == [reg.name]
-    assert (await repo.outbox_stats()).pending == 0
+    assert (await repo.relay_stats()).pending == 0
 
 
 async def test_a_crash_after_publishing_but_before_marking_is_deduplicated(
@@ -86,9 +86,9 @@ async def test_a_crash_after_publishing_but_before_marking_is_deduplicated(
 ) -> None:
     await register(repo, "A")
     with pytest.raises(Crash):
-        await OutboxRelay(repo, one_by_one(bus, crash_after=True)).relay_once()
-    assert (await repo.outbox_stats()).pending == 1  # still owed: it was never marked
-    assert await OutboxRelay(repo, one_by_one(bus)).drain() == 1
+        await EventsRelay(repo, one_by_one(bus, crash_after=True)).relay_once()
+    assert (await repo.relay_stats()).pending == 1  # still owed: it was never marked
+    assert await EventsRelay(repo, one_by_one(bus)).drain() == 1
     published = await stream_events(bus)
     assert [name for _, name in published] == ["A"]  # JetStream dropped the re-publish
 
@@ -97,8 +97,8 @@ async def test_a_failed_change_leaves_no_event(repo: PostgresMowerRepository, bu
     reg = await register(repo)
     now = datetime.now(UTC)
     with pytest.raises(MowerExistsError):
-        await repo.add(MowerRecord(reg, now, now), outbox_event("mower.registered", reg, now=now))
-    assert (await repo.outbox_stats()).pending == 1
+        await repo.add(MowerRecord(reg, now, now), registry_event("mower.registered", reg, now=now))
+    assert (await repo.relay_stats()).pending == 1
 
 
 async def test_replicas_publish_each_event_once_and_in_commit_order(
@@ -107,12 +107,12 @@ async def test_replicas_publish_each_event_once_and_in_commit_order(
     names = [f"m{i:03d}" for i in range(120)]
     for name in names:
         await register(repo, name)
-    relays = [OutboxRelay(repo, one_by_one(bus), batch=7, poll_seconds=0.05) for _ in range(3)]
+    relays = [EventsRelay(repo, one_by_one(bus), batch=7, poll_seconds=0.05) for _ in range(3)]
     for relay in relays:
         relay.start()
     try:
         for _ in range(200):
-            if (await repo.outbox_stats()).pending == 0:
+            if (await repo.relay_stats()).pending == 0:
                 break
             await asyncio.sleep(0.05)
     finally:
@@ -130,10 +130,10 @@ async def test_an_event_larger_than_the_bus_takes_is_set_aside_and_later_ones_pu
     await register(repo, "A")
     huge = await register(repo, "Huge", blob="x" * (bus.nc.max_payload + 1))
     await register(repo, "C")
-    relay = OutboxRelay(repo, bus_publisher(bus))
+    relay = EventsRelay(repo, bus_publisher(bus))
     assert await asyncio.wait_for(relay.drain(), timeout=10) == 3
     assert [name for _, name in await stream_events(bus)] == ["A", "C"]
-    stats = await repo.outbox_stats()
+    stats = await repo.relay_stats()
     assert (stats.pending, stats.set_aside) == (0, 1)
     row = await pool.fetchrow(
         "SELECT failed_at, error, published_at FROM fleet_outbox"
@@ -157,11 +157,11 @@ async def test_a_lost_ack_fails_the_round_and_frees_the_claim(
     await bus.js.delete_stream("EVENTS")
     listener = await bus.nc.subscribe("event.>")
     try:
-        relay = OutboxRelay(repo, bus_publisher(bus, ack_timeout=0.3))
+        relay = EventsRelay(repo, bus_publisher(bus, ack_timeout=0.3))
         with pytest.raises(BusError):
             await asyncio.wait_for(relay.relay_once(), timeout=5)
         # The claim, its row locks and the relay lock were released with the transaction.
-        async with repo.claim_outbox(10) as claim:
+        async with repo.claim_unpublished(10) as claim:
             assert claim is not None
             assert len(claim.events) == 1
     finally:
