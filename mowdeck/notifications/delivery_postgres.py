@@ -24,7 +24,7 @@ from mowdeck.notifications.delivery_plan import summary_due
 from mowdeck.notifications.delivery_ports import StopListening
 from mowdeck.notifications.errors import StoreError
 from mowdeck.notifications.events import Param, RuleEvent
-from mowdeck.notifications.preferences import QuietHours
+from mowdeck.notifications.quiet import QuietHours
 from mowdeck.notifications.targets import Target, WebPushTarget
 from mowdeck.notifications.templates import SUMMARY_KEY
 

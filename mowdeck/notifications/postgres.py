@@ -32,7 +32,8 @@ from mowdeck.notifications.model import (
     Stamp,
     WatchWrite,
 )
-from mowdeck.notifications.preferences import Preferences, QuietHours
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.quiet import QuietHours
 from mowdeck.notifications.recipients import Subscriber
 from mowdeck.notifications.watch import MowerWatch, decode_watch
 

@@ -21,44 +21,28 @@ from __future__ import annotations
 
 import uuid
 import zoneinfo
-from functools import lru_cache
 from typing import Annotated, Literal, NamedTuple
 
 import msgspec
 
 from mowdeck.notifications.errors import NotificationsError
 from mowdeck.notifications.kinds import DEFAULT_ENABLED, KINDS, Kind
+from mowdeck.notifications.quiet import QuietHours, zone
+from mowdeck.notifications.templates import LOCALES, Locale
 
 __all__ = [
-    "LOCALES",
-    "Locale",
     "Preferences",
     "PreferencesError",
     "Problem",
-    "QuietHours",
     "Scope",
     "decode_preferences",
     "encode_preferences",
     "problems",
-    "zone",
 ]
 
-Locale = Literal["en", "de"]
-LOCALES: tuple[Locale, ...] = Locale.__args__  # type: ignore[attr-defined]
 Scope = Literal["none", "all", "selected"]
 _SCOPES: tuple[str, ...] = Scope.__args__  # type: ignore[attr-defined]
-Clock = Annotated[str, msgspec.Meta(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")]
-"""A wall-clock time ``HH:MM``, 24 hours."""
 MAX_MOWERS = 10_000
-
-
-class QuietHours(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Local times between which nothing is pushed; the end may be past midnight."""
-
-    start: Clock
-    end: Clock
-    # A critical event (a stuck mower) is delivered even in quiet hours.
-    allow_critical: bool = True
 
 
 class Preferences(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -147,12 +131,6 @@ def decode_preferences(body: bytes | str) -> Preferences:
 def encode_preferences(prefs: Preferences) -> bytes:
     """The preferences as JSON."""
     return _encoder.encode(prefs)
-
-
-@lru_cache(maxsize=512)
-def zone(name: str) -> zoneinfo.ZoneInfo:
-    """The IANA time zone ``name``; ``KeyError`` or ``ValueError`` when there is none."""
-    return zoneinfo.ZoneInfo(name)
 
 
 def _known_zone(name: str) -> bool:

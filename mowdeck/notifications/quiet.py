@@ -16,13 +16,35 @@ and it is the one kind that can cost a garden or a mower.
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
+from typing import Annotated
 from zoneinfo import ZoneInfo
 
-from mowdeck.notifications.kinds import Severity
-from mowdeck.notifications.preferences import QuietHours, zone
+import msgspec
 
-__all__ = ["held_by_quiet_hours", "in_quiet_hours", "quiet_hours_end"]
+from mowdeck.notifications.kinds import Severity
+
+__all__ = ["QuietHours", "held_by_quiet_hours", "in_quiet_hours", "quiet_hours_end", "zone"]
+
+Clock = Annotated[str, msgspec.Meta(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")]
+"""A wall-clock time ``HH:MM``, 24 hours."""
+
+
+class QuietHours(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Local times between which nothing is pushed; the end may be past midnight."""
+
+    start: Clock
+    end: Clock
+    # A critical event (a stuck mower) is delivered even in quiet hours.
+    allow_critical: bool = True
+
+
+@lru_cache(maxsize=512)
+def zone(name: str) -> zoneinfo.ZoneInfo:
+    """The IANA time zone ``name``; ``KeyError`` or ``ValueError`` when there is none."""
+    return zoneinfo.ZoneInfo(name)
 
 
 def _clock(text: str) -> time:

@@ -34,13 +34,15 @@ import msgspec
 
 from mowdeck.notifications.errors import TemplateError
 from mowdeck.notifications.events import Param
-from mowdeck.notifications.preferences import LOCALES, zone
+from mowdeck.notifications.quiet import zone
 
 __all__ = [
+    "LOCALES",
     "MOWER_PARAM",
     "SUMMARY_KEY",
     "Catalogue",
     "Formats",
+    "Locale",
     "LocaleMessages",
     "Message",
     "Plural",
@@ -49,6 +51,9 @@ __all__ = [
     "render",
 ]
 
+Locale = Literal["en", "de"]
+"""A language the shipped catalogue has (``messages/<locale>.json``)."""
+LOCALES: tuple[Locale, ...] = Locale.__args__  # type: ignore[attr-defined]
 ParamType = Literal["text", "count", "number", "percent", "duration", "time"]
 MOWER_PARAM = "mower"
 SUMMARY_KEY = "quiet_summary"

@@ -12,7 +12,8 @@ import pytest
 
 from mowdeck.notifications.model import InboxEntry
 from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences, QuietHours
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.quiet import QuietHours
 from mowdeck.notifications.targets import NtfyTarget, TargetPolicy, validate_target
 from tests.integration.notifications.outbox_support import (
     Clock,

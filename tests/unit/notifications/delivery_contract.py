@@ -9,7 +9,8 @@ import pytest
 from mowdeck.notifications.delivery_model import ClaimedDelivery, DeliveryOutcome
 from mowdeck.notifications.model import Completion, InboxEntry
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.preferences import Preferences, QuietHours
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.quiet import QuietHours
 from mowdeck.notifications.targets import (
     NtfyTarget,
     WebPushKeys,

@@ -13,7 +13,8 @@ from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.kinds import SEVERITY, Kind
 from mowdeck.notifications.model import Completion, InboxCursor, InboxEntry, Stamp, WatchWrite
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.preferences import Preferences, QuietHours
+from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.quiet import QuietHours
 from mowdeck.notifications.watch import MowerWatch
 from tests.unit.notifications.samples import (
     ACCOUNT,

@@ -12,10 +12,10 @@ from mowdeck.notifications.preferences import (
     Preferences,
     PreferencesError,
     Problem,
-    QuietHours,
     decode_preferences,
     encode_preferences,
 )
+from mowdeck.notifications.quiet import QuietHours
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER
 
 

@@ -7,8 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mowdeck.notifications.kinds import Severity
-from mowdeck.notifications.preferences import QuietHours
-from mowdeck.notifications.quiet import held_by_quiet_hours, in_quiet_hours, quiet_hours_end
+from mowdeck.notifications.quiet import (
+    QuietHours,
+    held_by_quiet_hours,
+    in_quiet_hours,
+    quiet_hours_end,
+)
 
 NIGHT = QuietHours(start="22:00", end="07:00")
 LUNCH = QuietHours(start="12:00", end="14:00")

@@ -8,9 +8,9 @@ import pytest
 
 from mowdeck.notifications.errors import TemplateError
 from mowdeck.notifications.events import Param
-from mowdeck.notifications.preferences import LOCALES
 from mowdeck.notifications.rules import MESSAGE_KEYS
 from mowdeck.notifications.templates import (
+    LOCALES,
     MOWER_PARAM,
     SUMMARY_KEY,
     Catalogue,

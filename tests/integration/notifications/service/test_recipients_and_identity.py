@@ -16,7 +16,7 @@ from mowdeck.kit.bus import Bus
 from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import InboxItem
 from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import QuietHours
+from mowdeck.notifications.quiet import QuietHours
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at, state
 
