@@ -32,8 +32,8 @@ from actors import (
 from contracts.v1 import MowerState
 from mowdeck.notifications.plan import Plan, contact_only, plan_mower
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.rules import Thresholds
-from mowdeck.notifications.watch import MowerWatch, decode_watch, encode_watch
+from mowdeck.notifications.rules.evaluate import Thresholds
+from mowdeck.notifications.rules.watch import MowerWatch, decode_watch, encode_watch
 
 __all__ = [
     "Adopt",

@@ -10,8 +10,8 @@ import msgspec
 
 from mowdeck.notifications import sql
 from mowdeck.notifications.delivery_postgres import queue_deliveries
-from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import Completion, InboxItem
+from mowdeck.notifications.rules.events import RuleEvent
 
 __all__ = ["complete"]
 

@@ -10,7 +10,7 @@ import msgspec
 
 # channels first: targets imports the channels' settings, whose package imports targets.
 from mowdeck.notifications.channels.port import Severity
-from mowdeck.notifications.events import Param
+from mowdeck.notifications.rules.events import Param
 from mowdeck.notifications.targets import Target
 
 __all__ = ["Backlog", "ClaimedDelivery", "DeliveryOutcome", "OutcomeKind", "StoredTarget"]

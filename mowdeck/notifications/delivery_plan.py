@@ -9,7 +9,7 @@ import msgspec
 
 from mowdeck.notifications.channels.port import DeliveryResult
 from mowdeck.notifications.delivery_model import ClaimedDelivery, DeliveryOutcome
-from mowdeck.notifications.quiet import QuietHours, quiet_hours_end
+from mowdeck.notifications.rules.quiet import QuietHours, quiet_hours_end
 
 __all__ = ["Backoff", "outcome_of", "summary_due"]
 

@@ -23,10 +23,10 @@ from mowdeck.notifications.delivery_model import (
 from mowdeck.notifications.delivery_plan import summary_due
 from mowdeck.notifications.delivery_ports import StopListening
 from mowdeck.notifications.errors import StoreError
-from mowdeck.notifications.events import Param, RuleEvent
-from mowdeck.notifications.quiet import QuietHours
+from mowdeck.notifications.rules.events import Param, RuleEvent
+from mowdeck.notifications.rules.quiet import QuietHours
+from mowdeck.notifications.rules.templates import SUMMARY_KEY
 from mowdeck.notifications.targets import Target, WebPushTarget
-from mowdeck.notifications.templates import SUMMARY_KEY
 
 __all__ = ["PostgresDeliveries", "queue_deliveries"]
 

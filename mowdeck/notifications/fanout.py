@@ -32,10 +32,10 @@ from mowdeck.notifications.errors import StoreRejectedError
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.model import Completion, InboxEntry, InboxItem, PendingEvent
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.quiet import held_by_quiet_hours
 from mowdeck.notifications.recipients import Subscriber, recipients
+from mowdeck.notifications.rules.quiet import held_by_quiet_hours
+from mowdeck.notifications.rules.templates import render
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.templates import render
 
 __all__ = ["Decisions", "FanOut"]
 

@@ -32,9 +32,9 @@ from mowdeck.notifications.errors import StoreConflictError
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.plan import Plan
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.rules.evaluate import Thresholds
+from mowdeck.notifications.rules.watch import MowerWatch
 from mowdeck.notifications.statebatch import StateBatchWriter
-from mowdeck.notifications.watch import MowerWatch
 
 __all__ = ["StatePipeline", "count_plan", "transact"]
 

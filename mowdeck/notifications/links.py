@@ -22,7 +22,7 @@ from mowdeck.notifications.ingest import count_plan, transact
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.plan import LinkEvent, mower_ids, plan_links
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.rules.evaluate import Thresholds
 
 __all__ = ["LinkEvents", "decode_link"]
 

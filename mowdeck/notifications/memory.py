@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 import msgspec
 
 from mowdeck.notifications.delivery_memory import InMemoryDeliveries
-from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import (
     Completion,
     InboxCursor,
@@ -30,7 +29,8 @@ from mowdeck.notifications.model import (
 )
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.recipients import Subscriber
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["InMemoryNotificationStore"]
 

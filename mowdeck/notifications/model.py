@@ -12,9 +12,9 @@ from typing import NamedTuple
 import msgspec
 
 from mowdeck.notifications.errors import NotificationsError
-from mowdeck.notifications.events import Param, RuleEvent
-from mowdeck.notifications.kinds import Kind, Severity
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import Param, RuleEvent
+from mowdeck.notifications.rules.kinds import Kind, Severity
+from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = [
     "Completion",

@@ -20,7 +20,7 @@ from mowdeck.notifications.ingest import count_plan
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.plan import Plan, plan_silence
 from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.rules.evaluate import Thresholds
 
 __all__ = ["OfflineScan"]
 

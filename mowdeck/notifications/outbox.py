@@ -30,7 +30,7 @@ from mowdeck.notifications.delivery_plan import Backoff, outcome_of
 from mowdeck.notifications.delivery_ports import DeliveryStore, StopListening
 from mowdeck.notifications.delivery_settings import DeliverySettings
 from mowdeck.notifications.errors import TemplateError
-from mowdeck.notifications.templates import Catalogue, default_catalogue
+from mowdeck.notifications.rules.templates import Catalogue, default_catalogue
 
 __all__ = ["BACKLOG_INTERVAL_SECONDS", "PRUNE_INTERVAL_SECONDS", "DeliveryWorker"]
 

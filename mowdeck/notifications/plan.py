@@ -20,9 +20,8 @@ from datetime import datetime
 import msgspec
 
 from contracts.v1 import MowerState
-from mowdeck.notifications.events import Outcome, RuleEvent, Suppressed
 from mowdeck.notifications.model import WatchWrite
-from mowdeck.notifications.rules import (
+from mowdeck.notifications.rules.evaluate import (
     Link,
     Thresholds,
     evaluate_link,
@@ -30,7 +29,8 @@ from mowdeck.notifications.rules import (
     evaluate_state,
     silence_due,
 )
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import Outcome, RuleEvent, Suppressed
+from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = [
     "LinkEvent",

@@ -31,7 +31,6 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from mowdeck.notifications.delivery_ports import DeliveryStore
-from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import (
     Completion,
     InboxCursor,
@@ -44,7 +43,8 @@ from mowdeck.notifications.model import (
 )
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.recipients import Subscriber
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["NotificationStore", "WatchTransaction"]
 

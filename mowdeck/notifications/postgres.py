@@ -21,7 +21,6 @@ from mowdeck.notifications import delivery_sql, sql
 from mowdeck.notifications.completion import complete
 from mowdeck.notifications.delivery_postgres import PostgresDeliveries
 from mowdeck.notifications.errors import StoreConflictError, StoreError, StoreRejectedError
-from mowdeck.notifications.events import Param, RuleEvent
 from mowdeck.notifications.model import (
     Completion,
     InboxCursor,
@@ -33,9 +32,10 @@ from mowdeck.notifications.model import (
     WatchWrite,
 )
 from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.quiet import QuietHours
 from mowdeck.notifications.recipients import Subscriber
-from mowdeck.notifications.watch import MowerWatch, decode_watch
+from mowdeck.notifications.rules.events import Param, RuleEvent
+from mowdeck.notifications.rules.quiet import QuietHours
+from mowdeck.notifications.rules.watch import MowerWatch, decode_watch
 
 __all__ = ["PostgresNotificationStore", "pool_options"]
 

@@ -26,9 +26,9 @@ from typing import Annotated, Literal, NamedTuple
 import msgspec
 
 from mowdeck.notifications.errors import NotificationsError
-from mowdeck.notifications.kinds import DEFAULT_ENABLED, KINDS, Kind
-from mowdeck.notifications.quiet import QuietHours, zone
-from mowdeck.notifications.templates import LOCALES, Locale
+from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED, KINDS, Kind
+from mowdeck.notifications.rules.quiet import QuietHours, zone
+from mowdeck.notifications.rules.templates import LOCALES, Locale
 
 __all__ = [
     "Preferences",

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from mowdeck.notifications.events import RuleEvent
-from mowdeck.notifications.kinds import Kind
 from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.kinds import Kind
 
 __all__ = ["Subscriber", "recipients", "wants"]
 

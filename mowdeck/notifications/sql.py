@@ -10,9 +10,9 @@ from typing import Any
 
 import msgspec
 
-from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import WatchWrite
-from mowdeck.notifications.watch import MowerWatch, encode_watch
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.watch import MowerWatch, encode_watch
 
 __all__ = ["event_columns", "touch_columns", "watch_columns"]
 

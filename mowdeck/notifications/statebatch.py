@@ -34,8 +34,8 @@ from mowdeck.notifications.errors import StoreConflictError
 from mowdeck.notifications.model import Stamp
 from mowdeck.notifications.plan import Plan, contact_only
 from mowdeck.notifications.ports import NotificationStore, WatchTransaction
-from mowdeck.notifications.rules import Thresholds
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.evaluate import Thresholds
+from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["BatchResult", "StateBatchWriter"]
 

@@ -54,10 +54,10 @@ from mowdeck.notifications import sql
 from mowdeck.notifications.cli import configure_gc, freezing_service
 from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
 from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.rules import evaluate_state
+from mowdeck.notifications.rules.evaluate import evaluate_state
+from mowdeck.notifications.rules.watch import decode_watch, encode_watch
 from mowdeck.notifications.service import STATES_DURABLE
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.watch import decode_watch, encode_watch
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
 

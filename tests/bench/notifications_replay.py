@@ -37,7 +37,7 @@ from mowdeck.notifications.actor import WatchSnapshots, actor_factory
 from mowdeck.notifications.ingest import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import Fleet
 from tests.bench.replay import measure

@@ -13,7 +13,7 @@ import pytest
 from mowdeck.notifications.model import InboxEntry
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.quiet import QuietHours
+from mowdeck.notifications.rules.quiet import QuietHours
 from mowdeck.notifications.targets import NtfyTarget, TargetPolicy, validate_target
 from tests.integration.notifications.outbox_support import (
     Clock,

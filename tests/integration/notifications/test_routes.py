@@ -26,11 +26,11 @@ from mowdeck.authz import (
     user_ref,
 )
 from mowdeck.kit.http import PROBLEM_CONTENT_TYPE, Readiness
-from mowdeck.notifications.events import RuleEvent
-from mowdeck.notifications.kinds import DEFAULT_ENABLED
 from mowdeck.notifications.model import InboxEntry
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.routes import ApiDeps, create_app
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, OTHER_MOWER, at
 from tests.unit.notifications.store_contract import LEASE, event, queue

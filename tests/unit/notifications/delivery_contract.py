@@ -10,7 +10,7 @@ from mowdeck.notifications.delivery_model import ClaimedDelivery, DeliveryOutcom
 from mowdeck.notifications.model import Completion, InboxEntry
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.quiet import QuietHours
+from mowdeck.notifications.rules.quiet import QuietHours
 from mowdeck.notifications.targets import (
     NtfyTarget,
     WebPushKeys,

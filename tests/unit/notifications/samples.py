@@ -9,15 +9,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from contracts.v1 import MowerState, Position
-from mowdeck.notifications.events import RuleEvent, Suppressed
-from mowdeck.notifications.rules import (
+from mowdeck.notifications.rules.evaluate import (
     Link,
     Thresholds,
     evaluate_link,
     evaluate_silence,
     evaluate_state,
 )
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import RuleEvent, Suppressed
+from mowdeck.notifications.rules.watch import MowerWatch
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000000a")

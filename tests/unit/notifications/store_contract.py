@@ -9,13 +9,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from mowdeck.notifications.events import RuleEvent
-from mowdeck.notifications.kinds import SEVERITY, Kind
 from mowdeck.notifications.model import Completion, InboxCursor, InboxEntry, Stamp, WatchWrite
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.quiet import QuietHours
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.kinds import SEVERITY, Kind
+from mowdeck.notifications.rules.quiet import QuietHours
+from mowdeck.notifications.rules.watch import MowerWatch
 from tests.unit.notifications.samples import (
     ACCOUNT,
     MOWER,

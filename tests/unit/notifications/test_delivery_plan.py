@@ -12,7 +12,7 @@ from mowdeck.notifications.channels import DeliveryResult
 from mowdeck.notifications.delivery_model import ClaimedDelivery
 from mowdeck.notifications.delivery_plan import Backoff, outcome_of, summary_due
 from mowdeck.notifications.delivery_settings import DeliverySettings, load_delivery_settings
-from mowdeck.notifications.quiet import QuietHours
+from mowdeck.notifications.rules.quiet import QuietHours
 
 BACKOFF = Backoff(30, 3600, 8)
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)

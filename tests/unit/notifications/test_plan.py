@@ -13,8 +13,8 @@ from mowdeck.notifications.plan import (
     plan_silence,
     plan_states,
 )
-from mowdeck.notifications.rules import evaluate_state, silence_due
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.evaluate import evaluate_state, silence_due
+from mowdeck.notifications.rules.watch import MowerWatch
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, THRESHOLDS, at, first_watch, state
 
 

@@ -7,7 +7,6 @@ import uuid
 import msgspec
 import pytest
 
-from mowdeck.notifications.kinds import KINDS
 from mowdeck.notifications.preferences import (
     Preferences,
     PreferencesError,
@@ -15,7 +14,8 @@ from mowdeck.notifications.preferences import (
     decode_preferences,
     encode_preferences,
 )
-from mowdeck.notifications.quiet import QuietHours
+from mowdeck.notifications.rules.kinds import KINDS
+from mowdeck.notifications.rules.quiet import QuietHours
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER
 
 

@@ -7,10 +7,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from mowdeck.notifications.events import RuleEvent
-from mowdeck.notifications.kinds import SEVERITY, Kind
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.recipients import Subscriber, recipients
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.kinds import SEVERITY, Kind
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, OTHER_MOWER, at
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from mowdeck.kit.settings import SettingsError
 from mowdeck.notifications.channels.settings import ChannelSettings
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.settings import load_notifications_settings
 
 # Every MOWDECK_NOTIFICATIONS_* default ADR 0022 and docs/notifications.md name.

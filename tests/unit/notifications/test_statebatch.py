@@ -12,8 +12,8 @@ from contracts.v1 import MowerState
 from mowdeck.notifications.actor import WatchAnswer
 from mowdeck.notifications.memory import InMemoryNotificationStore
 from mowdeck.notifications.plan import contact_only, plan_states
+from mowdeck.notifications.rules.watch import MowerWatch
 from mowdeck.notifications.statebatch import StateBatchWriter
-from mowdeck.notifications.watch import MowerWatch
 from tests.unit.notifications.samples import MOWER, THRESHOLDS, at, state
 
 

@@ -13,10 +13,10 @@ from contracts.v1.fleet import Connection
 from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer, revoke_tuples
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.events import RuleEvent
 from mowdeck.notifications.model import InboxItem
 from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.quiet import QuietHours
+from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.quiet import QuietHours
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at, state
 

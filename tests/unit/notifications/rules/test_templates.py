@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from mowdeck.notifications.errors import TemplateError
-from mowdeck.notifications.events import Param
-from mowdeck.notifications.rules import MESSAGE_KEYS
-from mowdeck.notifications.templates import (
+from mowdeck.notifications.rules.evaluate import MESSAGE_KEYS
+from mowdeck.notifications.rules.events import Param
+from mowdeck.notifications.rules.templates import (
     LOCALES,
     MOWER_PARAM,
     SUMMARY_KEY,
@@ -22,8 +22,8 @@ from mowdeck.notifications.templates import (
     placeholders,
     render,
 )
+from tests.unit.notifications.rules.test_evaluate import CASES
 from tests.unit.notifications.samples import run
-from tests.unit.notifications.test_rules import CASES
 
 CATALOGUE = default_catalogue()
 EN, DE = (CATALOGUE.messages(locale) for locale in ("en", "de"))

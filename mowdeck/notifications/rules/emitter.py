@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from mowdeck.notifications.events import Outcome, Param, RuleEvent, Suppressed
-from mowdeck.notifications.kinds import SEVERITY, Kind
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import Outcome, Param, RuleEvent, Suppressed
+from mowdeck.notifications.rules.kinds import SEVERITY, Kind
+from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["Emitter"]
 

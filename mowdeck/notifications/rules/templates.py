@@ -33,8 +33,8 @@ from typing import Literal
 import msgspec
 
 from mowdeck.notifications.errors import TemplateError
-from mowdeck.notifications.events import Param
-from mowdeck.notifications.quiet import zone
+from mowdeck.notifications.rules.events import Param
+from mowdeck.notifications.rules.quiet import zone
 
 __all__ = [
     "LOCALES",
@@ -160,7 +160,7 @@ class Catalogue:
     @classmethod
     def load(cls) -> Catalogue:
         """The catalogue shipped in ``mowdeck/notifications/messages``."""
-        folder = resources.files("mowdeck.notifications").joinpath("messages")
+        folder = resources.files("mowdeck.notifications.rules").joinpath("messages")
         decoder = msgspec.json.Decoder(LocaleMessages)
         locales: dict[str, LocaleMessages] = {}
         for locale in LOCALES:

@@ -8,8 +8,8 @@ from typing import Generic, Literal, TypeVar
 
 import msgspec
 
-from mowdeck.notifications.kinds import Kind, Severity
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.kinds import Kind, Severity
+from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["IgnoreReason", "Outcome", "Param", "RuleEvent", "SuppressReason", "Suppressed"]
 

@@ -12,14 +12,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from mowdeck.notifications.rules import (
+from mowdeck.notifications.rules.evaluate import (
     MESSAGE_KEYS,
     Thresholds,
     evaluate_silence,
     evaluate_state,
     silence_due,
 )
-from mowdeck.notifications.watch import MowerWatch, decode_watch, encode_watch
+from mowdeck.notifications.rules.watch import MowerWatch, decode_watch, encode_watch
 from tests.unit.notifications.samples import (
     ACCOUNT,
     METRE,

@@ -63,10 +63,10 @@ from typing import Literal
 import msgspec
 
 from contracts.v1 import MowerState
-from mowdeck.notifications.emitter import Emitter
-from mowdeck.notifications.events import Outcome, Param, Suppressed
-from mowdeck.notifications.kinds import Kind
-from mowdeck.notifications.watch import Anchor, Fault, Job, MowerWatch, Offline
+from mowdeck.notifications.rules.emitter import Emitter
+from mowdeck.notifications.rules.events import Outcome, Param, Suppressed
+from mowdeck.notifications.rules.kinds import Kind
+from mowdeck.notifications.rules.watch import Anchor, Fault, Job, MowerWatch, Offline
 
 __all__ = [
     "MESSAGE_KEYS",

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
-from mowdeck.notifications.kinds import Severity
+from mowdeck.notifications.rules.kinds import Severity
 
 __all__ = ["QuietHours", "held_by_quiet_hours", "in_quiet_hours", "quiet_hours_end", "zone"]
 

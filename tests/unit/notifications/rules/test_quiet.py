@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mowdeck.notifications.kinds import Severity
-from mowdeck.notifications.quiet import (
+from mowdeck.notifications.rules.kinds import Severity
+from mowdeck.notifications.rules.quiet import (
     QuietHours,
     held_by_quiet_hours,
     in_quiet_hours,
