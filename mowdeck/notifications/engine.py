@@ -15,11 +15,11 @@ from actors import Dispatcher, LoopBridge, ShardSupervisor
 from mowdeck.kit.http import Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.periodic import Periodic
-from mowdeck.notifications.actor import WatchSnapshots, actor_factory
-from mowdeck.notifications.consuming import ConsumingSince
-from mowdeck.notifications.ingest import StatePipeline
+from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
+from mowdeck.notifications.ingest.consuming import ConsumingSince
+from mowdeck.notifications.ingest.offline import OfflineScan
+from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.offline import OfflineScan
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.settings import NotificationsSettings
 

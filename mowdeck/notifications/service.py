@@ -20,7 +20,6 @@ from mowdeck.kit.shell import ServiceShell
 from mowdeck.notifications.channels.http import open_channel_session
 from mowdeck.notifications.channels.loader import NotificationChannels, load_channels
 from mowdeck.notifications.consumers import STATES_DURABLE, Consumers, start_consumers
-from mowdeck.notifications.consuming import ConsumingSince
 from mowdeck.notifications.delivery_metrics import DeliveryMetrics
 from mowdeck.notifications.engine import (
     Engine,
@@ -30,10 +29,11 @@ from mowdeck.notifications.engine import (
 )
 from mowdeck.notifications.fanout import Decisions, FanOut
 from mowdeck.notifications.identity import MowerNames
-from mowdeck.notifications.ingest import StatePipeline
+from mowdeck.notifications.ingest.consuming import ConsumingSince
+from mowdeck.notifications.ingest.offline import OfflineScan
+from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.limits import target_creations
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.offline import OfflineScan
 from mowdeck.notifications.outbox import DeliveryWorker
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options

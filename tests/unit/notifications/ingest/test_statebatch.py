@@ -9,11 +9,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from contracts.v1 import MowerState
-from mowdeck.notifications.actor import WatchAnswer
+from mowdeck.notifications.ingest.actor import WatchAnswer
+from mowdeck.notifications.ingest.plan import contact_only, plan_states
+from mowdeck.notifications.ingest.statebatch import StateBatchWriter
 from mowdeck.notifications.memory import InMemoryNotificationStore
-from mowdeck.notifications.plan import contact_only, plan_states
 from mowdeck.notifications.rules.watch import MowerWatch
-from mowdeck.notifications.statebatch import StateBatchWriter
 from tests.unit.notifications.samples import MOWER, THRESHOLDS, at, state
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mowdeck.notifications.plan import (
+from mowdeck.notifications.ingest.plan import (
     LinkEvent,
     contact_only,
     mower_ids,

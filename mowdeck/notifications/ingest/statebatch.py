@@ -29,10 +29,10 @@ from datetime import datetime
 import structlog
 
 from contracts.v1 import MowerState
-from mowdeck.notifications.actor import WatchAnswer, evaluate
 from mowdeck.notifications.errors import StoreConflictError
+from mowdeck.notifications.ingest.actor import WatchAnswer, evaluate
+from mowdeck.notifications.ingest.plan import Plan, contact_only
 from mowdeck.notifications.model import Stamp
-from mowdeck.notifications.plan import Plan, contact_only
 from mowdeck.notifications.ports import NotificationStore, WatchTransaction
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch

@@ -27,14 +27,20 @@ from actors import BatchAsk, LoopBridge, ShardSupervisor
 from mowdeck.kit.batching import BatchLoop, nak_all
 from mowdeck.kit.state_batches import MowerStates, StateSorter
 from mowdeck.kit.wire import ack_all
-from mowdeck.notifications.actor import Adopt, Evaluate, PlanSink, WatchAnswer, WatchSnapshots
 from mowdeck.notifications.errors import StoreConflictError
+from mowdeck.notifications.ingest.actor import (
+    Adopt,
+    Evaluate,
+    PlanSink,
+    WatchAnswer,
+    WatchSnapshots,
+)
+from mowdeck.notifications.ingest.plan import Plan
+from mowdeck.notifications.ingest.statebatch import StateBatchWriter
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.plan import Plan
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
-from mowdeck.notifications.statebatch import StateBatchWriter
 
 __all__ = ["StatePipeline", "count_plan", "transact"]
 
