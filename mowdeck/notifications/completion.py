@@ -9,7 +9,7 @@ import asyncpg
 import msgspec
 
 from mowdeck.notifications import sql
-from mowdeck.notifications.delivery_postgres import queue_deliveries
+from mowdeck.notifications.delivery.postgres import queue_deliveries
 from mowdeck.notifications.model import Completion, InboxItem
 from mowdeck.notifications.rules.events import RuleEvent
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from mowdeck.notifications.delivery_memory import InMemoryDeliveries
+from mowdeck.notifications.delivery.memory import InMemoryDeliveries
 from mowdeck.notifications.model import (
     Completion,
     InboxCursor,

@@ -30,7 +30,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from mowdeck.notifications.delivery_ports import DeliveryStore
+from mowdeck.notifications.delivery.ports import DeliveryStore
 from mowdeck.notifications.model import (
     Completion,
     InboxCursor,

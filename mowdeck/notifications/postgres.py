@@ -17,9 +17,10 @@ import asyncpg
 import msgspec
 
 from mowdeck.kit.pg import keep_session, rows_affected, session_settings
-from mowdeck.notifications import delivery_sql, sql
+from mowdeck.notifications import sql
 from mowdeck.notifications.completion import complete
-from mowdeck.notifications.delivery_postgres import PostgresDeliveries
+from mowdeck.notifications.delivery import sql as delivery_sql
+from mowdeck.notifications.delivery.postgres import PostgresDeliveries
 from mowdeck.notifications.errors import StoreConflictError, StoreError, StoreRejectedError
 from mowdeck.notifications.model import (
     Completion,

@@ -34,14 +34,14 @@ from mowdeck.kit.http import (
 )
 from mowdeck.notifications import preferences as prefs_doc
 from mowdeck.notifications.access import Access, MowerAccount, caller_access
+from mowdeck.notifications.delivery.routes import ROUTES as TARGET_ROUTES
+from mowdeck.notifications.delivery.routes import TARGET_DEPS, TargetDeps
 from mowdeck.notifications.errors import StoreError, TemplateError
 from mowdeck.notifications.model import CursorError, InboxCursor, InboxItem
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.preferences import Preferences, PreferencesError
 from mowdeck.notifications.rules.templates import render
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.targets_routes import ROUTES as TARGET_ROUTES
-from mowdeck.notifications.targets_routes import TARGET_DEPS, TargetDeps
 
 __all__ = [
     "DEPS",

@@ -17,10 +17,14 @@ from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.seed import FleetSeed
 from mowdeck.kit.shell import ServiceShell
-from mowdeck.notifications.channels.http import open_channel_session
-from mowdeck.notifications.channels.loader import NotificationChannels, load_channels
 from mowdeck.notifications.consumers import STATES_DURABLE, Consumers, start_consumers
-from mowdeck.notifications.delivery_metrics import DeliveryMetrics
+from mowdeck.notifications.delivery.channels.http import open_channel_session
+from mowdeck.notifications.delivery.channels.loader import NotificationChannels, load_channels
+from mowdeck.notifications.delivery.limits import target_creations
+from mowdeck.notifications.delivery.metrics import DeliveryMetrics
+from mowdeck.notifications.delivery.routes import TargetDeps
+from mowdeck.notifications.delivery.targets import TargetPolicy
+from mowdeck.notifications.delivery.worker import DeliveryWorker
 from mowdeck.notifications.engine import (
     Engine,
     start_offline_scan,
@@ -32,15 +36,11 @@ from mowdeck.notifications.identity import MowerNames
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.offline import OfflineScan
 from mowdeck.notifications.ingest.states import StatePipeline
-from mowdeck.notifications.limits import target_creations
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.outbox import DeliveryWorker
 from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
 from mowdeck.notifications.routes import ApiDeps, create_app
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.targets import TargetPolicy
-from mowdeck.notifications.targets_routes import TargetDeps
 
 __all__ = ["STATES_DURABLE", "NotificationsService"]
 

@@ -40,12 +40,12 @@ from mowdeck.authz import (
 from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications.channels.webpush import push_topic
+from mowdeck.notifications.delivery.channels.webpush import push_topic
+from mowdeck.notifications.delivery.targets import TargetPolicy, validate_target
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.service import STATES_DURABLE, NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.targets import TargetPolicy, validate_target
 from tests.bench.notifications import drained
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database

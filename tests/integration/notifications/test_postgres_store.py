@@ -14,7 +14,7 @@ from mowdeck.notifications.errors import StoreConflictError, StoreRejectedError
 from mowdeck.notifications.model import InboxEntry, WatchWrite
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from tests.support.eventually import eventually
-from tests.unit.notifications.delivery_contract import DeliveryContract
+from tests.unit.notifications.delivery.delivery_contract import DeliveryContract
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at
 from tests.unit.notifications.store_contract import (
     LEASE,

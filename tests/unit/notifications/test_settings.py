@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from mowdeck.kit.settings import SettingsError
-from mowdeck.notifications.channels.settings import ChannelSettings
+from mowdeck.notifications.delivery.channels.settings import ChannelSettings
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.settings import load_notifications_settings
 
