@@ -21,13 +21,13 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer, settle
 from mowdeck.kit.http import Readiness
 from mowdeck.kit.lifecycle import Resources
-from mowdeck.notifications.fanout import Decisions
-from mowdeck.notifications.identity import IdentityEvents
+from mowdeck.notifications.inbox.fanout import Decisions
+from mowdeck.notifications.inbox.identity import IdentityEvents
+from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.links import LinkEvents, decode_link
 from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.settings import NotificationsSettings
 
 __all__ = [

@@ -15,12 +15,12 @@ from actors import Dispatcher, LoopBridge, ShardSupervisor
 from mowdeck.kit.http import Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.periodic import Periodic
+from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.offline import OfflineScan
 from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.settings import NotificationsSettings
 
 __all__ = ["Engine", "WatchActors", "start_offline_scan", "start_pipeline", "start_watch_actors"]

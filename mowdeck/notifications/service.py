@@ -31,15 +31,15 @@ from mowdeck.notifications.engine import (
     start_pipeline,
     start_watch_actors,
 )
-from mowdeck.notifications.fanout import Decisions, FanOut
-from mowdeck.notifications.identity import MowerNames
+from mowdeck.notifications.inbox.fanout import Decisions, FanOut
+from mowdeck.notifications.inbox.identity import MowerNames
+from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore, pool_options
+from mowdeck.notifications.inbox.routes import ApiDeps, create_app
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.offline import OfflineScan
 from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
-from mowdeck.notifications.routes import ApiDeps, create_app
 from mowdeck.notifications.settings import NotificationsSettings
 
 __all__ = ["STATES_DURABLE", "NotificationsService"]

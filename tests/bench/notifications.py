@@ -50,10 +50,10 @@ from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications import sql
 from mowdeck.notifications.cli import configure_gc, freezing_service
-from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox import sql
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore, pool_options
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.evaluate import evaluate_state
 from mowdeck.notifications.rules.watch import decode_watch, encode_watch
 from mowdeck.notifications.service import STATES_DURABLE

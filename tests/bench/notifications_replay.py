@@ -33,10 +33,10 @@ from contracts.v1 import encode
 from contracts.v1.subjects import telemetry_subject
 from mowdeck.kit.garbage_collector import FREEZE_AFTER_STARTS, freeze, set_young_threshold
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
 from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import Fleet

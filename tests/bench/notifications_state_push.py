@@ -42,8 +42,8 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.delivery.channels.webpush import push_topic
 from mowdeck.notifications.delivery.targets import TargetPolicy, validate_target
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.service import STATES_DURABLE, NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import drained

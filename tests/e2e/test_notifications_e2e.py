@@ -30,8 +30,8 @@ from mowdeck.authz import (
 )
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from simulator import ErrorFault, FleetConfig, SimulatorServer

@@ -19,7 +19,7 @@ from mowdeck.notifications.delivery.model import (
 from mowdeck.notifications.delivery.plan import summary_due
 from mowdeck.notifications.delivery.ports import StopListening
 from mowdeck.notifications.delivery.targets import Target, WebPushTarget
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.events import Param, RuleEvent
 from mowdeck.notifications.rules.templates import SUMMARY_KEY
 

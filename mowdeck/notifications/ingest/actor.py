@@ -30,8 +30,8 @@ from actors import (
     snapshots_by_id,
 )
 from contracts.v1 import MowerState
+from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.plan import Plan, contact_only, plan_mower
-from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch, decode_watch, encode_watch
 

@@ -17,11 +17,11 @@ from nats.aio.msg import Msg
 from actors import ShardSupervisor
 from contracts.v1 import ContractError, MowerLink, decode_event
 from mowdeck.kit.consumer import DropMessage, RetryLater
+from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.actor import Adopt
 from mowdeck.notifications.ingest.plan import LinkEvent, mower_ids, plan_links
 from mowdeck.notifications.ingest.states import count_plan, transact
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 
 __all__ = ["LinkEvents", "decode_link"]

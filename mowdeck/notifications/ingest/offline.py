@@ -15,11 +15,11 @@ from datetime import datetime
 
 import structlog
 
+from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.plan import Plan, plan_silence
 from mowdeck.notifications.ingest.states import count_plan
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 
 __all__ = ["OfflineScan"]

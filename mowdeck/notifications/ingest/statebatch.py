@@ -30,10 +30,10 @@ import structlog
 
 from contracts.v1 import MowerState
 from mowdeck.notifications.errors import StoreConflictError
+from mowdeck.notifications.inbox.model import Stamp
+from mowdeck.notifications.inbox.ports import NotificationStore, WatchTransaction
 from mowdeck.notifications.ingest.actor import WatchAnswer, evaluate
 from mowdeck.notifications.ingest.plan import Plan, contact_only
-from mowdeck.notifications.model import Stamp
-from mowdeck.notifications.ports import NotificationStore, WatchTransaction
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
 

@@ -28,6 +28,7 @@ from mowdeck.kit.batching import BatchLoop, nak_all
 from mowdeck.kit.state_batches import MowerStates, StateSorter
 from mowdeck.kit.wire import ack_all
 from mowdeck.notifications.errors import StoreConflictError
+from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.actor import (
     Adopt,
     Evaluate,
@@ -38,7 +39,6 @@ from mowdeck.notifications.ingest.actor import (
 from mowdeck.notifications.ingest.plan import Plan
 from mowdeck.notifications.ingest.statebatch import StateBatchWriter
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.ports import NotificationStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
 

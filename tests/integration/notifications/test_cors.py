@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import InMemoryTupleStore, LocalAuthorizer, grant_tuples
 from mowdeck.kit.http import Readiness
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.routes import ApiDeps, create_app
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.routes import ApiDeps, create_app
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.cors import ALLOWED, check_preflights
 from tests.unit.notifications.samples import ACCOUNT, at

@@ -9,10 +9,10 @@ import asyncpg
 import msgspec
 import pytest
 
-from mowdeck.notifications import sql
 from mowdeck.notifications.errors import StoreConflictError, StoreRejectedError
-from mowdeck.notifications.model import InboxEntry, WatchWrite
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox import sql
+from mowdeck.notifications.inbox.model import InboxEntry, WatchWrite
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from tests.support.eventually import eventually
 from tests.unit.notifications.delivery.delivery_contract import DeliveryContract
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from mowdeck.notifications.model import Completion, InboxCursor, InboxEntry, Stamp, WatchWrite
-from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.model import Completion, InboxCursor, InboxEntry, Stamp, WatchWrite
+from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import SEVERITY, Kind
 from mowdeck.notifications.rules.quiet import QuietHours

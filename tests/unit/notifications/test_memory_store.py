@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mowdeck.notifications.memory import InMemoryNotificationStore
+from mowdeck.notifications.inbox.memory import InMemoryNotificationStore
 from tests.unit.notifications.delivery.delivery_contract import DeliveryContract
 from tests.unit.notifications.store_contract import StoreContract
 

@@ -18,8 +18,8 @@ from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier, auth_middlew
 from mowdeck.kit.http import problem_middleware
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
 from mowdeck.notifications.delivery.targets import TargetPolicy
-from mowdeck.notifications.model import InboxEntry
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.model import InboxEntry
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from tests.integration.notifications.delivery.worker_support import (
     Clock,
     delivery_settings,

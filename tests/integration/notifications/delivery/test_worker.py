@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 
 from mowdeck.notifications.delivery.targets import NtfyTarget, TargetPolicy, validate_target
-from mowdeck.notifications.model import InboxEntry
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.model import InboxEntry
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.quiet import QuietHours
 from tests.integration.notifications.delivery.worker_support import (
     Clock,

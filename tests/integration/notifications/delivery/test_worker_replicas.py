@@ -16,8 +16,8 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from mowdeck.notifications.model import InboxEntry
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.model import InboxEntry
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from tests.integration.notifications.delivery.test_worker import register
 from tests.integration.notifications.delivery.worker_support import (
     delivery_settings,

@@ -11,7 +11,7 @@ import sys
 
 import asyncpg
 
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from tests.integration.notifications.delivery.worker_support import delivery_settings, worker_for
 
 

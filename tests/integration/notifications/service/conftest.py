@@ -34,9 +34,9 @@ from mowdeck.authz import (
     mower_object,
 )
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.model import InboxItem
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.model import InboxItem
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.eventually import eventually

@@ -4,7 +4,7 @@ from the true last contact, on one replica and on two."""
 from __future__ import annotations
 
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.service import NotificationsService
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import MOWER, at, state

@@ -13,8 +13,8 @@ from contracts.v1.fleet import Connection
 from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer, revoke_tuples
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.model import InboxItem
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.model import InboxItem
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.quiet import QuietHours
 from tests.support.eventually import eventually

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at, state
 

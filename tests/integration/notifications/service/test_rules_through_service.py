@@ -7,7 +7,7 @@ import aiohttp
 from contracts.v1 import MowerLink
 from mowdeck.authn import TokenIssuer
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at, state
 

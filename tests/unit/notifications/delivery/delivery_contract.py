@@ -13,9 +13,9 @@ from mowdeck.notifications.delivery.targets import (
     WebPushSubscription,
     WebPushTarget,
 )
-from mowdeck.notifications.model import Completion, InboxEntry
-from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.model import Completion, InboxEntry
+from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.quiet import QuietHours
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at
 from tests.unit.notifications.store_contract import LEASE, event, queue

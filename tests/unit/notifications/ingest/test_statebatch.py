@@ -9,10 +9,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from contracts.v1 import MowerState
+from mowdeck.notifications.inbox.memory import InMemoryNotificationStore
 from mowdeck.notifications.ingest.actor import WatchAnswer
 from mowdeck.notifications.ingest.plan import contact_only, plan_states
 from mowdeck.notifications.ingest.statebatch import StateBatchWriter
-from mowdeck.notifications.memory import InMemoryNotificationStore
 from mowdeck.notifications.rules.watch import MowerWatch
 from tests.unit.notifications.samples import MOWER, THRESHOLDS, at, state
 

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from mowdeck.notifications.model import CursorError, InboxCursor
+from mowdeck.notifications.inbox.model import CursorError, InboxCursor
 from tests.unit.notifications.samples import MOWER, at
 
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import asyncpg
 import msgspec
 
-from mowdeck.notifications import sql
 from mowdeck.notifications.delivery.postgres import queue_deliveries
-from mowdeck.notifications.model import Completion, InboxItem
+from mowdeck.notifications.inbox import sql
+from mowdeck.notifications.inbox.model import Completion, InboxItem
 from mowdeck.notifications.rules.events import RuleEvent
 
 __all__ = ["complete"]

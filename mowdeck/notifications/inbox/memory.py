@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from mowdeck.notifications.delivery.memory import InMemoryDeliveries
-from mowdeck.notifications.model import (
+from mowdeck.notifications.inbox.model import (
     Completion,
     InboxCursor,
     InboxEntry,
@@ -27,8 +27,8 @@ from mowdeck.notifications.model import (
     Stamp,
     WatchWrite,
 )
-from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.recipients import Subscriber
+from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.inbox.recipients import Subscriber
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.watch import MowerWatch
 

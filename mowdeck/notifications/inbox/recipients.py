@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import Kind
 

@@ -26,9 +26,9 @@ from mowdeck.authz import (
     user_ref,
 )
 from mowdeck.kit.http import PROBLEM_CONTENT_TYPE, Readiness
-from mowdeck.notifications.model import InboxEntry
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.routes import ApiDeps, create_app
+from mowdeck.notifications.inbox.model import InboxEntry
+from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.inbox.routes import ApiDeps, create_app
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED
 from mowdeck.notifications.settings import NotificationsSettings

@@ -29,10 +29,10 @@ from contracts.v1 import EventEnvelope, NotificationSent
 from mowdeck.authz import Authorizer, mower_object, user_ref
 from mowdeck.kit.publisher import Publisher
 from mowdeck.notifications.errors import StoreRejectedError
+from mowdeck.notifications.inbox.model import Completion, InboxEntry, InboxItem, PendingEvent
+from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.recipients import Subscriber, recipients
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.model import Completion, InboxEntry, InboxItem, PendingEvent
-from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.recipients import Subscriber, recipients
 from mowdeck.notifications.rules.quiet import held_by_quiet_hours
 from mowdeck.notifications.rules.templates import render
 from mowdeck.notifications.settings import NotificationsSettings

@@ -19,9 +19,9 @@ from nats.aio.msg import Msg
 
 from contracts.v1 import ContractError, GrantsChanged, MowerRegistration, UserRef, decode_event
 from mowdeck.kit.consumer import DropMessage
-from mowdeck.notifications.fanout import Decisions
+from mowdeck.notifications.inbox.fanout import Decisions
+from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.ports import NotificationStore
 
 __all__ = ["IdentityEvents", "MowerNames"]
 

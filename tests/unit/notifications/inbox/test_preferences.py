@@ -7,7 +7,7 @@ import uuid
 import msgspec
 import pytest
 
-from mowdeck.notifications.preferences import (
+from mowdeck.notifications.inbox.preferences import (
     Preferences,
     PreferencesError,
     Problem,

@@ -32,14 +32,14 @@ from mowdeck.kit.http import (
     request_metrics,
     with_ops_routes,
 )
-from mowdeck.notifications import preferences as prefs_doc
-from mowdeck.notifications.access import Access, MowerAccount, caller_access
 from mowdeck.notifications.delivery.routes import ROUTES as TARGET_ROUTES
 from mowdeck.notifications.delivery.routes import TARGET_DEPS, TargetDeps
 from mowdeck.notifications.errors import StoreError, TemplateError
-from mowdeck.notifications.model import CursorError, InboxCursor, InboxItem
-from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.preferences import Preferences, PreferencesError
+from mowdeck.notifications.inbox import preferences as prefs_doc
+from mowdeck.notifications.inbox.access import Access, MowerAccount, caller_access
+from mowdeck.notifications.inbox.model import CursorError, InboxCursor, InboxItem
+from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.preferences import Preferences, PreferencesError
 from mowdeck.notifications.rules.templates import render
 from mowdeck.notifications.settings import NotificationsSettings
 

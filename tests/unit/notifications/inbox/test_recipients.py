@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.recipients import Subscriber, recipients
+from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.inbox.recipients import Subscriber, recipients
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import SEVERITY, Kind
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, OTHER_MOWER, at

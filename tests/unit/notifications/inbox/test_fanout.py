@@ -19,11 +19,11 @@ from mowdeck.authz import (
     mower_object,
     user_ref,
 )
-from mowdeck.notifications.fanout import Decisions, FanOut
-from mowdeck.notifications.memory import InMemoryNotificationStore
+from mowdeck.notifications.inbox.fanout import Decisions, FanOut
+from mowdeck.notifications.inbox.memory import InMemoryNotificationStore
+from mowdeck.notifications.inbox.model import Completion, InboxItem
+from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.model import Completion, InboxItem
-from mowdeck.notifications.preferences import Preferences
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, at
 from tests.unit.notifications.store_contract import LEASE, event, queue

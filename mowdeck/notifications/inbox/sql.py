@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from mowdeck.notifications.model import WatchWrite
+from mowdeck.notifications.inbox.model import WatchWrite
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.watch import MowerWatch, encode_watch
 
