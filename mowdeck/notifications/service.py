@@ -177,7 +177,7 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         await self._listen(app)
 
     async def _start_delivery(self, store: NotificationStore) -> TargetDeps:
-        """The channels and the delivery worker (the outbox); what the target routes need."""
+        """The channels and the delivery worker ; what the target routes need."""
         s, res = self.settings, self._resources
         session = open_channel_session(s)
         res.push(session.close, name="channel http session")

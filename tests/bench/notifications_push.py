@@ -15,7 +15,7 @@ per message) and sign VAPID for real.
   connection per message.
 - state to push (``tests.bench.notifications_state_push``): a state published on the bus to
   the push received, through the Notifications service (rules, fan-out with recipients,
-  outbox, webpush channel), 200 firing states per second for distinct mowers; p99.
+  delivery worker, webpush channel), 200 firing states per second for distinct mowers; p99.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Used by ``tests.bench.notifications_push``; it starts a nats-server and makes a database
 of its own. The real Notifications service runs in this process with its production
 defaults (micro-batched rules, fan-out with recipient lookups through the in-process
-evaluator on PostgreSQL tuples, LISTEN/NOTIFY outbox, the webpush channel with real
+evaluator on PostgreSQL tuples, LISTEN/NOTIFY delivery worker, the webpush channel with real
 aes128gcm and VAPID); only the channel list, the VAPID key and the loopback push service
 are configured. Every mower first reports a healthy battery (its watch starts, armed);
 then one ``battery_low`` state per distinct mower is published at ``rate`` per second,

@@ -2,7 +2,7 @@
 
 A fault injected into a simulated mower makes its gateway report an error; the service
 turns that into a ``mower_stuck`` in the subscribers' inboxes and a ``notifications.sent``,
-and its outbox pushes it to each subscriber's browser: the local push service checks the
+and its delivery worker pushes it to each subscriber's browser: the local push service checks the
 VAPID JWT and decrypts the push as that browser would, in the subscriber's language.
 """
 

@@ -1,4 +1,4 @@
-"""The in-memory side of targets and the delivery outbox (mixed into the memory store)."""
+"""The in-memory side of targets and deliveries (mixed into the memory store)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ __all__ = ["DeliveryRow", "InMemoryDeliveries"]
 
 @dataclass
 class DeliveryRow:
-    """One row of the outbox."""
+    """One delivery row."""
 
     id: int
     target_id: uuid.UUID

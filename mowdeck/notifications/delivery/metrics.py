@@ -1,4 +1,4 @@
-"""The delivery outbox's Prometheus metrics, on a registry the composition passes in."""
+"""The delivery worker's Prometheus metrics, on a registry the composition passes in."""
 
 from __future__ import annotations
 

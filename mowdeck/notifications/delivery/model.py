@@ -1,4 +1,4 @@
-"""What the delivery outbox stores and hands out: targets, claimed deliveries, outcomes."""
+"""What the deliveries store and hand out: targets, claimed deliveries, outcomes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The delivery store port: targets, the outbox the fan-out fills, and its workers' claims.
+"""The delivery store port: targets, the deliveries the fan-out queues, and its workers' claims.
 
 Contract: ``tests/unit/notifications/delivery_contract.py``, run against the in-memory
 adapter and PostgreSQL. ``NotificationStore.complete_pending`` writes the delivery rows:
@@ -28,7 +28,7 @@ StopListening = Callable[[], Awaitable[None]]
 
 
 class DeliveryStore(Protocol):
-    """Targets and the delivery outbox."""
+    """Targets and deliveries."""
 
     async def add_target(self, user_id: str, target: Target) -> StoredTarget:
         """Register ``target`` for the user. A Web Push endpoint registered before (by

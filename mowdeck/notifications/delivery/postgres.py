@@ -1,4 +1,4 @@
-"""The PostgreSQL side of targets and the delivery outbox (mixed into the store)."""
+"""The PostgreSQL side of targets and deliveries (mixed into the store)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from mowdeck.notifications.rules.templates import SUMMARY_KEY
 
 __all__ = ["PostgresDeliveries", "queue_deliveries"]
 
-log = structlog.get_logger("mowdeck.notifications.delivery")
+log = structlog.get_logger("mowdeck.notifications.delivery.postgres")
 
 _PRUNE_LOCK = 0x6E6F6470  # "nodp"
 _PRUNE_BATCH_ROWS = 5000

@@ -24,17 +24,15 @@ from mowdeck.notifications.delivery.targets import (
     Getaddrinfo,
     NtfyTarget,
     TargetPolicy,
+    Violation,
     WebPushTarget,
     check_target_addresses,
     validate_target,
 )
-from mowdeck.notifications.delivery.targets import (
-    Problem as TargetProblem,
-)
 
 __all__ = ["ROUTES", "TARGET_DEPS", "TargetDeps", "add_target_routes", "target_body"]
 
-log = structlog.get_logger("mowdeck.notifications.targets")
+log = structlog.get_logger("mowdeck.notifications.delivery.routes")
 
 
 @dataclass(frozen=True)
@@ -67,14 +65,14 @@ def target_body(stored: StoredTarget) -> dict[str, Any]:
     return body
 
 
-def _invalid(problems: list[TargetProblem]) -> Problem:
-    errors = [{"field": p.field, "reason": p.reason} for p in problems]
+def _invalid(violations: list[Violation]) -> Problem:
+    errors = [{"field": p.field, "reason": p.reason} for p in violations]
     return Problem(
         422,
         "Unprocessable Content",
-        "; ".join(f"`{p.field or 'body'}` {p.reason}" for p in problems),
+        "; ".join(f"`{p.field or 'body'}` {p.reason}" for p in violations),
         type_="invalid-target",
-        extra={"field": problems[0].field, "errors": errors},
+        extra={"field": violations[0].field, "errors": errors},
     )
 
 

@@ -1,4 +1,4 @@
-"""The delivery outbox's settings: the lease, concurrency, backoff, polling and retention.
+"""The delivery worker's settings: the lease, concurrency, backoff, polling and retention.
 
 ``DeliverySettings`` extends ``ChannelSettings``, so ``NotificationsSettings`` can extend
 it in turn and read everything with one ``load_settings``.

@@ -1,4 +1,4 @@
-"""The PostgreSQL statements of targets and the delivery outbox."""
+"""The PostgreSQL statements of targets and deliveries."""
 
 # Statements are assembled from module constants only, never from input:
 # ruff: noqa: S608

@@ -32,9 +32,9 @@ __all__ = [
     "ForbiddenAddressError",
     "HostPattern",
     "NtfyTarget",
-    "Problem",
     "Target",
     "TargetPolicy",
+    "Violation",
     "WebPushKeys",
     "WebPushSubscription",
     "WebPushTarget",
@@ -59,7 +59,7 @@ WHITESPACE = re.compile(r"\s")
 Getaddrinfo = Callable[..., Awaitable[list[tuple[Any, ...]]]]
 
 
-class Problem(NamedTuple):
+class Violation(NamedTuple):
     """One thing wrong with a target document: the field (dotted path) and why."""
 
     field: str
@@ -295,62 +295,62 @@ def _check_auth(value: object) -> str | None:
     return None if len(raw) == 16 else "must be 16 bytes"
 
 
-def _webpush(doc: Mapping[str, Any], policy: TargetPolicy) -> WebPushTarget | list[Problem]:
+def _webpush(doc: Mapping[str, Any], policy: TargetPolicy) -> WebPushTarget | list[Violation]:
     sub = doc.get("subscription")
     if not isinstance(sub, Mapping):
-        return [Problem("subscription", "must be an object (PushSubscription.toJSON())")]
-    problems = []
+        return [Violation("subscription", "must be an object (PushSubscription.toJSON())")]
+    violations = []
     endpoint = sub.get("endpoint")
     if not isinstance(endpoint, str) or not endpoint:
-        problems.append(Problem("subscription.endpoint", "must be a URL"))
+        violations.append(Violation("subscription.endpoint", "must be a URL"))
     elif len(endpoint) > MAX_ENDPOINT_LENGTH:
-        problems.append(Problem("subscription.endpoint", "is too long"))
+        violations.append(Violation("subscription.endpoint", "is too long"))
     elif (why := check_url(endpoint, policy.push_hosts, policy)) is not None:
-        problems.append(Problem("subscription.endpoint", why))
+        violations.append(Violation("subscription.endpoint", why))
     keys = sub.get("keys")
     if not isinstance(keys, Mapping):
-        problems.append(Problem("subscription.keys", "must be an object with p256dh and auth"))
+        violations.append(Violation("subscription.keys", "must be an object with p256dh and auth"))
     else:
         for name, check in (("p256dh", _check_p256dh), ("auth", _check_auth)):
             if (why := check(keys.get(name))) is not None:
-                problems.append(Problem(f"subscription.keys.{name}", why))
-    if problems:
-        return problems
+                violations.append(Violation(f"subscription.keys.{name}", why))
+    if violations:
+        return violations
     assert isinstance(keys, Mapping) and isinstance(endpoint, str)  # noqa: PT018 - narrowed
     return WebPushTarget(WebPushSubscription(endpoint, WebPushKeys(keys["p256dh"], keys["auth"])))
 
 
-def _ntfy(doc: Mapping[str, Any], policy: TargetPolicy) -> NtfyTarget | list[Problem]:
-    problems = []
+def _ntfy(doc: Mapping[str, Any], policy: TargetPolicy) -> NtfyTarget | list[Violation]:
+    violations = []
     server, topic, token = doc.get("server"), doc.get("topic"), doc.get("token")
     normal = normalise_server(server) if isinstance(server, str) else "must be a URL"
     if not normal.startswith(("http://", "https://")):
-        problems.append(Problem("server", normal))
+        violations.append(Violation("server", normal))
     elif normal not in policy.ntfy_servers:
-        problems.append(Problem("server", f"{normal} is not an allowed ntfy server"))
+        violations.append(Violation("server", f"{normal} is not an allowed ntfy server"))
     else:
         origin = _parse(normal)
         assert isinstance(origin, _Origin)
         exempt = policy.insecure(origin.host, origin.port)
         literal = _ip_literal(origin.host)
         if origin.scheme != "https" and not exempt:
-            problems.append(Problem("server", "must be an https URL"))
+            violations.append(Violation("server", "must be an https URL"))
         elif literal is not None and not exempt and not is_public_address(literal):
-            problems.append(Problem("server", f"address {origin.host} is not public"))
+            violations.append(Violation("server", f"address {origin.host} is not public"))
     if not isinstance(topic, str) or not NTFY_TOPIC.fullmatch(topic):
-        problems.append(Problem("topic", "must be 1-64 characters of A-Z, a-z, 0-9, - and _"))
+        violations.append(Violation("topic", "must be 1-64 characters of A-Z, a-z, 0-9, - and _"))
     if token is not None and (not isinstance(token, str) or not TOKEN.fullmatch(token)):
-        problems.append(Problem("token", "must be an access token (no spaces, at most 256)"))
-    if problems:
-        return problems
+        violations.append(Violation("token", "must be an access token (no spaces, at most 256)"))
+    if violations:
+        return violations
     assert isinstance(topic, str)
     return NtfyTarget(normal, topic, token)
 
 
-def validate_target(doc: object, policy: TargetPolicy) -> Target | list[Problem]:
-    """The target of ``doc``, or every problem found (for a 422 naming the fields)."""
+def validate_target(doc: object, policy: TargetPolicy) -> Target | list[Violation]:
+    """The target of ``doc``, or every violation found (for a 422 naming the fields)."""
     if not isinstance(doc, Mapping):
-        return [Problem("", "must be an object")]
+        return [Violation("", "must be an object")]
     match doc.get("channel"):
         case "webpush":
             return _webpush(doc, policy)
@@ -358,10 +358,10 @@ def validate_target(doc: object, policy: TargetPolicy) -> Target | list[Problem]
             return _ntfy(doc, policy)
         case "log" if policy.log_targets:
             extra = sorted(set(doc) - {"channel"})
-            return [Problem(f, "unknown field") for f in extra] if extra else LogTarget()
+            return [Violation(f, "unknown field") for f in extra] if extra else LogTarget()
         case _:
             allowed = "webpush, ntfy, log" if policy.log_targets else "webpush, ntfy"
-            return [Problem("channel", f"must be one of: {allowed}")]
+            return [Violation("channel", f"must be one of: {allowed}")]
 
 
 def target_url(target: Target) -> str:
@@ -398,18 +398,18 @@ async def resolve_public(
 
 async def check_target_addresses(
     target: Target, policy: TargetPolicy, *, getaddrinfo: Getaddrinfo | None = None
-) -> list[Problem]:
-    """The problem of a target whose host resolves to a refused address (or not at all)."""
+) -> list[Violation]:
+    """The violation of a target whose host resolves to a refused address (or not at all)."""
     if isinstance(target, LogTarget):
         return []  # nothing is dialled
     field = "subscription.endpoint" if isinstance(target, WebPushTarget) else "server"
     origin = _parse(target_url(target))
     if isinstance(origin, str):
-        return [Problem(field, origin)]
+        return [Violation(field, origin)]
     try:
         await resolve_public(origin.host, origin.port, policy, getaddrinfo=getaddrinfo)
     except ForbiddenAddressError as err:
-        return [Problem(field, str(err))]
+        return [Violation(field, str(err))]
     except OSError as err:
-        return [Problem(field, str(err))]
+        return [Violation(field, str(err))]
     return []

@@ -34,7 +34,7 @@ from mowdeck.notifications.rules.templates import Catalogue, default_catalogue
 
 __all__ = ["BACKLOG_INTERVAL_SECONDS", "PRUNE_INTERVAL_SECONDS", "DeliveryWorker"]
 
-log = structlog.get_logger("mowdeck.notifications.outbox")
+log = structlog.get_logger("mowdeck.notifications.delivery.worker")
 
 PRUNE_INTERVAL_SECONDS = 3600.0
 BACKLOG_INTERVAL_SECONDS = 5.0

@@ -20,7 +20,7 @@ from mowdeck.kit.http import Problem, authz_unavailable
 
 __all__ = ["Access", "MowerAccount", "caller_access"]
 
-log = structlog.get_logger("mowdeck.notifications.access")
+log = structlog.get_logger("mowdeck.notifications.inbox.access")
 
 MowerAccount = Callable[[uuid.UUID], uuid.UUID | None]
 """The account of a mower the service knows, from its Fleet-seeded directory."""

@@ -39,7 +39,7 @@ from mowdeck.notifications.settings import NotificationsSettings
 
 __all__ = ["Decisions", "FanOut"]
 
-log = structlog.get_logger("mowdeck.notifications.fanout")
+log = structlog.get_logger("mowdeck.notifications.inbox.fanout")
 PRODUCER = "notifications"
 
 

@@ -25,7 +25,7 @@ from mowdeck.notifications.metrics import NotificationsMetrics
 
 __all__ = ["IdentityEvents", "MowerNames"]
 
-log = structlog.get_logger("mowdeck.notifications.identity")
+log = structlog.get_logger("mowdeck.notifications.inbox.identity")
 
 _USER_GONE = frozenset({"identity.user.disabled", "identity.user.deleted"})
 

@@ -89,7 +89,7 @@ class WatchTransaction(Protocol):
 
 
 class NotificationStore(DeliveryStore, Protocol):
-    """Notifications storage (with targets and the delivery outbox, ``DeliveryStore``)."""
+    """Notifications storage (with targets and deliveries, ``DeliveryStore``)."""
 
     def watches(self) -> AbstractAsyncContextManager[WatchTransaction]:
         """A transaction for a batch of states, link events or a scan round."""

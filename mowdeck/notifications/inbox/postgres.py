@@ -130,7 +130,7 @@ def _subscriber(row: asyncpg.Record) -> Subscriber:
 def pool_options(max_size: int, *, statement_timeout_ms: int) -> dict[str, Any]:
     """Options of Notifications' pool (``asyncpg.create_pool``): sessions in UTC, released
     without asyncpg's reset query (``kit.pg.keep_session``: nothing on this pool changes
-    session state; the offline scan and the outbox lock rows with ``SKIP LOCKED`` inside
+    session state; the offline scan and the delivery workers lock rows with ``SKIP LOCKED`` inside
     their transactions, housekeeping locks on a connection of its own)."""
     return {
         "min_size": 1,

@@ -11,7 +11,7 @@ Every field is optional. A user who never saved anything has ``Preferences()``: 
 ``UTC``. A kind missing from ``kinds`` takes its default (``kinds.DEFAULT_ENABLED``).
 
 ``decode_preferences`` turns a request body into ``Preferences`` or raises
-``PreferencesError`` whose ``problems`` are ``(field, reason)`` pairs naming the field
+``PreferencesError`` whose ``violations`` are ``(field, reason)`` pairs naming the field
 (``quiet_hours.start``, ``mowers[2]``, ``kinds.jobs_started``): the HTTP layer answers
 them as a 422. Whether each selected mower is in the account and viewable is the HTTP
 layer's check (a 404), not this module's.
@@ -33,11 +33,11 @@ from mowdeck.notifications.rules.templates import LOCALES, Locale
 __all__ = [
     "Preferences",
     "PreferencesError",
-    "Problem",
     "Scope",
+    "Violation",
     "decode_preferences",
     "encode_preferences",
-    "problems",
+    "violations",
 ]
 
 Scope = Literal["none", "all", "selected"]
@@ -72,7 +72,7 @@ class Preferences(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         return self.scope == "selected" and mower_id in self.mowers
 
 
-class Problem(NamedTuple):
+class Violation(NamedTuple):
     """One thing wrong with a preferences document; an empty field is the body itself."""
 
     field: str
@@ -80,11 +80,11 @@ class Problem(NamedTuple):
 
 
 class PreferencesError(NotificationsError):
-    """A preferences document that cannot be stored, with every problem found."""
+    """A preferences document that cannot be stored, with every violation found."""
 
-    def __init__(self, found: list[Problem]) -> None:
+    def __init__(self, found: list[Violation]) -> None:
         super().__init__("; ".join(f"{p.field or 'body'}: {p.reason}" for p in found))
-        self.problems = found
+        self.violations = found
 
 
 _REASONS = {
@@ -95,7 +95,7 @@ _REASONS = {
 }
 
 
-def _problem(err: msgspec.ValidationError) -> Problem:
+def _violation(err: msgspec.ValidationError) -> Violation:
     """msgspec's message as a field and a reason."""
     text, sep, path = str(err).rpartition(" - at `")
     if not sep:
@@ -104,8 +104,8 @@ def _problem(err: msgspec.ValidationError) -> Problem:
     field = field.replace("[...]", "")
     if text.startswith("Object contains unknown field `"):
         name = text.removeprefix("Object contains unknown field `").rstrip("`")
-        return Problem(f"{field}.{name}" if field else name, "unknown field")
-    return Problem(field, _REASONS.get(field, text))
+        return Violation(f"{field}.{name}" if field else name, "unknown field")
+    return Violation(field, _REASONS.get(field, text))
 
 
 _decoder = msgspec.json.Decoder(Preferences)
@@ -117,10 +117,10 @@ def decode_preferences(body: bytes | str) -> Preferences:
     try:
         prefs = _decoder.decode(body)
     except msgspec.ValidationError as err:
-        raise PreferencesError([_problem(err)]) from err
+        raise PreferencesError([_violation(err)]) from err
     except msgspec.DecodeError as err:
-        raise PreferencesError([Problem("", f"not a JSON object ({err})")]) from err
-    found = problems(prefs)
+        raise PreferencesError([Violation("", f"not a JSON object ({err})")]) from err
+    found = violations(prefs)
     if found:
         raise PreferencesError(found)
     if len(set(prefs.mowers)) != len(prefs.mowers):
@@ -141,17 +141,19 @@ def _known_zone(name: str) -> bool:
     return True
 
 
-def problems(prefs: Preferences) -> list[Problem]:
+def violations(prefs: Preferences) -> list[Violation]:
     """What is wrong with decoded preferences beyond their types; empty when nothing."""
-    found: list[Problem] = []
+    found: list[Violation] = []
     if not _known_zone(prefs.timezone):
-        found.append(Problem("timezone", "unknown time zone; use an IANA name like Europe/Berlin"))
+        found.append(
+            Violation("timezone", "unknown time zone; use an IANA name like Europe/Berlin")
+        )
     found.extend(
-        Problem(f"kinds.{kind}", f"unknown kind; one of {', '.join(KINDS)}")
+        Violation(f"kinds.{kind}", f"unknown kind; one of {', '.join(KINDS)}")
         for kind in prefs.kinds
         if kind not in KINDS
     )
     quiet = prefs.quiet_hours
     if quiet is not None and quiet.start == quiet.end:
-        found.append(Problem("quiet_hours.end", "must differ from start"))
+        found.append(Violation("quiet_hours.end", "must differ from start"))
     return found

@@ -54,7 +54,7 @@ __all__ = [
     "routes",
 ]
 
-log = structlog.get_logger("mowdeck.notifications.routes")
+log = structlog.get_logger("mowdeck.notifications.inbox.routes")
 
 INBOX_DEFAULT_LIMIT = 50
 INBOX_MAX_LIMIT = 200
@@ -81,7 +81,7 @@ async def caller(request: web.Request) -> tuple[ApiDeps, Access]:
     return deps, await caller_access(principal(request), deps.authorizer, deps.mower_account)
 
 
-def invalid(found: Sequence[prefs_doc.Problem], *, type_: str) -> Problem:
+def invalid(found: Sequence[prefs_doc.Violation], *, type_: str) -> Problem:
     """A 422 naming each field at fault (a 400 when the body itself is no document)."""
     errors = [{"field": p.field, "reason": p.reason} for p in found]
     detail = "; ".join(f"{p.field or 'body'}: {p.reason}" for p in found)
@@ -153,7 +153,7 @@ async def put_preferences(request: web.Request) -> web.Response:
     try:
         prefs = prefs_doc.decode_preferences(body)
     except PreferencesError as err:
-        raise invalid(err.problems, type_="invalid-preferences") from err
+        raise invalid(err.violations, type_="invalid-preferences") from err
     hidden = [m for m in prefs.mowers if not access.can_view(m)]
     if hidden:
         raise _hidden_mowers(body, hidden)

@@ -16,7 +16,7 @@ import structlog
 
 __all__ = ["ConsumingSince"]
 
-log = structlog.get_logger("mowdeck.notifications.consuming")
+log = structlog.get_logger("mowdeck.notifications.ingest.consuming")
 
 
 class ConsumingSince:

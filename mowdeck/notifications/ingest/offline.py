@@ -24,7 +24,7 @@ from mowdeck.notifications.rules.evaluate import Thresholds
 
 __all__ = ["OfflineScan"]
 
-log = structlog.get_logger("mowdeck.notifications.offline")
+log = structlog.get_logger("mowdeck.notifications.ingest.offline")
 
 
 class OfflineScan:

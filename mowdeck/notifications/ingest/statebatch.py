@@ -39,7 +39,7 @@ from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["BatchResult", "StateBatchWriter"]
 
-log = structlog.get_logger("mowdeck.notifications.statebatch")
+log = structlog.get_logger("mowdeck.notifications.ingest.statebatch")
 _CONFLICT_ATTEMPTS = 3
 _uuid_int = operator.attrgetter("int")
 

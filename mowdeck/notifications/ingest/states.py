@@ -44,7 +44,7 @@ from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["StatePipeline", "count_plan", "transact"]
 
-log = structlog.get_logger("mowdeck.notifications.ingest")
+log = structlog.get_logger("mowdeck.notifications.ingest.states")
 _EVALUATE_TIMEOUT = 10.0
 _NAK_DELAY = 1.0
 _CONFLICT_ATTEMPTS = 3

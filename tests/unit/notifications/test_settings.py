@@ -40,7 +40,7 @@ DEFAULTS = {
     "notifications_gc_young_threshold": 100_000,
     "notifications_targets_per_user_rate": 0.1,
     "notifications_targets_per_user_burst": 20,
-    # The delivery outbox (ADR 0022 and the delivery issue).
+    # The delivery worker (ADR 0022 and the delivery issue).
     "notifications_lease_seconds": 60.0,
     "notifications_delivery_concurrency": 64,
     "notifications_retry_initial_seconds": 30.0,

@@ -17,7 +17,9 @@ class LogChannel:
     name = "log"
 
     def __init__(self, logger: structlog.stdlib.BoundLogger | None = None) -> None:
-        self._log = logger or structlog.stdlib.get_logger("mowdeck.notifications.channels.log")
+        self._log = logger or structlog.stdlib.get_logger(
+            "mowdeck.notifications.delivery.channels.log"
+        )
 
     async def send(self, delivery: Delivery) -> DeliveryResult:
         """Write the message; always sent."""

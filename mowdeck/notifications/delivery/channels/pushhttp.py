@@ -337,7 +337,7 @@ class PushClient:
         """POST ``body`` once within ``timeout`` s in all; OSError or TimeoutError if not.
 
         Never retried here, not even on a kept-alive connection the server has just
-        closed: the outbox retries with backoff.
+        closed: the delivery worker retries with backoff.
         """
         if self.closed:
             raise ConnectionError("push client closed")

@@ -129,7 +129,7 @@ async def make_service(  # noqa: PLR0917 - pytest fixtures
             "notifications_offline_scan_seconds": 0.05,
             "notifications_fanout_poll_seconds": 0.05,
             "notifications_fanout_lease_seconds": 0.5,
-            # No VAPID key here: Web Push has tests of its own (tests/e2e, outbox).
+            # No VAPID key here: Web Push has tests of its own (tests/e2e, the delivery worker's).
             "notifications_channels": ["ntfy", "log"],
         }
         values.update(overrides)

@@ -60,7 +60,7 @@ QUIET = Preferences(
 
 
 class DeliveryContract:
-    """Targets and the outbox, on every adapter."""
+    """Targets and deliveries, on every adapter."""
 
     async def test_one_delivery_per_target_of_each_recipient(
         self, store: NotificationStore

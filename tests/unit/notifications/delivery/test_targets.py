@@ -11,8 +11,8 @@ from mowdeck.notifications.delivery.channels.settings import ChannelSettings
 from mowdeck.notifications.delivery.targets import (
     ForbiddenAddressError,
     NtfyTarget,
-    Problem,
     TargetPolicy,
+    Violation,
     WebPushTarget,
     check_target_addresses,
     normalise_server,
@@ -176,7 +176,7 @@ def test_malformed_documents_name_every_field(doc: dict[str, Any], bad: list[str
 
 
 def test_a_document_that_is_no_object() -> None:
-    assert validate_target([1], DEFAULT) == [Problem("", "must be an object")]
+    assert validate_target([1], DEFAULT) == [Violation("", "must be an object")]
 
 
 def ntfy(server: str, topic: str = "mowers-alerts_1", token: str | None = None) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def test_ntfy_http_only_for_insecure_hosts() -> None:
         ChannelSettings(notifications_ntfy_servers=["http://ntfy.internal"])
     )
     result = validate_target(ntfy("http://ntfy.internal"), listed_but_not_insecure)
-    assert result == [Problem("server", "must be an https URL")]
+    assert result == [Violation("server", "must be an https URL")]
 
 
 def test_ntfy_token_is_not_in_the_repr() -> None:

@@ -10,7 +10,7 @@ import pytest
 from mowdeck.notifications.inbox.preferences import (
     Preferences,
     PreferencesError,
-    Problem,
+    Violation,
     decode_preferences,
     encode_preferences,
 )
@@ -152,13 +152,13 @@ PROBLEMS = [
 def test_problems_name_their_field(body: str, expected: list[tuple[str, str]]) -> None:
     with pytest.raises(PreferencesError) as caught:
         decode_preferences(body)
-    assert caught.value.problems == [Problem(*p) for p in expected]
+    assert caught.value.violations == [Violation(*p) for p in expected]
 
 
 def test_malformed_json_is_a_problem_of_the_body() -> None:
     with pytest.raises(PreferencesError) as caught:
         decode_preferences(b'{"scope": ')
-    [problem] = caught.value.problems
+    [problem] = caught.value.violations
     assert problem.field == ""
     assert problem.reason.startswith("not a JSON object")
     assert str(caught.value).startswith("body: ")
