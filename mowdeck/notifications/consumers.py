@@ -23,9 +23,10 @@ from mowdeck.kit.http import Readiness
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.notifications.inbox.fanout import Decisions
 from mowdeck.notifications.inbox.identity import IdentityEvents
-from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.ports import Erasure
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.links import LinkEvents, decode_link
+from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.settings import NotificationsSettings
@@ -51,7 +52,8 @@ GRANTS_SUBJECT = "event.identity.grants.changed"
 class Consumers:
     """What the consumers hand their messages to."""
 
-    store: NotificationStore
+    watches: WatchStore
+    erasure: Erasure
     supervisor: ShardSupervisor
     decisions: Decisions
     pipeline: StatePipeline
@@ -69,13 +71,13 @@ async def start_consumers(
 ) -> None:
     """Start every consumer; each is stopped by ``res`` and watched by ``readiness``."""
     s, consuming = settings, parts.consuming
-    identity = IdentityEvents(parts.store, parts.decisions, parts.metrics)
+    identity = IdentityEvents(parts.erasure, parts.decisions, parts.metrics)
 
     async def on_identity(msg: Any) -> None:
         await settle(msg, identity.handle, consumer=IDENTITY_DURABLE)
 
     links = LinkEvents(
-        parts.store,
+        parts.watches,
         supervisor=parts.supervisor,
         thresholds=s.thresholds,
         metrics=parts.metrics,

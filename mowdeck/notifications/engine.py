@@ -15,10 +15,10 @@ from actors import Dispatcher, LoopBridge, ShardSupervisor
 from mowdeck.kit.http import Readiness, task_alive
 from mowdeck.kit.lifecycle import Resources
 from mowdeck.kit.periodic import Periodic
-from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.offline import OfflineScan
+from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.settings import NotificationsSettings
@@ -39,7 +39,7 @@ class WatchActors:
 class Engine:
     """What the rules' parts share: the store, settings, metrics, clock and the wake-up."""
 
-    store: NotificationStore
+    store: WatchStore
     settings: NotificationsSettings
     metrics: NotificationsMetrics
     consuming: ConsumingSince
@@ -48,7 +48,7 @@ class Engine:
 
 
 def start_watch_actors(
-    store: NotificationStore, settings: NotificationsSettings, res: Resources
+    store: WatchStore, settings: NotificationsSettings, res: Resources
 ) -> WatchActors:
     """The worker threads and the supervisor of one actor per mower."""
     dispatcher = Dispatcher(workers=settings.notifications_actor_workers, name="notifications")

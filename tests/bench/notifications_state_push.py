@@ -42,9 +42,8 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.delivery.channels.webpush import push_topic
 from mowdeck.notifications.delivery.targets import TargetPolicy, validate_target
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.inbox.preferences import Preferences
-from mowdeck.notifications.service import STATES_DURABLE, NotificationsService
+from mowdeck.notifications.service import STATES_DURABLE, NotificationsService, Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import drained
 from tests.support.natsserver import NatsServer
@@ -135,7 +134,7 @@ async def _measure(
     mowers = [uuid.uuid4() for _ in range(count)]
     accounts = [uuid.uuid4() for _ in range(-(-count // MOWERS_PER_ACCOUNT))]
     owner = {m: accounts[i // MOWERS_PER_ACCOUNT] for i, m in enumerate(mowers)}
-    store = PostgresNotificationStore(pool)
+    stores = Stores.postgres(pool)
     authorizer = LocalAuthorizer(PostgresTupleStore(pool))
     receiver = TimedReceiver()
     async with receiver:
@@ -156,11 +155,11 @@ async def _measure(
             for account in accounts:
                 user = f"{account}-owner"
                 tuples += grant_tuples(account, user, "viewer")
-                await store.put_preferences(user, account, Preferences(scope="all"))
+                await stores.preferences.put_preferences(user, account, Preferences(scope="all"))
                 doc = {"channel": "webpush", "subscription": receiver.subscribe().to_json()}
                 target = validate_target(doc, policy)
                 assert not isinstance(target, list), target
-                await store.add_target(user, target)
+                await stores.targets.add_target(user, target)
             await authorizer.write(tuples)
             service = NotificationsService(
                 settings,

@@ -1,4 +1,9 @@
-"""The in-memory side of targets and deliveries (mixed into the memory store)."""
+"""Targets and deliveries in memory: the same contract as PostgreSQL, for unit tests.
+
+``queue`` is what the inbox's ``complete_many`` calls with an event's new items, in its
+own step (``inbox.ports`` says why); a recipient's locale, time zone and quiet hours are
+read through ``preferences``, the inbox's ``preferences_of``.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from mowdeck.notifications.delivery.model import (
     StoredTarget,
 )
 from mowdeck.notifications.delivery.plan import summary_due
-from mowdeck.notifications.delivery.ports import StopListening
+from mowdeck.notifications.delivery.ports import DeliveryStore, StopListening, TargetStore
 from mowdeck.notifications.delivery.targets import Target, WebPushTarget
 from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.events import Param, RuleEvent
@@ -47,12 +52,11 @@ class DeliveryRow:
     finished_at: datetime | None = None
 
 
-class InMemoryDeliveries:
+class InMemoryDeliveries(TargetStore, DeliveryStore):
     """Targets and deliveries as dicts."""
 
-    preferences: dict[str, tuple[uuid.UUID, Preferences]]
-
-    def _init_deliveries(self) -> None:
+    def __init__(self, *, preferences: Callable[[str], Preferences | None]) -> None:
+        self._preferences = preferences
         self.targets: dict[uuid.UUID, StoredTarget] = {}
         self.deliveries: dict[int, DeliveryRow] = {}
         self._delivery_ids = itertools.count(1)
@@ -94,16 +98,16 @@ class InMemoryDeliveries:
         for row_id in [i for i, r in self.deliveries.items() if r.target_id == target_id]:
             del self.deliveries[row_id]
 
-    def _queue_deliveries(self, event: RuleEvent, inserted: Sequence[tuple[str, bool]]) -> None:
+    def queue(self, event: RuleEvent, inserted: Sequence[tuple[str, bool]]) -> None:
+        """Queue the deliveries of ``event``'s new items ``(user_id, held)``."""
         taken = {(r.target_id, r.dedupe_key): r for r in self.deliveries.values()}
         queued = False
         now = datetime.now(UTC)
         for user_id, held in inserted:
-            saved = self.preferences.get(user_id)
+            prefs = self._preferences(user_id)
             if held:
-                if saved is None:
+                if prefs is None:
                     continue  # held by quiet hours the store does not know
-                prefs = saved[1]
                 ends = summary_due(prefs.quiet_hours, prefs.timezone, event.occurred_at, now)
                 key, kind, params = f"{SUMMARY_KEY}:{int(ends.timestamp())}", SUMMARY_KEY, {}
                 mower, severity, message_key, due = None, "info", SUMMARY_KEY, ends
@@ -149,8 +153,7 @@ class InMemoryDeliveries:
             row.attempts += 1
             row.next_attempt_at = now + lease
             target = self.targets[row.target_id]
-            saved = self.preferences.get(row.user_id)
-            prefs = saved[1] if saved else Preferences()
+            prefs = self._preferences(row.user_id) or Preferences()
             claimed.append(
                 ClaimedDelivery(
                     id=row.id,
@@ -217,20 +220,20 @@ class InMemoryDeliveries:
 
         return stop
 
-    def _forget_deliveries(
-        self, *, user_id: str | None = None, mower_id: uuid.UUID | None = None
-    ) -> int:
-        deleted = 0
-        for row_id in [
-            i
-            for i, r in self.deliveries.items()
-            if (user_id is not None and r.user_id == user_id)
-            or (mower_id is not None and r.mower_id == mower_id)
-        ]:
-            del self.deliveries[row_id]
+    def delete_user_rows(self, user_id: str, /) -> int:
+        """Delete the user's deliveries and targets (an ``inbox.erasure`` part)."""
+        deleted = self._delete_deliveries(lambda row: row.user_id == user_id)
+        for target_id in [t.id for t in self.targets.values() if t.user_id == user_id]:
+            del self.targets[target_id]
             deleted += 1
-        if user_id is not None:
-            for target_id in [t.id for t in self.targets.values() if t.user_id == user_id]:
-                del self.targets[target_id]
-                deleted += 1
         return deleted
+
+    def delete_mower_rows(self, mower_id: uuid.UUID, /) -> int:
+        """Delete the mower's deliveries (an ``inbox.erasure`` part)."""
+        return self._delete_deliveries(lambda row: row.mower_id == mower_id)
+
+    def _delete_deliveries(self, which: Callable[[DeliveryRow], bool]) -> int:
+        gone = [i for i, row in self.deliveries.items() if which(row)]
+        for row_id in gone:
+            del self.deliveries[row_id]
+        return len(gone)

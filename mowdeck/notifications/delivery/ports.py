@@ -1,10 +1,13 @@
-"""The delivery store port: targets, the deliveries the fan-out queues, and its workers' claims.
+"""The delivery's ports: targets, and the deliveries the fan-out queues for the workers.
 
-Contract: ``tests/unit/notifications/delivery_contract.py``, run against the in-memory
-adapter and PostgreSQL. ``NotificationStore.complete_pending`` writes the delivery rows:
-one per target of every recipient whose new item is not held by quiet hours, and, for
-an item that is held, adds one to the quiet-hours summary of each of the user's
-targets (due when the quiet hours end), in the inbox item's transaction.
+Contract: ``tests/unit/notifications/delivery/delivery_contract.py``, run against the
+in-memory adapter and PostgreSQL. The fan-out's ``PendingStore.complete_many`` writes the
+delivery rows (the inbox store is given this part's queue, ``queue_deliveries`` or
+``InMemoryDeliveries.queue``): one per target of every recipient whose new item is not
+held by quiet hours, and, for an item that is held, one more in the quiet-hours summary
+of each of the user's targets (due when the quiet hours end), in the inbox item's
+transaction. The deliveries read the recipient's locale, time zone and quiet hours from
+the inbox's preferences.
 """
 
 from __future__ import annotations
@@ -22,13 +25,13 @@ from mowdeck.notifications.delivery.model import (
 )
 from mowdeck.notifications.delivery.targets import Target
 
-__all__ = ["DeliveryStore", "StopListening"]
+__all__ = ["DeliveryStore", "StopListening", "TargetStore"]
 
 StopListening = Callable[[], Awaitable[None]]
 
 
-class DeliveryStore(Protocol):
-    """Targets and deliveries."""
+class TargetStore(Protocol):
+    """Where each user is reached."""
 
     async def add_target(self, user_id: str, target: Target) -> StoredTarget:
         """Register ``target`` for the user. A Web Push endpoint registered before (by
@@ -43,6 +46,10 @@ class DeliveryStore(Protocol):
     async def delete_target(self, user_id: str, target_id: uuid.UUID) -> bool:
         """Delete the user's target and its deliveries; False if the user has no such one."""
         ...
+
+
+class DeliveryStore(Protocol):
+    """The deliveries, for the workers that send them."""
 
     async def claim_deliveries(
         self, now: datetime, limit: int, lease: timedelta

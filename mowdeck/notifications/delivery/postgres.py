@@ -1,4 +1,10 @@
-"""The PostgreSQL side of targets and deliveries (mixed into the store)."""
+"""Targets and deliveries in PostgreSQL through an asyncpg pool.
+
+``queue_deliveries`` is what the inbox's ``complete_many`` calls with the new items, on its
+connection in its transaction (``inbox.ports`` says why). The claim and the quiet-hours
+summaries read the recipient's locale, time zone and quiet hours from the inbox's
+``notification_preferences`` in the same statements.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +27,11 @@ from mowdeck.notifications.delivery.model import (
     StoredTarget,
 )
 from mowdeck.notifications.delivery.plan import summary_due
-from mowdeck.notifications.delivery.ports import StopListening
+from mowdeck.notifications.delivery.ports import DeliveryStore, StopListening, TargetStore
 from mowdeck.notifications.delivery.targets import Target, WebPushTarget
 from mowdeck.notifications.errors import StoreError
-from mowdeck.notifications.rules.events import Param, RuleEvent
+from mowdeck.notifications.pg import columns, delete_rows, message_fields, quiet_hours
+from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.quiet import QuietHours
 from mowdeck.notifications.rules.templates import SUMMARY_KEY
 
@@ -36,37 +43,20 @@ _PRUNE_LOCK = 0x6E6F6470  # "nodp"
 _PRUNE_BATCH_ROWS = 5000
 _PRUNE = BatchedDelete("notification_deliveries", "finished_at", key="id")
 _target = msgspec.json.Decoder(Target)
-_params = msgspec.json.Decoder(dict[str, Param])
 _encode = msgspec.json.Encoder().encode
 
 
+_CLAIMED = ("id", "target_id", "user_id", "channel", "attempts", "locale", "timezone")
+
+
 def _stored(row: asyncpg.Record) -> StoredTarget:
-    return StoredTarget(
-        id=row["id"],
-        user_id=row["user_id"],
-        target=_target.decode(row["target"]),
-        created_at=row["created_at"],
-    )
+    target = _target.decode(row["target"])
+    return StoredTarget(target=target, **columns(row, "id", "user_id", "created_at"))
 
 
 def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
-    return ClaimedDelivery(
-        id=row["id"],
-        target_id=row["target_id"],
-        user_id=row["user_id"],
-        channel=row["channel"],
-        target=msgspec.json.decode(row["target"]),
-        kind=row["kind"],
-        mower_id=row["mower_id"],
-        severity=row["severity"],
-        dedupe_key=row["dedupe_key"],
-        message_key=row["message_key"],
-        params=_params.decode(row["params"]),
-        occurred_at=row["occurred_at"],
-        attempts=row["attempts"],
-        locale=row["locale"],
-        timezone=row["timezone"],
-    )
+    target = msgspec.json.decode(row["target"])
+    return ClaimedDelivery(target=target, **columns(row, *_CLAIMED), **message_fields(row))
 
 
 async def queue_deliveries(
@@ -92,14 +82,7 @@ async def queue_deliveries(
         now = datetime.now(UTC)
         quiet_of: dict[str, tuple[QuietHours | None, str]] = {}
         for row in await conn.fetch(sql.QUIET_OF, sorted({user for user, _ in held})):
-            quiet = None
-            if row["quiet_start"] is not None:
-                quiet = QuietHours(
-                    start=row["quiet_start"],
-                    end=row["quiet_end"],
-                    allow_critical=row["quiet_allow_critical"],
-                )
-            quiet_of[row["user_id"]] = (quiet, row["timezone"])
+            quiet_of[row["user_id"]] = (quiet_hours(row), row["timezone"])
         users, ends = [], []
         for user, event in held:
             if user in quiet_of:  # held by quiet hours the store does not know: no summary
@@ -110,11 +93,13 @@ async def queue_deliveries(
             await conn.execute(sql.QUEUE_SUMMARIES, users, ends, SUMMARY_KEY)
 
 
-class PostgresDeliveries:
-    """Targets and deliveries through the store's asyncpg pool."""
+class PostgresDeliveries(TargetStore, DeliveryStore):
+    """``TargetStore`` and ``DeliveryStore`` on ``pool``; the pruning round's statements
+    get ``maintenance_timeout_ms`` (None: the pool's)."""
 
-    _pool: asyncpg.Pool
-    _maintenance_timeout_ms: int | None
+    def __init__(self, pool: asyncpg.Pool, *, maintenance_timeout_ms: int | None = None) -> None:
+        self._pool = pool
+        self._maintenance_timeout_ms = maintenance_timeout_ms
 
     async def add_target(self, user_id: str, target: Target) -> StoredTarget:
         """Register a target; a Web Push endpoint moves to its last registrant."""
@@ -199,6 +184,14 @@ class PostgresDeliveries:
                 await conn.close(timeout=5)
 
         return stop
+
+    async def delete_user_rows(self, conn: asyncpg.Connection, user_id: str, /) -> int:
+        """Delete the user's deliveries and targets on ``conn`` (an ``inbox.erasure`` part)."""
+        return await delete_rows(conn, sql.DELETE_USER, user_id)
+
+    async def delete_mower_rows(self, conn: asyncpg.Connection, mower_id: uuid.UUID, /) -> int:
+        """Delete the mower's deliveries on ``conn`` (an ``inbox.erasure`` part)."""
+        return await delete_rows(conn, sql.FORGET_MOWER, mower_id)
 
 
 def _columns(outcomes: Sequence[DeliveryOutcome], *names: str) -> list[list[Any]]:

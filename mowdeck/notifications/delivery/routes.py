@@ -19,7 +19,7 @@ from mowdeck.authn import principal
 from mowdeck.kit.http import Problem, json_response, read_json
 from mowdeck.kit.ratelimit import RequestLimit
 from mowdeck.notifications.delivery.model import StoredTarget
-from mowdeck.notifications.delivery.ports import DeliveryStore
+from mowdeck.notifications.delivery.ports import TargetStore
 from mowdeck.notifications.delivery.targets import (
     Getaddrinfo,
     NtfyTarget,
@@ -40,7 +40,7 @@ class TargetDeps:
     """What the target handlers need; no key means webpush is not started; ``creations``
     limits new targets (before anything is decoded or resolved)."""
 
-    store: DeliveryStore
+    store: TargetStore
     policy: TargetPolicy
     application_server_key: str | None
     getaddrinfo: Getaddrinfo | None = None

@@ -3,34 +3,30 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 import msgspec
 
-from mowdeck.notifications.delivery.postgres import queue_deliveries
 from mowdeck.notifications.inbox import sql
 from mowdeck.notifications.inbox.model import Completion, InboxItem
 from mowdeck.notifications.rules.events import RuleEvent
 
-__all__ = ["complete"]
+__all__ = ["DeliveryQueue", "complete"]
+
+DeliveryQueue = Callable[
+    [asyncpg.Connection, Sequence[tuple[RuleEvent, str, bool]]], Awaitable[object]
+]
+"""Queues the deliveries of new inbox items ``(event, user_id, held by quiet hours)`` on a
+connection, inside the transaction that wrote them (the delivery part's
+``queue_deliveries``)."""
 
 _encode = msgspec.json.Encoder().encode
 
 
 def _item(row: asyncpg.Record, event: RuleEvent) -> InboxItem:
-    return InboxItem(
-        id=row["id"],
-        user_id=row["user_id"],
-        account_id=event.account_id,
-        mower_id=event.mower_id,
-        kind=event.kind,
-        severity=event.severity,
-        dedupe_key=event.dedupe_key,
-        message_key=event.message_key,
-        params=dict(event.params),
-        occurred_at=event.occurred_at,
-        held_by_quiet_hours=row["held_by_quiet_hours"],
+    return InboxItem.of(
+        event, row["id"], row["user_id"], held_by_quiet_hours=row["held_by_quiet_hours"]
     )
 
 
@@ -64,10 +60,14 @@ async def _insert(
 
 
 async def complete(
-    conn: asyncpg.Connection, completions: Sequence[Completion], inbox_limit: int
+    conn: asyncpg.Connection,
+    completions: Sequence[Completion],
+    inbox_limit: int,
+    queue_deliveries: DeliveryQueue,
 ) -> list[list[InboxItem]]:
-    """Inbox items, pending rows gone, inbox trimmed, deliveries queued: four statements
-    (five with held items) in the caller's transaction, whatever the number of events."""
+    """Inbox items, pending rows gone, inbox trimmed, deliveries queued (``queue_deliveries``):
+    four statements (five with held items) in the caller's transaction, whatever the number
+    of events."""
     inserted = await _insert(conn, completions)
     await conn.execute(sql.DELETE_PENDINGS, [c.pending_id for c in completions])
     trimmed: set[uuid.UUID] = set()

@@ -30,7 +30,7 @@ from mowdeck.authz import Authorizer, mower_object, user_ref
 from mowdeck.kit.publisher import Publisher
 from mowdeck.notifications.errors import StoreRejectedError
 from mowdeck.notifications.inbox.model import Completion, InboxEntry, InboxItem, PendingEvent
-from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.ports import PendingStore, PreferencesStore
 from mowdeck.notifications.inbox.recipients import Subscriber, recipients
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.quiet import held_by_quiet_hours
@@ -99,7 +99,8 @@ class FanOut:
 
     def __init__(
         self,
-        store: NotificationStore,
+        pending: PendingStore,
+        preferences: PreferencesStore,
         *,
         decisions: Decisions,
         publisher: Publisher,
@@ -109,7 +110,8 @@ class FanOut:
         clock: Callable[[], datetime],
         poll: float = 1.0,
     ) -> None:
-        self._store = store
+        self._pending = pending
+        self._preferences = preferences
         self._decisions = decisions
         self._publisher = publisher
         self._names = names
@@ -150,7 +152,7 @@ class FanOut:
     async def round(self) -> int:
         """Claim a batch of pending events and fan them out; returns how many were claimed."""
         s = self._settings
-        claimed = await self._store.claim_pending(
+        claimed = await self._pending.claim_pending(
             self._clock(), s.notifications_fanout_batch, s.fanout_lease
         )
         live: list[PendingEvent] = []
@@ -170,7 +172,7 @@ class FanOut:
 
     async def _discard(self, pending: PendingEvent) -> None:
         try:
-            dropped = await self._store.discard_pending(pending.id)
+            dropped = await self._pending.discard_pending(pending.id)
         except Exception as err:
             self._failed([pending], "discard", err)
             return
@@ -196,7 +198,7 @@ class FanOut:
         query, then one ``check_pairs`` for every mower's users."""
         metrics = self._metrics
         accounts = list(dict.fromkeys(p.event.account_id for p in events))
-        subscribers = await self._store.subscribers_of(accounts)
+        subscribers = await self._preferences.subscribers_of(accounts)
         wanted = {p.id: recipients(subscribers[p.event.account_id], p.event) for p in events}
         users: dict[uuid.UUID, set[str]] = {}
         for p in events:
@@ -230,13 +232,13 @@ class FanOut:
         """One transaction for every event of the round, then their notifications.sent."""
         limit = self._settings.notifications_inbox_limit
         try:
-            written = await self._store.complete_many([p.completion for p in picked], limit)
+            written = await self._pending.complete_many([p.completion for p in picked], limit)
         except StoreRejectedError:
             # One event's values were refused: complete the others on their own.
             written = []
             for p in picked:
                 try:
-                    written += await self._store.complete_many([p.completion], limit)
+                    written += await self._pending.complete_many([p.completion], limit)
                 except Exception as err:
                     self._failed([p.pending], "inbox write", err)
                     written.append([])

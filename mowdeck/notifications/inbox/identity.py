@@ -1,11 +1,11 @@
 """Identity and registry events: users leaving, grants changing, mowers named and removed.
 
 - ``identity.user.disabled`` and ``.deleted`` delete the user's preferences and inbox
-  (``store.delete_user``), once, through the durable queue group ``notifications-identity``.
+  (``Erasure.delete_user``), once, through the durable queue group ``notifications-identity``.
 - ``identity.grants.changed`` drops the cached ``can_view`` decisions: every replica has
   its own cache, so every replica hears it (an ordered consumer of its own).
 - Mower names for the templates come from the Fleet seed and ``mower.*`` events, on every
-  replica; ``mower.removed`` forgets the mower (``store.forget_mower``, idempotent) and
+  replica; ``mower.removed`` forgets the mower (``Erasure.forget_mower``, idempotent) and
   stops its actor.
 """
 
@@ -20,7 +20,7 @@ from nats.aio.msg import Msg
 from contracts.v1 import ContractError, GrantsChanged, MowerRegistration, UserRef, decode_event
 from mowdeck.kit.consumer import DropMessage
 from mowdeck.notifications.inbox.fanout import Decisions
-from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.ports import Erasure
 from mowdeck.notifications.metrics import NotificationsMetrics
 
 __all__ = ["IdentityEvents", "MowerNames"]
@@ -34,9 +34,9 @@ class IdentityEvents:
     """Handles ``event.identity.*`` (the consumer settles; ``grants`` is per replica)."""
 
     def __init__(
-        self, store: NotificationStore, decisions: Decisions, metrics: NotificationsMetrics
+        self, erasure: Erasure, decisions: Decisions, metrics: NotificationsMetrics
     ) -> None:
-        self._store = store
+        self._erasure = erasure
         self._decisions = decisions
         self._metrics = metrics
 
@@ -51,7 +51,7 @@ class IdentityEvents:
         except ContractError as err:
             raise DropMessage(str(err)) from err
         if event.type in _USER_GONE and isinstance(event.payload, UserRef):
-            deleted = await self._store.delete_user(event.payload.user_id)
+            deleted = await self._erasure.delete_user(event.payload.user_id)
             # A user's rights went with them: what this replica cached about them is stale.
             self._drop_decisions()
             log.info(
@@ -74,9 +74,9 @@ class MowerNames:
     forgets."""
 
     def __init__(
-        self, store: NotificationStore, on_removed: Callable[[uuid.UUID], Awaitable[object]]
+        self, erasure: Erasure, on_removed: Callable[[uuid.UUID], Awaitable[object]]
     ) -> None:
-        self._store = store
+        self._erasure = erasure
         self._on_removed = on_removed
         self._mowers: dict[uuid.UUID, MowerRegistration] = {}
 
@@ -98,5 +98,5 @@ class MowerNames:
         """A removed mower: forget it, its watch, pending events and inbox items."""
         self._mowers.pop(mower_id, None)
         await self._on_removed(mower_id)
-        rows = await self._store.forget_mower(mower_id)
+        rows = await self._erasure.forget_mower(mower_id)
         log.info("mower forgotten", mower_id=str(mower_id), rows=rows)

@@ -1,20 +1,17 @@
-"""What the store holds and hands out: pending events, inbox items, pages and cursors."""
+"""What the inbox stores hold and hand out: pending events, inbox items, pages and cursors."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
 
 import msgspec
 
 from mowdeck.notifications.errors import NotificationsError
 from mowdeck.notifications.rules.events import Param, RuleEvent
 from mowdeck.notifications.rules.kinds import Kind, Severity
-from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = [
     "Completion",
@@ -24,32 +21,7 @@ __all__ = [
     "InboxItem",
     "InboxPage",
     "PendingEvent",
-    "Stamp",
-    "WatchWrite",
 ]
-
-
-class Stamp(NamedTuple):
-    """What a locked watch row says of the document without reading it: the number of
-    its writes, and the time of the newest state applied."""
-
-    version: int
-    observed_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class WatchWrite:
-    """A watch to store, with when the offline scan should look at it next.
-
-    ``silence_due_at`` is ``rules.silence_due(watch, ...)``. Written by a state batch it
-    only ever moves the stored time earlier; written back by the scan that claimed the
-    watch it is stored as given (see ``NotificationStore.watches``). ``changed`` False:
-    the watch is the stored one (a scan that found nothing), only the due time is new.
-    """
-
-    watch: MowerWatch
-    silence_due_at: datetime | None
-    changed: bool = True
 
 
 class PendingEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,6 +62,25 @@ class InboxItem(msgspec.Struct, frozen=True, kw_only=True):
     occurred_at: datetime
     read: bool = False
     held_by_quiet_hours: bool = False
+
+    @classmethod
+    def of(
+        cls, event: RuleEvent, item_id: uuid.UUID, user_id: str, *, held_by_quiet_hours: bool
+    ) -> InboxItem:
+        """The new, unread item ``item_id`` of ``event`` in the inbox of ``user_id``."""
+        return cls(
+            id=item_id,
+            user_id=user_id,
+            account_id=event.account_id,
+            mower_id=event.mower_id,
+            kind=event.kind,
+            severity=event.severity,
+            dedupe_key=event.dedupe_key,
+            message_key=event.message_key,
+            params=dict(event.params),
+            occurred_at=event.occurred_at,
+            held_by_quiet_hours=held_by_quiet_hours,
+        )
 
 
 class CursorError(NotificationsError, ValueError):

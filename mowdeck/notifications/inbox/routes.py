@@ -38,7 +38,7 @@ from mowdeck.notifications.errors import StoreError, TemplateError
 from mowdeck.notifications.inbox import preferences as prefs_doc
 from mowdeck.notifications.inbox.access import Access, MowerAccount, caller_access
 from mowdeck.notifications.inbox.model import CursorError, InboxCursor, InboxItem
-from mowdeck.notifications.inbox.ports import NotificationStore
+from mowdeck.notifications.inbox.ports import InboxStore, PreferencesStore
 from mowdeck.notifications.inbox.preferences import Preferences, PreferencesError
 from mowdeck.notifications.rules.templates import render
 from mowdeck.notifications.settings import NotificationsSettings
@@ -65,7 +65,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class ApiDeps:
     """What the API handlers need."""
 
-    store: NotificationStore
+    inbox: InboxStore
+    preferences: PreferencesStore
     authorizer: Authorizer
     settings: NotificationsSettings
     clock: Callable[[], datetime]
@@ -142,7 +143,7 @@ def _hidden_mowers(body: bytes, hidden: list[uuid.UUID]) -> Problem:
 async def get_preferences(request: web.Request) -> web.Response:
     """``GET /v1/notifications/preferences``: the saved document, or the defaults."""
     deps, access = await caller(request)
-    saved = await deps.store.get_preferences(access.user_id)
+    saved = await deps.preferences.get_preferences(access.user_id)
     return json_response(_preferences_body(saved or Preferences()))
 
 
@@ -157,8 +158,8 @@ async def put_preferences(request: web.Request) -> web.Response:
     hidden = [m for m in prefs.mowers if not access.can_view(m)]
     if hidden:
         raise _hidden_mowers(body, hidden)
-    await deps.store.put_preferences(access.user_id, access.account_id, prefs)
-    stored = await deps.store.get_preferences(access.user_id)
+    await deps.preferences.put_preferences(access.user_id, access.account_id, prefs)
+    stored = await deps.preferences.get_preferences(access.user_id)
     return json_response(_preferences_body(stored or prefs))
 
 
@@ -211,9 +212,9 @@ async def get_inbox(request: web.Request) -> web.Response:
     """``GET /v1/notifications/inbox?limit&before``: a page, newest first, rendered."""
     deps, access = await caller(request)
     limit, cursor = _limit(request), _cursor(request)
-    prefs = await deps.store.get_preferences(access.user_id) or Preferences()
-    page = await deps.store.inbox_page(access.user_id, limit, cursor)
-    unread = await deps.store.unread_count(access.user_id)
+    prefs = await deps.preferences.get_preferences(access.user_id) or Preferences()
+    page = await deps.inbox.inbox_page(access.user_id, limit, cursor)
+    unread = await deps.inbox.unread_count(access.user_id)
     return json_response(
         {
             "items": [_item_body(item, prefs) for item in page.items],
@@ -232,7 +233,7 @@ async def post_read(request: web.Request) -> web.Response:
         item_id = uuid.UUID(text)
     except ValueError:
         raise missing from None
-    if item_id not in await deps.store.mark_read(access.user_id, [item_id]):
+    if item_id not in await deps.inbox.mark_read(access.user_id, [item_id]):
         raise missing
     return web.Response(status=204)
 

@@ -30,8 +30,8 @@ from actors import (
     snapshots_by_id,
 )
 from contracts.v1 import MowerState
-from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.plan import Plan, contact_only, plan_mower
+from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch, decode_watch, encode_watch
 
@@ -139,7 +139,7 @@ class WatchSnapshots(PrefetchedSnapshots):
     one query before their actors start.
     """
 
-    def __init__(self, store: NotificationStore) -> None:
+    def __init__(self, store: WatchStore) -> None:
         super().__init__(snapshots_by_id(store.read_watches, encode_watch))
 
 

@@ -17,9 +17,9 @@ from nats.aio.msg import Msg
 from actors import ShardSupervisor
 from contracts.v1 import ContractError, MowerLink, decode_event
 from mowdeck.kit.consumer import DropMessage, RetryLater
-from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.actor import Adopt
 from mowdeck.notifications.ingest.plan import LinkEvent, mower_ids, plan_links
+from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.ingest.states import count_plan, transact
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
@@ -48,7 +48,7 @@ class LinkEvents:
 
     def __init__(
         self,
-        store: NotificationStore,
+        store: WatchStore,
         *,
         supervisor: ShardSupervisor,
         thresholds: Thresholds,

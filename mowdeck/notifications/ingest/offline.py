@@ -15,9 +15,9 @@ from datetime import datetime
 
 import structlog
 
-from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.plan import Plan, plan_silence
+from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.ingest.states import count_plan
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
@@ -32,7 +32,7 @@ class OfflineScan:
 
     def __init__(
         self,
-        store: NotificationStore,
+        store: WatchStore,
         *,
         thresholds: Thresholds,
         consuming: ConsumingSince,

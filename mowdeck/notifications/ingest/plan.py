@@ -20,7 +20,7 @@ from datetime import datetime
 import msgspec
 
 from contracts.v1 import MowerState
-from mowdeck.notifications.inbox.model import WatchWrite
+from mowdeck.notifications.ingest.model import WatchWrite
 from mowdeck.notifications.rules.evaluate import (
     Link,
     Thresholds,

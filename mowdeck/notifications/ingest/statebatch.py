@@ -30,10 +30,10 @@ import structlog
 
 from contracts.v1 import MowerState
 from mowdeck.notifications.errors import StoreConflictError
-from mowdeck.notifications.inbox.model import Stamp
-from mowdeck.notifications.inbox.ports import NotificationStore, WatchTransaction
 from mowdeck.notifications.ingest.actor import WatchAnswer, evaluate
+from mowdeck.notifications.ingest.model import Stamp
 from mowdeck.notifications.ingest.plan import Plan, contact_only
+from mowdeck.notifications.ingest.ports import WatchStore, WatchTransaction
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
 
@@ -58,7 +58,7 @@ class BatchResult:
 class StateBatchWriter:
     """Commits state batches; remembers, per mower, the stamp its actor's watch has."""
 
-    def __init__(self, store: NotificationStore, thresholds: Thresholds) -> None:
+    def __init__(self, store: WatchStore, thresholds: Thresholds) -> None:
         self._store = store
         self._thresholds = thresholds
         # The stamp under which this replica's actor holds the stored watch. An entry is

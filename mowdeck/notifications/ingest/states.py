@@ -28,7 +28,6 @@ from mowdeck.kit.batching import BatchLoop, nak_all
 from mowdeck.kit.state_batches import MowerStates, StateSorter
 from mowdeck.kit.wire import ack_all
 from mowdeck.notifications.errors import StoreConflictError
-from mowdeck.notifications.inbox.ports import NotificationStore
 from mowdeck.notifications.ingest.actor import (
     Adopt,
     Evaluate,
@@ -37,6 +36,7 @@ from mowdeck.notifications.ingest.actor import (
     WatchSnapshots,
 )
 from mowdeck.notifications.ingest.plan import Plan
+from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.ingest.statebatch import StateBatchWriter
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
@@ -70,7 +70,7 @@ def count_plan(metrics: NotificationsMetrics, plan: Plan, source: str) -> None:
 
 
 async def transact(
-    store: NotificationStore,
+    store: WatchStore,
     ids: Sequence[uuid.UUID],
     planner: Callable[[dict[uuid.UUID, MowerWatch]], Plan],
 ) -> Plan:
@@ -94,7 +94,7 @@ class StatePipeline:
 
     def __init__(
         self,
-        store: NotificationStore,
+        store: WatchStore,
         *,
         supervisor: ShardSupervisor,
         snapshots: WatchSnapshots,

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import InMemoryTupleStore, LocalAuthorizer, grant_tuples
 from mowdeck.kit.http import Readiness
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.inbox.routes import ApiDeps, create_app
+from mowdeck.notifications.service import Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.cors import ALLOWED, check_preflights
 from tests.unit.notifications.samples import ACCOUNT, at
@@ -19,12 +19,13 @@ AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
 
 
 async def test_a_preflight_from_the_configured_origin_only(
-    pg_store: PostgresNotificationStore,
+    stores: Stores,
 ) -> None:
     authorizer = LocalAuthorizer(InMemoryTupleStore())
     await authorizer.write(grant_tuples(ACCOUNT, "alice", "viewer"))
     deps = ApiDeps(
-        store=pg_store,
+        inbox=stores.inbox,
+        preferences=stores.preferences,
         authorizer=authorizer,
         settings=NotificationsSettings(http_cors_origins=[ALLOWED]),
         clock=lambda: at(0),

@@ -19,7 +19,7 @@ from mowdeck.kit.http import problem_middleware
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
 from mowdeck.notifications.delivery.targets import TargetPolicy
 from mowdeck.notifications.inbox.model import InboxEntry
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.service import Stores
 from tests.integration.notifications.delivery.worker_support import (
     Clock,
     delivery_settings,
@@ -28,8 +28,8 @@ from tests.integration.notifications.delivery.worker_support import (
 )
 from tests.support.ntfy_receiver import NtfyReceiver
 from tests.support.webpush_receiver import Answer, WebPushReceiver
-from tests.unit.notifications.delivery.delivery_contract import fan_out
 from tests.unit.notifications.samples import ACCOUNT, at
+from tests.unit.notifications.stores import fan_out
 
 AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
 ISSUER = TokenIssuer(AUTH)
@@ -52,10 +52,10 @@ async def getaddrinfo(host: str, port: int, **_: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-async def client(pg_store: PostgresNotificationStore) -> AsyncIterator[Client]:
+async def client(stores: Stores) -> AsyncIterator[Client]:
     app = web.Application(middlewares=[problem_middleware, auth_middleware(TokenVerifier(AUTH))])
     add_target_routes(
-        app, TargetDeps(pg_store, TargetPolicy.from_settings(SETTINGS), KEY, getaddrinfo)
+        app, TargetDeps(stores.targets, TargetPolicy.from_settings(SETTINGS), KEY, getaddrinfo)
     )
     async with TestClient(TestServer(app)) as c:
         yield c
@@ -193,7 +193,7 @@ async def test_refusals_name_the_field_and_the_reason(
 
 async def test_a_redirect_from_a_push_service_is_not_followed(
     client: Client,
-    pg_store: PostgresNotificationStore,
+    stores: Stores,
     pool: asyncpg.Pool,
     receiver: WebPushReceiver,
 ) -> None:
@@ -203,10 +203,10 @@ async def test_a_redirect_from_a_push_service_is_not_followed(
         assert (await post(client, "ann", {"channel": "webpush", "subscription": sub.to_json()}))[
             0
         ] == 201
-        await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
-        async with worker_for(pg_store, SETTINGS, Clock(at(20_000))) as running:
+        await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
+        async with worker_for(stores.deliveries, SETTINGS, Clock(at(20_000))) as running:
             await running.worker.run_once()
         assert internal.published == [] and internal.other_requests == []
     [row] = await rows(pool)
     assert (row["state"], row["last_error"]) == ("failed", "redirect not followed")
-    assert uuid.UUID((await pg_store.list_targets("ann"))[0].id.hex)
+    assert uuid.UUID((await stores.targets.list_targets("ann"))[0].id.hex)

@@ -12,9 +12,9 @@ import pytest
 
 from mowdeck.notifications.delivery.targets import NtfyTarget, TargetPolicy, validate_target
 from mowdeck.notifications.inbox.model import InboxEntry
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.quiet import QuietHours
+from mowdeck.notifications.service import Stores
 from tests.integration.notifications.delivery.worker_support import (
     Clock,
     delivery_settings,
@@ -23,8 +23,8 @@ from tests.integration.notifications.delivery.worker_support import (
 )
 from tests.support.ntfy_receiver import NtfyReceiver
 from tests.support.webpush_receiver import Answer, BrowserSubscription, WebPushReceiver
-from tests.unit.notifications.delivery.delivery_contract import fan_out
 from tests.unit.notifications.samples import ACCOUNT, at
+from tests.unit.notifications.stores import fan_out
 
 SETTINGS = delivery_settings()
 POLICY = TargetPolicy.from_settings(SETTINGS)
@@ -36,10 +36,10 @@ async def receiver() -> asyncio.AsyncIterator[WebPushReceiver]:  # type: ignore[
         yield r
 
 
-async def register(store: PostgresNotificationStore, user: str, sub: BrowserSubscription) -> None:
+async def register(stores: Stores, user: str, sub: BrowserSubscription) -> None:
     target = validate_target({"channel": "webpush", "subscription": sub.to_json()}, POLICY)
     assert not isinstance(target, list), target
-    await store.add_target(user, target)
+    await stores.targets.add_target(user, target)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ async def register(store: PostgresNotificationStore, user: str, sub: BrowserSubs
 )
 async def test_every_result_path(
     *,
-    pg_store: PostgresNotificationStore,
+    stores: Stores,
     pool: asyncpg.Pool,
     receiver: WebPushReceiver,
     answer: Answer,
@@ -70,15 +70,15 @@ async def test_every_result_path(
 ) -> None:
     sub = receiver.subscribe()
     receiver.answer(sub, answer)
-    await register(pg_store, "ann", sub)
-    await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
+    await register(stores, "ann", sub)
+    await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
     clock = Clock(at(20_000))
-    async with worker_for(pg_store, SETTINGS, clock) as running:
+    async with worker_for(stores.deliveries, SETTINGS, clock) as running:
         assert await running.worker.run_once() == 1
     assert len(receiver.received_by(sub)) == 1
     assert receiver.other_requests == []  # the redirect was not followed
     found = await rows(pool)
-    targets = await pg_store.list_targets("ann")
+    targets = await stores.targets.list_targets("ann")
     assert bool(targets) is target_kept
     if state is None:  # gone: the subscription and its delivery are dropped
         assert found == []
@@ -95,14 +95,14 @@ async def test_every_result_path(
 
 
 async def test_a_longer_retry_after_wins_a_shorter_one_does_not(
-    pg_store: PostgresNotificationStore, pool: asyncpg.Pool, receiver: WebPushReceiver
+    stores: Stores, pool: asyncpg.Pool, receiver: WebPushReceiver
 ) -> None:
     sub = receiver.subscribe()
     receiver.answer(sub, Answer(429, {"Retry-After": "600"}), Answer(503, {"Retry-After": "5"}))
-    await register(pg_store, "ann", sub)
-    await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
+    await register(stores, "ann", sub)
+    await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
     clock = Clock(at(20_000))
-    async with worker_for(pg_store, SETTINGS, clock) as running:
+    async with worker_for(stores.deliveries, SETTINGS, clock) as running:
         await running.worker.run_once()
         [row] = await rows(pool)
         assert row["next_attempt_at"] - clock.now == timedelta(seconds=600)
@@ -114,15 +114,15 @@ async def test_a_longer_retry_after_wins_a_shorter_one_does_not(
 
 
 async def test_backoff_doubles_then_fails_after_8_attempts(
-    pg_store: PostgresNotificationStore, pool: asyncpg.Pool, receiver: WebPushReceiver
+    stores: Stores, pool: asyncpg.Pool, receiver: WebPushReceiver
 ) -> None:
     sub = receiver.subscribe()
     receiver.answer(sub, *[Answer(503)] * 8)
-    await register(pg_store, "ann", sub)
-    await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
+    await register(stores, "ann", sub)
+    await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
     clock = Clock(at(20_000))
     waits = []
-    async with worker_for(pg_store, SETTINGS, clock) as running:
+    async with worker_for(stores.deliveries, SETTINGS, clock) as running:
         for attempt in range(1, 9):
             if attempt > 1:  # a millisecond early, the retry is not due yet
                 clock.advance(-0.001)
@@ -141,13 +141,13 @@ async def test_backoff_doubles_then_fails_after_8_attempts(
 
 
 async def test_a_refused_connection_is_retried(
-    pg_store: PostgresNotificationStore, pool: asyncpg.Pool, receiver: WebPushReceiver
+    stores: Stores, pool: asyncpg.Pool, receiver: WebPushReceiver
 ) -> None:
     sub = receiver.subscribe()
-    await register(pg_store, "ann", sub)
+    await register(stores, "ann", sub)
     await receiver.close()  # nothing listens on its port any more
-    await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
-    async with worker_for(pg_store, SETTINGS, Clock(at(20_000))) as running:
+    await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
+    async with worker_for(stores.deliveries, SETTINGS, Clock(at(20_000))) as running:
         await running.worker.run_once()
     [row] = await rows(pool)
     assert (row["state"], row["attempts"]) == ("due", 1)
@@ -155,14 +155,14 @@ async def test_a_refused_connection_is_retried(
 
 
 async def test_ntfy_sent_with_its_token_and_refused_token_fails(
-    pg_store: PostgresNotificationStore, pool: asyncpg.Pool
+    stores: Stores, pool: asyncpg.Pool
 ) -> None:
     async with NtfyReceiver(token="tk_right") as ntfy:
         settings = delivery_settings(ntfy.url)
-        await pg_store.add_target("ann", NtfyTarget(ntfy.url, "lawn", "tk_right"))
-        await pg_store.add_target("bob", NtfyTarget(ntfy.url, "lawn", "tk_wrong"))
-        await fan_out(pg_store, "k1", [InboxEntry(user_id="ann"), InboxEntry(user_id="bob")])
-        async with worker_for(pg_store, settings, Clock(at(20_000))) as running:
+        await stores.targets.add_target("ann", NtfyTarget(ntfy.url, "lawn", "tk_right"))
+        await stores.targets.add_target("bob", NtfyTarget(ntfy.url, "lawn", "tk_wrong"))
+        await fan_out(stores, "k1", [InboxEntry(user_id="ann"), InboxEntry(user_id="bob")])
+        async with worker_for(stores.deliveries, settings, Clock(at(20_000))) as running:
             assert await running.worker.run_once() == 2
         assert [p.authorization for p in ntfy.published] == ["Bearer tk_right"]
         assert ntfy.published[0].message["message"]
@@ -171,35 +171,35 @@ async def test_ntfy_sent_with_its_token_and_refused_token_fails(
 
 
 async def test_a_new_delivery_is_sent_at_once_by_notify(
-    pg_store: PostgresNotificationStore, receiver: WebPushReceiver
+    stores: Stores, receiver: WebPushReceiver
 ) -> None:
     sub = receiver.subscribe()
-    await register(pg_store, "ann", sub)
+    await register(stores, "ann", sub)
     # The poll is 30 s: only the NOTIFY can wake the worker within the second.
     settings = delivery_settings(notifications_delivery_poll_seconds=30.0)
-    async with worker_for(pg_store, settings, start=True):
+    async with worker_for(stores.deliveries, settings, start=True):
         await asyncio.sleep(0.3)  # the worker listens
         for i in range(3):
             started = time.perf_counter()
-            await fan_out(pg_store, f"k{i}", [InboxEntry(user_id="ann")])
+            await fan_out(stores, f"k{i}", [InboxEntry(user_id="ann")])
             await receiver.wait_for(i + 1, timeout=1.0)
             assert time.perf_counter() - started < 1.0
 
 
 async def test_the_quiet_hours_summary_goes_to_each_target(
-    pg_store: PostgresNotificationStore, receiver: WebPushReceiver
+    stores: Stores, receiver: WebPushReceiver
 ) -> None:
     quiet = QuietHours(start="10:00", end="14:00", allow_critical=True)
     prefs = Preferences(locale="de", timezone="UTC", scope="all", quiet_hours=quiet)
-    await pg_store.put_preferences("ann", ACCOUNT, prefs)
+    await stores.preferences.put_preferences("ann", ACCOUNT, prefs)
     phone, laptop = receiver.subscribe(), receiver.subscribe()
-    await register(pg_store, "ann", phone)
-    await register(pg_store, "ann", laptop)
+    await register(stores, "ann", phone)
+    await register(stores, "ann", laptop)
     for i in range(3):  # at 12:00 UTC and after: held
         held = [InboxEntry(user_id="ann", held_by_quiet_hours=True)]
-        await fan_out(pg_store, f"k{i}", held, seconds=60 * i)
+        await fan_out(stores, f"k{i}", held, seconds=60 * i)
     clock = Clock(at(2 * 3600 - 1))  # 13:59:59
-    async with worker_for(pg_store, SETTINGS, clock) as running:
+    async with worker_for(stores.deliveries, SETTINGS, clock) as running:
         assert await running.worker.run_once() == 0
         clock.advance(1)
         assert await running.worker.run_once() == 2
@@ -209,15 +209,15 @@ async def test_the_quiet_hours_summary_goes_to_each_target(
 
 
 async def test_finished_deliveries_are_pruned_after_the_retention(
-    pg_store: PostgresNotificationStore, pool: asyncpg.Pool, receiver: WebPushReceiver
+    stores: Stores, pool: asyncpg.Pool, receiver: WebPushReceiver
 ) -> None:
     sub = receiver.subscribe()
-    await register(pg_store, "ann", sub)
-    await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
-    await fan_out(pg_store, "k2", [InboxEntry(user_id="ann")])
+    await register(stores, "ann", sub)
+    await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
+    await fan_out(stores, "k2", [InboxEntry(user_id="ann")])
     receiver.answer(sub, Answer(201), Answer(503))
     clock = Clock(at(20_000))
-    async with worker_for(pg_store, SETTINGS, clock) as running:
+    async with worker_for(stores.deliveries, SETTINGS, clock) as running:
         await running.worker.run_once()
         clock.advance(7 * 86400 - 1)
         assert await running.worker.prune() == 0

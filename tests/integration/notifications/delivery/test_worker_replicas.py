@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from mowdeck.notifications.inbox.model import InboxEntry
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.service import Stores
 from tests.integration.notifications.delivery.test_worker import register
 from tests.integration.notifications.delivery.worker_support import (
     delivery_settings,
@@ -25,8 +25,7 @@ from tests.integration.notifications.delivery.worker_support import (
     worker_for,
 )
 from tests.support.webpush_receiver import Answer, WebPushReceiver
-from tests.unit.notifications.delivery.delivery_contract import fan_out
-from tests.unit.notifications.store_contract import event, queue
+from tests.unit.notifications.stores import event, fan_out, queue
 
 CHILD_LEASE = 3.0
 
@@ -60,7 +59,7 @@ def _spawn(dsn: str) -> subprocess.Popen[str]:
 
 @pytest.mark.slow
 async def test_a_worker_killed_after_its_claim_is_replaced_after_the_lease(
-    pg_store: PostgresNotificationStore,
+    stores: Stores,
     pool: asyncpg.Pool,
     migrated: str,
     receiver: WebPushReceiver,
@@ -68,11 +67,11 @@ async def test_a_worker_killed_after_its_claim_is_replaced_after_the_lease(
     sub = receiver.subscribe()
     # The child's send reaches the push service and hangs there until it is killed.
     receiver.answer(sub, Answer(stall=60))
-    await register(pg_store, "ann", sub)
+    await register(stores, "ann", sub)
     proc = _spawn(migrated)
     try:
         assert await _readline(proc, 20) == "ready"
-        await fan_out(pg_store, "k1", [InboxEntry(user_id="ann")])
+        await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
         await receiver.wait_for(1, timeout=10)
         [claimed] = await rows(pool)
         assert claimed["attempts"] == 1
@@ -89,7 +88,7 @@ async def test_a_worker_killed_after_its_claim_is_replaced_after_the_lease(
     settings = delivery_settings(
         notifications_lease_seconds=0.5, notifications_delivery_poll_seconds=0.1
     )
-    async with worker_for(pg_store, settings, start=True):
+    async with worker_for(stores.deliveries, settings, start=True):
         await receiver.wait_for(2, timeout=CHILD_LEASE + 10)
         second_at = time.time()
         await asyncio.sleep(2.0)  # four of the second worker's leases: nothing more
@@ -102,27 +101,27 @@ async def test_a_worker_killed_after_its_claim_is_replaced_after_the_lease(
 
 @pytest.mark.slow
 async def test_two_replicas_send_each_of_1000_deliveries_once(
-    pg_store: PostgresNotificationStore, migrated: str, receiver: WebPushReceiver
+    stores: Stores, migrated: str, receiver: WebPushReceiver
 ) -> None:
     subs = [receiver.subscribe() for _ in range(10)]
     for i, sub in enumerate(subs):
-        await register(pg_store, f"user-{i}", sub)
+        await register(stores, f"user-{i}", sub)
     entries = [InboxEntry(user_id=f"user-{i}") for i in range(10)]
     settings = delivery_settings(notifications_delivery_poll_seconds=0.2)
     pools = [await asyncpg.create_pool(migrated, min_size=1, max_size=4) for _ in range(2)]
-    stores = [PostgresNotificationStore(p) for p in pools]
+    replicas = [Stores.postgres(p).deliveries for p in pools]
     try:
         async with (
-            worker_for(stores[0], settings, start=True) as one,
-            worker_for(stores[1], settings, start=True) as two,
+            worker_for(replicas[0], settings, start=True) as one,
+            worker_for(replicas[1], settings, start=True) as two,
         ):
             await asyncio.sleep(0.3)
             for n in range(100):  # 100 events for 10 users with one browser each
-                await queue(pg_store, event(f"k{n}", params={"battery": 18, "mower": "R"}))
-                [pending] = await pg_store.claim_pending(
+                await queue(stores, event(f"k{n}", params={"battery": 18, "mower": "R"}))
+                [pending] = await stores.pending.claim_pending(
                     event("x").occurred_at + timedelta(hours=3), 10, timedelta(seconds=60)
                 )
-                await pg_store.complete_pending(pending.id, pending.event, entries, 200)
+                await stores.pending.complete_pending(pending.id, pending.event, entries, 200)
             await receiver.wait_for(1000, timeout=60)
             await asyncio.sleep(1.0)
         sent = (one.count("sent"), two.count("sent"))

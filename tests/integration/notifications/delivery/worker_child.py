@@ -11,7 +11,7 @@ import sys
 
 import asyncpg
 
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
+from mowdeck.notifications.service import Stores
 from tests.integration.notifications.delivery.worker_support import delivery_settings, worker_for
 
 
@@ -20,7 +20,7 @@ async def main(dsn: str, lease: float) -> None:
     settings = delivery_settings(
         notifications_lease_seconds=lease, notifications_send_timeout_seconds=60.0
     )
-    async with worker_for(PostgresNotificationStore(pool), settings, start=True):
+    async with worker_for(Stores.postgres(pool).deliveries, settings, start=True):
         await asyncio.sleep(0.3)
         sys.stdout.write("ready\n")
         sys.stdout.flush()

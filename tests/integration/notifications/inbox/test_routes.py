@@ -27,13 +27,13 @@ from mowdeck.authz import (
 )
 from mowdeck.kit.http import PROBLEM_CONTENT_TYPE, Readiness
 from mowdeck.notifications.inbox.model import InboxEntry
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.inbox.routes import ApiDeps, create_app
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED
+from mowdeck.notifications.service import Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, OTHER_MOWER, at
-from tests.unit.notifications.store_contract import LEASE, event, queue
+from tests.unit.notifications.stores import LEASE, event, queue
 
 Client = TestClient[web.Request, web.Application]
 
@@ -67,11 +67,10 @@ async def authorizer() -> LocalAuthorizer:
 
 
 @pytest.fixture
-async def client(
-    pg_store: PostgresNotificationStore, authorizer: LocalAuthorizer
-) -> AsyncIterator[Client]:
+async def client(stores: Stores, authorizer: LocalAuthorizer) -> AsyncIterator[Client]:
     deps = ApiDeps(
-        store=pg_store,
+        inbox=stores.inbox,
+        preferences=stores.preferences,
         authorizer=authorizer,
         settings=NotificationsSettings(),
         clock=lambda: at(0),
@@ -264,14 +263,14 @@ async def test_a_user_who_can_view_nothing_is_403(
 # -- inbox --------------------------------------------------------------------------------------
 
 
-async def fill(store: PostgresNotificationStore, *delivered: tuple[RuleEvent, list[str]]) -> None:
+async def fill(stores: Stores, *delivered: tuple[RuleEvent, list[str]]) -> None:
     """Store each event in the inbox of its users, as the fan-out does."""
-    await queue(store, *(ev for ev, _ in delivered))
-    pending = await store.claim_pending(at(10_000), len(delivered) + 1, LEASE)
+    await queue(stores, *(ev for ev, _ in delivered))
+    pending = await stores.pending.claim_pending(at(10_000), len(delivered) + 1, LEASE)
     users = {ev.dedupe_key: names for ev, names in delivered}
     for p in pending:
         entries = [InboxEntry(user_id=u) for u in users[p.event.dedupe_key]]
-        await store.complete_pending(p.id, p.event, entries, 200)
+        await stores.pending.complete_pending(p.id, p.event, entries, 200)
 
 
 def battery(n: int, *, mower_id: uuid.UUID = MOWER) -> RuleEvent:
@@ -280,10 +279,8 @@ def battery(n: int, *, mower_id: uuid.UUID = MOWER) -> RuleEvent:
     return event(f"battery:{n}", n, mower_id=mower_id, params=params)
 
 
-async def test_the_inbox_pages_newest_first(
-    client: Client, pg_store: PostgresNotificationStore
-) -> None:
-    await fill(pg_store, *[(battery(n), ["alice"]) for n in range(7)], (battery(99), ["bob"]))
+async def test_the_inbox_pages_newest_first(client: Client, stores: Stores) -> None:
+    await fill(stores, *[(battery(n), ["alice"]) for n in range(7)], (battery(99), ["bob"]))
     seen: list[str] = []
     pages = 0
     path = f"{INBOX}?limit=3"
@@ -299,10 +296,8 @@ async def test_the_inbox_pages_newest_first(
     assert seen == [f"Battery at {n}%." for n in range(6, -1, -1)]
 
 
-async def test_an_inbox_item_has_the_documented_shape(
-    client: Client, pg_store: PostgresNotificationStore
-) -> None:
-    await fill(pg_store, (battery(18), ["alice"]))
+async def test_an_inbox_item_has_the_documented_shape(client: Client, stores: Stores) -> None:
+    await fill(stores, (battery(18), ["alice"]))
     status, body = await call(client, "GET", INBOX)
     assert status == 200
     [item] = body["items"]
@@ -318,10 +313,8 @@ async def test_an_inbox_item_has_the_documented_shape(
     assert (body["next"], body["unread"]) == (None, 1)
 
 
-async def test_the_inbox_limit_defaults_to_50(
-    client: Client, pg_store: PostgresNotificationStore
-) -> None:
-    await fill(pg_store, *[(battery(n), ["alice"]) for n in range(51)])
+async def test_the_inbox_limit_defaults_to_50(client: Client, stores: Stores) -> None:
+    await fill(stores, *[(battery(n), ["alice"]) for n in range(51)])
     status, body = await call(client, "GET", INBOX)
     assert (status, len(body["items"]), body["unread"]) == (200, 50, 51)
     assert body["next"] is not None
@@ -347,7 +340,7 @@ async def test_a_bad_query_is_400(client: Client, query: str, field: str) -> Non
 
 
 async def test_items_are_rendered_in_the_readers_locale_and_zone(
-    client: Client, pg_store: PostgresNotificationStore
+    client: Client, stores: Stores
 ) -> None:
     offline = event(
         "offline",
@@ -355,7 +348,7 @@ async def test_items_are_rendered_in_the_readers_locale_and_zone(
         params={"mower": "Rosie", "since": "2026-05-01T12:00:00+00:00"},
     )
     offline = msgspec.structs.replace(offline, message_key="mower_offline.silence")
-    await fill(pg_store, (battery(18), ["alice"]), (offline, ["alice"]))
+    await fill(stores, (battery(18), ["alice"]), (offline, ["alice"]))
 
     async def texts() -> list[tuple[str, str]]:
         _, body = await call(client, "GET", INBOX)
@@ -372,10 +365,8 @@ async def test_items_are_rendered_in_the_readers_locale_and_zone(
     ]
 
 
-async def test_read_marks_one_item_read(
-    client: Client, pg_store: PostgresNotificationStore
-) -> None:
-    await fill(pg_store, (battery(1), ["alice", "bob"]), (battery(2), ["alice"]))
+async def test_read_marks_one_item_read(client: Client, stores: Stores) -> None:
+    await fill(stores, (battery(1), ["alice", "bob"]), (battery(2), ["alice"]))
     _, before = await call(client, "GET", INBOX)
     newest, older = (item["id"] for item in before["items"])
     assert await call(client, "POST", f"{INBOX}/{older}/read") == (204, None)
@@ -389,9 +380,9 @@ async def test_read_marks_one_item_read(
 
 @pytest.mark.parametrize("target", ["alices", "unknown", "malformed"])
 async def test_read_of_an_item_not_yours_is_404(
-    client: Client, pg_store: PostgresNotificationStore, target: str
+    client: Client, stores: Stores, target: str
 ) -> None:
-    await fill(pg_store, (battery(1), ["alice"]))
+    await fill(stores, (battery(1), ["alice"]))
     _, inbox = await call(client, "GET", INBOX)
     item_id = {
         "alices": inbox["items"][0]["id"],
@@ -408,7 +399,7 @@ async def test_read_of_an_item_not_yours_is_404(
 
 
 async def test_a_store_that_fails_is_503(
-    client: Client, pool: asyncpg.Pool, pg_store: PostgresNotificationStore
+    client: Client, pool: asyncpg.Pool, stores: Stores
 ) -> None:
     await pool.close()
     for method, path in ROUTES:
@@ -421,9 +412,10 @@ class DownAuthorizer(LocalAuthorizer):
         raise AuthzUnavailableError("OpenFGA is down")
 
 
-async def test_authorization_down_is_503(pg_store: PostgresNotificationStore) -> None:
+async def test_authorization_down_is_503(stores: Stores) -> None:
     deps = ApiDeps(
-        store=pg_store,
+        inbox=stores.inbox,
+        preferences=stores.preferences,
         authorizer=DownAuthorizer(InMemoryTupleStore()),
         settings=NotificationsSettings(),
         clock=lambda: at(0),

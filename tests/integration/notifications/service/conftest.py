@@ -35,9 +35,8 @@ from mowdeck.authz import (
 )
 from mowdeck.kit.bus import Bus
 from mowdeck.notifications.inbox.model import InboxItem
-from mowdeck.notifications.inbox.postgres import PostgresNotificationStore
 from mowdeck.notifications.inbox.preferences import Preferences
-from mowdeck.notifications.service import NotificationsService
+from mowdeck.notifications.service import NotificationsService, Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer
@@ -150,28 +149,20 @@ async def make_service(  # noqa: PLR0917 - pytest fixtures
         await service.stop()
 
 
-@pytest.fixture
-def store(pool: asyncpg.Pool) -> PostgresNotificationStore:
-    """The store the services write."""
-    return PostgresNotificationStore(pool)
-
-
-async def subscribe(store: PostgresNotificationStore, user_id: str, **fields: Any) -> Preferences:
+async def subscribe(stores: Stores, user_id: str, **fields: Any) -> Preferences:
     """Save preferences for ``user_id`` on the sample account (all mowers by default)."""
     prefs = Preferences(**{"scope": "all", **fields})
-    await store.put_preferences(user_id, ACCOUNT, prefs)
+    await stores.preferences.put_preferences(user_id, ACCOUNT, prefs)
     return prefs
 
 
 @pytest.fixture
-def member(
-    store: PostgresNotificationStore, authorizer: LocalAuthorizer
-) -> Callable[..., Awaitable[Preferences]]:
+def member(stores: Stores, authorizer: LocalAuthorizer) -> Callable[..., Awaitable[Preferences]]:
     """Make a viewer of the sample account who subscribed with the preferences given."""
 
     async def make(user_id: str, **fields: Any) -> Preferences:
         await grant(authorizer, user_id)
-        return await subscribe(store, user_id, **fields)
+        return await subscribe(stores, user_id, **fields)
 
     return make
 
@@ -185,9 +176,9 @@ async def publish_states(bus: Bus, states: list[MowerState]) -> None:
     await asyncio.gather(*acks)
 
 
-async def inbox(store: PostgresNotificationStore, user_id: str) -> list[InboxItem]:
+async def inbox(stores: Stores, user_id: str) -> list[InboxItem]:
     """The user's inbox, newest first."""
-    return (await store.inbox_page(user_id, 100)).items
+    return (await stores.inbox.inbox_page(user_id, 100)).items
 
 
 class SentFeed:

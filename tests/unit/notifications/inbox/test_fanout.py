@@ -20,13 +20,13 @@ from mowdeck.authz import (
     user_ref,
 )
 from mowdeck.notifications.inbox.fanout import Decisions, FanOut
-from mowdeck.notifications.inbox.memory import InMemoryNotificationStore
+from mowdeck.notifications.inbox.memory import InMemoryInbox
 from mowdeck.notifications.inbox.model import Completion, InboxItem
 from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, at
-from tests.unit.notifications.store_contract import LEASE, event, queue
+from tests.unit.notifications.stores import LEASE, event
 
 MOWERS = (MOWER, OTHER_MOWER)
 
@@ -48,11 +48,11 @@ class CountingAuthorizer(LocalAuthorizer):
         return await super().check_pairs(pairs, relation)
 
 
-class CountingStore(InMemoryNotificationStore):
-    """Counts the fan-out's writes."""
+class CountingStore(InMemoryInbox):
+    """Counts the fan-out's writes (it queues no deliveries)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(deliveries=lambda *_: None)
         self.batches: list[int] = []
 
     async def complete_many(
@@ -99,6 +99,7 @@ async def setup(
         await store.put_preferences(user, ACCOUNT, Preferences(scope="all"))
     fanout = FanOut(
         store,
+        store,
         decisions=Decisions(authorizer, timedelta(0), lambda: clock[0]),
         publisher=publisher,  # type: ignore[arg-type]
         names=lambda _: "Robbie",
@@ -111,7 +112,7 @@ async def setup(
 
 async def test_a_round_checks_once_and_writes_once() -> None:
     store, authorizer, publisher, fanout = await setup()
-    await queue(store, event("a", 1), event("b", 2, mower_id=OTHER_MOWER), event("c", 3))
+    store.add_pending([event("a", 1), event("b", 2, mower_id=OTHER_MOWER), event("c", 3)])
     assert await fanout.round() == 3
     # Each subscriber once per mower, whatever the number of the mower's events.
     assert authorizer.calls == [
@@ -134,7 +135,7 @@ async def test_a_failed_check_delays_the_round_by_a_lease() -> None:
     now = [at(10_000)]
     store, authorizer, publisher, fanout = await setup(now)
     authorizer.down = True
-    await queue(store, event("a", 1), event("b", 2, mower_id=OTHER_MOWER))
+    store.add_pending([event("a", 1), event("b", 2, mower_id=OTHER_MOWER)])
     before = failures()
     assert await fanout.round() == 2
     assert publisher.sent == []

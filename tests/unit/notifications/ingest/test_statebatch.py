@@ -9,19 +9,20 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from contracts.v1 import MowerState
-from mowdeck.notifications.inbox.memory import InMemoryNotificationStore
 from mowdeck.notifications.ingest.actor import WatchAnswer
+from mowdeck.notifications.ingest.memory import InMemoryWatches
 from mowdeck.notifications.ingest.plan import contact_only, plan_states
 from mowdeck.notifications.ingest.statebatch import StateBatchWriter
 from mowdeck.notifications.rules.watch import MowerWatch
 from tests.unit.notifications.samples import MOWER, THRESHOLDS, at, state
 
 
-class CountingStore(InMemoryNotificationStore):
-    """The in-memory store, counting the watch documents its transactions read."""
+class CountingStore(InMemoryWatches):
+    """The in-memory watches, counting the documents their transactions read (the
+    events they commit go nowhere)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(pending=lambda _: None)
         self.documents_read = 0
 
     @asynccontextmanager
@@ -70,7 +71,7 @@ async def test_heartbeats_are_touches_without_reading_the_document() -> None:
 
 
 async def test_a_watch_another_writer_moved_is_planned_again() -> None:
-    store = InMemoryNotificationStore()
+    store = InMemoryWatches(pending=lambda _: None)
     ours = StateBatchWriter(store, THRESHOLDS)
     theirs = StateBatchWriter(store, THRESHOLDS)
     first, _ = await commit(ours, None, [state(0, battery=50)], 0)
