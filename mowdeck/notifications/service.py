@@ -37,8 +37,8 @@ from mowdeck.notifications.engine import (
 )
 from mowdeck.notifications.inbox.erasure import InMemoryErasure, PostgresErasure
 from mowdeck.notifications.inbox.fanout import Decisions, FanOut
-from mowdeck.notifications.inbox.identity import MowerNames
 from mowdeck.notifications.inbox.memory import InMemoryInbox
+from mowdeck.notifications.inbox.names import MowerNames
 from mowdeck.notifications.inbox.ports import Erasure, InboxStore, PendingStore, PreferencesStore
 from mowdeck.notifications.inbox.postgres import PostgresInbox
 from mowdeck.notifications.inbox.routes import ApiDeps, create_app

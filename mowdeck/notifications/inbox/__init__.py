@@ -4,5 +4,6 @@
   then ``notifications.sent``; ``recipients``: the subscribers who want an event.
 - ``preferences``: the preferences document; ``routes``: the preferences and inbox API,
   ``access``: who is asking.
-- ``identity``: users leaving and grants changing; mower names from Fleet.
+- ``identity``: users leaving and grants changing; ``names``: the Fleet name cache;
+  ``erasure``: a user's or a mower's rows in every part, in one transaction.
 """

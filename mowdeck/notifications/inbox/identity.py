@@ -1,29 +1,25 @@
-"""Identity and registry events: users leaving, grants changing, mowers named and removed.
+"""Identity events: users leaving, grants changing.
 
 - ``identity.user.disabled`` and ``.deleted`` delete the user's preferences and inbox
   (``Erasure.delete_user``), once, through the durable queue group ``notifications-identity``.
 - ``identity.grants.changed`` drops the cached ``can_view`` decisions: every replica has
   its own cache, so every replica hears it (an ordered consumer of its own).
-- Mower names for the templates come from the Fleet seed and ``mower.*`` events, on every
-  replica; ``mower.removed`` forgets the mower (``Erasure.forget_mower``, idempotent) and
-  stops its actor.
+
+Mower names and removals are ``names.py``'s.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Awaitable, Callable
-
 import structlog
 from nats.aio.msg import Msg
 
-from contracts.v1 import ContractError, GrantsChanged, MowerRegistration, UserRef, decode_event
+from contracts.v1 import ContractError, GrantsChanged, UserRef, decode_event
 from mowdeck.kit.consumer import DropMessage
 from mowdeck.notifications.inbox.fanout import Decisions
 from mowdeck.notifications.inbox.ports import Erasure
 from mowdeck.notifications.metrics import NotificationsMetrics
 
-__all__ = ["IdentityEvents", "MowerNames"]
+__all__ = ["IdentityEvents"]
 
 log = structlog.get_logger("mowdeck.notifications.inbox.identity")
 
@@ -67,36 +63,3 @@ class IdentityEvents:
             return
         if isinstance(event.payload, GrantsChanged):
             self._drop_decisions()
-
-
-class MowerNames:
-    """Mower names and accounts by id, from the Fleet seed and the mower events; removal
-    forgets."""
-
-    def __init__(
-        self, erasure: Erasure, on_removed: Callable[[uuid.UUID], Awaitable[object]]
-    ) -> None:
-        self._erasure = erasure
-        self._on_removed = on_removed
-        self._mowers: dict[uuid.UUID, MowerRegistration] = {}
-
-    def get(self, mower_id: uuid.UUID) -> str | None:
-        """The mower's name, if known."""
-        registration = self._mowers.get(mower_id)
-        return None if registration is None else registration.name
-
-    def account(self, mower_id: uuid.UUID) -> uuid.UUID | None:
-        """The mower's account, if known (the HTTP API's ``mower_account``)."""
-        registration = self._mowers.get(mower_id)
-        return None if registration is None else registration.account_id
-
-    async def apply(self, registration: MowerRegistration) -> None:
-        """A registered or updated mower (or one of the seed's list)."""
-        self._mowers[registration.mower_id] = registration
-
-    async def remove(self, mower_id: uuid.UUID) -> None:
-        """A removed mower: forget it, its watch, pending events and inbox items."""
-        self._mowers.pop(mower_id, None)
-        await self._on_removed(mower_id)
-        rows = await self._erasure.forget_mower(mower_id)
-        log.info("mower forgotten", mower_id=str(mower_id), rows=rows)
