@@ -16,12 +16,12 @@ from nats.js import api
 
 from actors import ShardSupervisor
 from contracts.v1.subjects import EVENTS, MOWER_EVENT_FILTER, TELEMETRY
+from mowdeck.authz import DecisionCache
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer, settle
 from mowdeck.kit.http import Readiness
 from mowdeck.kit.lifecycle import Resources
-from mowdeck.notifications.inbox.fanout import Decisions
 from mowdeck.notifications.inbox.identity import IdentityEvents
 from mowdeck.notifications.inbox.ports import Erasure
 from mowdeck.notifications.ingest.consuming import ConsumingSince
@@ -55,7 +55,7 @@ class Consumers:
     watches: WatchStore
     erasure: Erasure
     supervisor: ShardSupervisor
-    decisions: Decisions
+    decisions: DecisionCache
     pipeline: StatePipeline
     consuming: ConsumingSince
     metrics: NotificationsMetrics

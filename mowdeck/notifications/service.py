@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from actors import ShardSupervisor
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
-from mowdeck.authz import Authorizer, AuthzSettings
+from mowdeck.authz import Authorizer, AuthzSettings, DecisionCache
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
@@ -36,7 +36,7 @@ from mowdeck.notifications.engine import (
     start_watch_actors,
 )
 from mowdeck.notifications.inbox.erasure import InMemoryErasure, PostgresErasure
-from mowdeck.notifications.inbox.fanout import Decisions, FanOut
+from mowdeck.notifications.inbox.fanout import FanOut
 from mowdeck.notifications.inbox.memory import InMemoryInbox
 from mowdeck.notifications.inbox.names import MowerNames
 from mowdeck.notifications.inbox.ports import Erasure, InboxStore, PendingStore, PreferencesStore
@@ -186,7 +186,8 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         actors = start_watch_actors(stores.watches, s, res)
         self._supervisor = actors.supervisor
 
-        decisions = Decisions(authorizer, s.decision_cache_ttl, clock)
+        ttl = s.decision_cache_ttl.total_seconds()
+        decisions = DecisionCache(authorizer, ttl, clock=lambda: clock().timestamp())
         self.names = names = MowerNames(stores.erasure, self._forget_actor)
         wake = await self._start_fanout(bus, stores, decisions, names)
         if self._seed_enabled:
@@ -254,7 +255,7 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         return TargetDeps(stores.targets, TargetPolicy.from_settings(s), key, creations=creations)
 
     async def _start_fanout(
-        self, bus: Bus, stores: Stores, decisions: Decisions, names: MowerNames
+        self, bus: Bus, stores: Stores, decisions: DecisionCache, names: MowerNames
     ) -> Callable[[], object]:
         """Start the fan-out (unless disabled); returns what wakes it."""
         s = self.settings

@@ -19,14 +19,14 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple
 
 import msgspec
 import structlog
 
 from contracts.v1 import EventEnvelope, NotificationSent
-from mowdeck.authz import Authorizer, mower_object, user_ref
+from mowdeck.authz import DecisionCache, mower_object, user_ref
 from mowdeck.kit.publisher import Publisher
 from mowdeck.notifications.errors import StoreRejectedError
 from mowdeck.notifications.inbox.model import Completion, InboxEntry, InboxItem, PendingEvent
@@ -37,53 +37,23 @@ from mowdeck.notifications.rules.quiet import held_by_quiet_hours
 from mowdeck.notifications.rules.templates import render
 from mowdeck.notifications.settings import NotificationsSettings
 
-__all__ = ["Decisions", "FanOut"]
+__all__ = ["FanOut", "viewers"]
 
 log = structlog.get_logger("mowdeck.notifications.inbox.fanout")
 PRODUCER = "notifications"
 
 
-class Decisions:
-    """``can_view`` decisions per user and mower, cached for ``ttl``; ``clear`` drops all."""
-
-    def __init__(
-        self, authorizer: Authorizer, ttl: timedelta, clock: Callable[[], datetime]
-    ) -> None:
-        self._authorizer = authorizer
-        self._ttl = ttl
-        self._clock = clock
-        self._cache: dict[tuple[str, uuid.UUID], tuple[bool, datetime]] = {}
-
-    def clear(self) -> None:
-        """Forget every decision (grants changed)."""
-        self._cache.clear()
-
-    async def viewers(self, wanted: dict[uuid.UUID, list[str]]) -> dict[uuid.UUID, set[str]]:
-        """Per mower, those of its users who may view it: one ``check_pairs`` for every
-        decision not cached."""
-        now = self._clock()
-        allowed: dict[uuid.UUID, set[str]] = {mower_id: set() for mower_id in wanted}
-        ask: list[tuple[str, uuid.UUID]] = []
-        for mower_id, users in wanted.items():
-            for user in users:
-                cached = self._cache.get((user, mower_id))
-                if cached is not None and cached[1] > now:
-                    if cached[0]:
-                        allowed[mower_id].add(user)
-                else:
-                    ask.append((user, mower_id))
-        if ask:
-            answers = await self._authorizer.check_pairs(
-                [(user_ref(u), mower_object(m)) for u, m in ask], "can_view"
-            )
-            expires = now + self._ttl
-            for user, mower_id in ask:
-                ok = answers.get((user_ref(user), mower_object(mower_id)), False)
-                if self._ttl > timedelta(0):
-                    self._cache[(user, mower_id)] = (ok, expires)
-                if ok:
-                    allowed[mower_id].add(user)
-        return allowed
+async def viewers(
+    decisions: DecisionCache, wanted: dict[uuid.UUID, list[str]]
+) -> dict[uuid.UUID, set[str]]:
+    """Per mower, those of its users who may view it: one ``check_pairs`` for every
+    decision not cached."""
+    pairs = [(user_ref(u), mower_object(m)) for m, users in wanted.items() for u in users]
+    answers = await decisions.check_pairs(pairs, "can_view")
+    return {
+        mower_id: {u for u in users if answers[(user_ref(u), mower_object(mower_id))]}
+        for mower_id, users in wanted.items()
+    }
 
 
 class _Picked(NamedTuple):
@@ -102,7 +72,7 @@ class FanOut:
         pending: PendingStore,
         preferences: PreferencesStore,
         *,
-        decisions: Decisions,
+        decisions: DecisionCache,
         publisher: Publisher,
         names: Callable[[uuid.UUID], str | None],
         settings: NotificationsSettings,
@@ -203,13 +173,13 @@ class FanOut:
         users: dict[uuid.UUID, set[str]] = {}
         for p in events:
             users.setdefault(p.event.mower_id, set()).update(w.user_id for w in wanted[p.id])
-        viewers = await self._decisions.viewers({m: sorted(us) for m, us in users.items() if us})
+        allowed = await viewers(self._decisions, {m: sorted(us) for m, us in users.items() if us})
         picked = []
         for pending in events:
             event, mine = pending.event, wanted[pending.id]
             if not mine:
                 metrics.suppressed.labels(reason="not_subscribed").inc()
-            can_view = viewers.get(event.mower_id, set())
+            can_view = allowed.get(event.mower_id, set())
             chosen = [w for w in mine if w.user_id in can_view]
             if len(chosen) < len(mine):
                 metrics.suppressed.labels(reason="not_viewable").inc(len(mine) - len(chosen))

@@ -14,8 +14,8 @@ import structlog
 from nats.aio.msg import Msg
 
 from contracts.v1 import ContractError, GrantsChanged, UserRef, decode_event
+from mowdeck.authz import DecisionCache
 from mowdeck.kit.consumer import DropMessage
-from mowdeck.notifications.inbox.fanout import Decisions
 from mowdeck.notifications.inbox.ports import Erasure
 from mowdeck.notifications.metrics import NotificationsMetrics
 
@@ -30,14 +30,14 @@ class IdentityEvents:
     """Handles ``event.identity.*`` (the consumer settles; ``grants`` is per replica)."""
 
     def __init__(
-        self, erasure: Erasure, decisions: Decisions, metrics: NotificationsMetrics
+        self, erasure: Erasure, decisions: DecisionCache, metrics: NotificationsMetrics
     ) -> None:
         self._erasure = erasure
         self._decisions = decisions
         self._metrics = metrics
 
     def _drop_decisions(self) -> None:
-        self._decisions.clear()
+        self._decisions.forget()
         self._metrics.decisions_dropped.inc()
 
     async def handle(self, msg: Msg) -> None:

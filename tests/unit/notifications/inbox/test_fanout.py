@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 
 from contracts.v1 import EventEnvelope, NotificationSent
 from mowdeck.authz import (
     AuthzUnavailableError,
+    DecisionCache,
     InMemoryTupleStore,
     LocalAuthorizer,
     Tuple,
@@ -19,7 +20,7 @@ from mowdeck.authz import (
     mower_object,
     user_ref,
 )
-from mowdeck.notifications.inbox.fanout import Decisions, FanOut
+from mowdeck.notifications.inbox.fanout import FanOut
 from mowdeck.notifications.inbox.memory import InMemoryInbox
 from mowdeck.notifications.inbox.model import Completion, InboxItem
 from mowdeck.notifications.inbox.preferences import Preferences
@@ -100,7 +101,7 @@ async def setup(
     fanout = FanOut(
         store,
         store,
-        decisions=Decisions(authorizer, timedelta(0), lambda: clock[0]),
+        decisions=DecisionCache(authorizer, 0.0),
         publisher=publisher,  # type: ignore[arg-type]
         names=lambda _: "Robbie",
         settings=NotificationsSettings(),
