@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 
 __all__ = ["PostgresNotificationStore"]
 

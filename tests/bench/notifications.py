@@ -53,10 +53,11 @@ from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.cli import configure_gc, freezing_service
 from mowdeck.notifications.inbox import sql
 from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.ingest.states import STATES_DURABLE
 from mowdeck.notifications.pg import pool_options
 from mowdeck.notifications.rules.evaluate import evaluate_state
 from mowdeck.notifications.rules.watch import decode_watch, encode_watch
-from mowdeck.notifications.service import STATES_DURABLE, Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database

@@ -33,11 +33,11 @@ from contracts.v1 import encode
 from contracts.v1.subjects import telemetry_subject
 from mowdeck.kit.garbage_collector import FREEZE_AFTER_STARTS, freeze, set_young_threshold
 from mowdeck.kit.migrate import discover, migrate, sql_root
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
 from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
-from mowdeck.notifications.service import Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import Fleet
 from tests.bench.replay import measure

@@ -43,7 +43,9 @@ from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.delivery.channels.webpush import push_topic
 from mowdeck.notifications.delivery.targets import TargetPolicy, validate_target
 from mowdeck.notifications.inbox.preferences import Preferences
-from mowdeck.notifications.service import STATES_DURABLE, NotificationsService, Stores
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.ingest.states import STATES_DURABLE
+from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import drained
 from tests.support.natsserver import NatsServer

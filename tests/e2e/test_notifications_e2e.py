@@ -31,7 +31,8 @@ from mowdeck.authz import (
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.inbox.preferences import Preferences
-from mowdeck.notifications.service import NotificationsService, Stores
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from simulator import ErrorFault, FleetConfig, SimulatorServer
 from tests.integration.gateway.conftest import running_gateway, settings_for

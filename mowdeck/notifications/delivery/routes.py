@@ -8,6 +8,7 @@ naming the field and the reason; an ntfy access token is never returned or logge
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,16 +34,18 @@ from mowdeck.notifications.delivery.targets import (
 __all__ = ["ROUTES", "TARGET_DEPS", "TargetDeps", "add_target_routes", "target_body"]
 
 log = structlog.get_logger("mowdeck.notifications.delivery.routes")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass(frozen=True)
 class TargetDeps:
-    """What the target handlers need; no key means webpush is not started; ``creations``
-    limits new targets (before anything is decoded or resolved)."""
+    """What the target handlers need; ``application_server_key`` answers None while webpush
+    is not started; ``creations`` limits new targets (before anything is decoded or
+    resolved)."""
 
     store: TargetStore
     policy: TargetPolicy
-    application_server_key: str | None
+    application_server_key: Callable[[], str | None]
     getaddrinfo: Getaddrinfo | None = None
     creations: RequestLimit | None = None
 
@@ -126,7 +129,7 @@ async def delete_target(request: web.Request) -> web.Response:
 
 async def vapid_public_key(request: web.Request) -> web.Response:
     """``GET /v1/notifications/webpush/vapid-public-key``: ``{"public_key": ...}``."""
-    key = request.app[TARGET_DEPS].application_server_key
+    key = request.app[TARGET_DEPS].application_server_key()
     if key is None:
         raise Problem(404, "Not Found", "Web Push is not enabled", type_="not-found")
     return json_response({"public_key": key})
@@ -140,7 +143,13 @@ ROUTES = [
 ]
 
 
-def add_target_routes(app: web.Application, deps: TargetDeps) -> None:
-    """Add the target routes to ``app`` with their dependencies."""
+def add_target_routes(
+    app: web.Application, deps: TargetDeps, *, guard: Callable[[Handler], Handler] | None = None
+) -> None:
+    """Add the target routes to ``app`` with their dependencies, each handler behind
+    ``guard`` when given."""
     app[TARGET_DEPS] = deps
-    app.add_routes(ROUTES)
+    if guard is None:
+        app.add_routes(ROUTES)
+    else:
+        app.add_routes([web.route(r.method, r.path, guard(r.handler)) for r in ROUTES])

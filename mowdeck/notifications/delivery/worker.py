@@ -23,7 +23,8 @@ import structlog
 
 from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.periodic import Periodic
-from mowdeck.notifications.delivery.channels import Delivery, DeliveryResult, NotificationChannels
+from mowdeck.notifications.delivery.channels import Delivery, DeliveryResult
+from mowdeck.notifications.delivery.channels.loader import ChannelLookup
 from mowdeck.notifications.delivery.metrics import DeliveryMetrics
 from mowdeck.notifications.delivery.model import ClaimedDelivery, DeliveryOutcome
 from mowdeck.notifications.delivery.plan import Backoff, outcome_of
@@ -51,7 +52,7 @@ class DeliveryWorker:
     def __init__(
         self,
         store: DeliveryStore,
-        channels: NotificationChannels,
+        channels: ChannelLookup,
         settings: DeliverySettings,
         metrics: DeliveryMetrics,
         clock: Callable[[], datetime] = _utcnow,

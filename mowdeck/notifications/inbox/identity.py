@@ -3,23 +3,32 @@
 - ``identity.user.disabled`` and ``.deleted`` delete the user's preferences and inbox
   (``Erasure.delete_user``), once, through the durable queue group ``notifications-identity``.
 - ``identity.grants.changed`` drops the cached ``can_view`` decisions: every replica has
-  its own cache, so every replica hears it (an ordered consumer of its own).
+  its own cache, so every replica hears it (``GrantsFeed``, an ordered consumer of its own).
 
 Mower names and removals are ``names.py``'s.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 from nats.aio.msg import Msg
+from nats.js import api
 
 from contracts.v1 import ContractError, GrantsChanged, UserRef, decode_event
+from contracts.v1.subjects import EVENTS
 from mowdeck.authz import DecisionCache
-from mowdeck.kit.consumer import DropMessage
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.consumer import DropMessage, settle
 from mowdeck.notifications.inbox.ports import Erasure
 from mowdeck.notifications.metrics import NotificationsMetrics
 
-__all__ = ["IdentityEvents"]
+__all__ = ["GRANTS_SUBJECT", "IDENTITY_DURABLE", "IDENTITY_FILTER", "GrantsFeed", "IdentityEvents"]
+
+IDENTITY_DURABLE = "notifications-identity"
+IDENTITY_FILTER = "event.identity.user.*"
+GRANTS_SUBJECT = "event.identity.grants.changed"
 
 log = structlog.get_logger("mowdeck.notifications.inbox.identity")
 
@@ -54,6 +63,10 @@ class IdentityEvents:
                 "user data deleted", type=event.type, user_id=event.payload.user_id, rows=deleted
             )
 
+    async def on_message(self, msg: Msg) -> None:
+        """The identity consumer's callback: ``handle``, then settle the message."""
+        await settle(msg, self.handle, consumer=IDENTITY_DURABLE)
+
     async def on_grants(self, msg: Msg) -> None:
         """``identity.grants.changed``: drop the cached decisions."""
         try:
@@ -63,3 +76,28 @@ class IdentityEvents:
             return
         if isinstance(event.payload, GrantsChanged):
             self._drop_decisions()
+
+
+class GrantsFeed:
+    """``identity.grants.changed`` to ``events.on_grants``, on this replica, from now on."""
+
+    def __init__(self, bus: Bus, events: IdentityEvents) -> None:
+        self._bus = bus
+        self._events = events
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        """Subscribe (an ordered consumer: nothing durable, nothing to acknowledge)."""
+        self._sub = await self._bus.js.subscribe(
+            GRANTS_SUBJECT,
+            stream=EVENTS.name,
+            ordered_consumer=True,
+            deliver_policy=api.DeliverPolicy.NEW,
+            cb=self._events.on_grants,
+        )
+
+    async def stop(self) -> None:
+        """Unsubscribe."""
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+            self._sub = None

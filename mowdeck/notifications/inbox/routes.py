@@ -32,8 +32,6 @@ from mowdeck.kit.http import (
     request_metrics,
     with_ops_routes,
 )
-from mowdeck.notifications.delivery.routes import ROUTES as TARGET_ROUTES
-from mowdeck.notifications.delivery.routes import TARGET_DEPS, TargetDeps
 from mowdeck.notifications.errors import StoreError, TemplateError
 from mowdeck.notifications.inbox import preferences as prefs_doc
 from mowdeck.notifications.inbox.access import Access, MowerAccount, caller_access
@@ -52,6 +50,7 @@ __all__ = [
     "create_app",
     "invalid",
     "routes",
+    "viewers_only",
 ]
 
 log = structlog.get_logger("mowdeck.notifications.inbox.routes")
@@ -274,12 +273,12 @@ def create_app(
     readiness: Readiness,
     metrics_registry: CollectorRegistry,
     *,
-    targets: TargetDeps | None = None,
     denylist: DenyList | None = None,
     extra_routes: Sequence[web.RouteDef] = (),
 ) -> web.Application:
-    """The Notifications HTTP application: ``routes()``, the channel targets' routes (with
-    ``targets``), ``extra_routes`` and ops routes."""
+    """The Notifications HTTP application: ``routes()``, ``extra_routes`` and ops routes; the
+    delivery's target routes are added to it (``delivery.routes.add_target_routes``) behind
+    ``viewers_only``."""
     app = web.Application(
         middlewares=[
             request_metrics(metrics_registry, service="notifications"),
@@ -292,17 +291,13 @@ def create_app(
     app[DEPS] = deps
     with_ops_routes(app, readiness, metrics_registry)
     app.add_routes([*routes(), *extra_routes])
-    if targets is not None:
-        app[TARGET_DEPS] = targets
-        app.add_routes(
-            [web.route(r.method, r.path, _viewers_only(r.handler)) for r in TARGET_ROUTES]
-        )
     return app
 
 
-def _viewers_only(handler: Handler) -> Handler:
-    # A user who can view nothing cannot use the API at all (ADR 0022): the target routes
-    # answer the same 403 as the others.
+def viewers_only(handler: Handler) -> Handler:
+    """``handler`` behind the API's 403 for a user who can view nothing (ADR 0022: such a
+    user cannot use the API at all, the delivery's target routes included)."""
+
     async def guarded(request: web.Request) -> web.StreamResponse:
         await caller(request)
         return await handler(request)

@@ -11,6 +11,7 @@ restarts from the stored watch, its snapshot.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from actors import (
     Dispatcher,
     DispatcherActor,
     PrefetchedSnapshots,
+    ShardSupervisor,
     Snapshot,
     snapshots_by_id,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "Evaluate",
     "PlanSink",
     "WatchActor",
+    "WatchActors",
     "WatchAnswer",
     "WatchSnapshots",
     "actor_factory",
@@ -153,3 +156,27 @@ def actor_factory(dispatcher: Dispatcher, thresholds: Thresholds) -> ActorFactor
         )
 
     return factory
+
+
+class WatchActors:
+    """The worker threads and the supervisor of one ``WatchActor`` per mower."""
+
+    def __init__(self, store: WatchStore, *, workers: int, thresholds: Thresholds) -> None:
+        self.dispatcher = Dispatcher(workers=workers, name="notifications")
+        self.snapshots = WatchSnapshots(store)
+        self.supervisor = ShardSupervisor(
+            self.dispatcher, actor_factory(self.dispatcher, thresholds), self.snapshots
+        )
+
+    def start(self) -> None:
+        """Start the worker threads."""
+        self.dispatcher.start()
+
+    async def stop(self) -> None:
+        """Stop every actor, then the worker threads."""
+        await self.supervisor.stop_all()
+        await asyncio.to_thread(self.dispatcher.stop)
+
+    async def forget(self, mower_id: uuid.UUID) -> None:
+        """Stop the mower's actor: a removed mower's next state starts afresh."""
+        await self.supervisor.stop(str(mower_id))

@@ -24,7 +24,9 @@ from mowdeck.notifications.ingest.states import count_plan, transact
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
 
-__all__ = ["LinkEvents", "decode_link"]
+__all__ = ["LINKS_DURABLE", "LinkEvents", "decode_link"]
+
+LINKS_DURABLE = "notifications-links"
 
 _LINKS = {"mower.connected": "connected", "mower.disconnected": "disconnected"}
 

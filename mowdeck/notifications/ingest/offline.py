@@ -9,12 +9,14 @@ scan does nothing, and after it is back silence counts from then (``ConsumingSin
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import datetime
 
 import structlog
 
+from mowdeck.kit.periodic import Periodic
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.plan import Plan, plan_silence
 from mowdeck.notifications.ingest.ports import WatchStore
@@ -28,7 +30,7 @@ log = structlog.get_logger("mowdeck.notifications.ingest.offline")
 
 
 class OfflineScan:
-    """One round of the silence timer (run by ``kit.periodic.Periodic``)."""
+    """The silence timer: a ``round`` every ``interval`` seconds once started."""
 
     def __init__(
         self,
@@ -40,6 +42,7 @@ class OfflineScan:
         clock: Callable[[], datetime],
         on_events: Callable[[], object],
         batch: int,
+        interval: float,
     ) -> None:
         self._store = store
         self._thresholds = thresholds
@@ -48,6 +51,20 @@ class OfflineScan:
         self._clock = clock
         self._on_events = on_events
         self._batch = batch
+        self._timer = Periodic("notifications-offline-scan", interval, self.round)
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The timer's task while it runs (for a ``/healthz`` watch)."""
+        return self._timer.task
+
+    def start(self) -> None:
+        """Run a round every interval."""
+        self._timer.start()
+
+    async def stop(self) -> None:
+        """Stop the timer (a round in progress is cancelled; its transaction rolls back)."""
+        await self._timer.stop()
 
     async def round(self) -> Plan | None:
         """Claim and evaluate due watches until fewer than a batch are due; None when the

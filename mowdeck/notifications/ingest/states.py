@@ -42,7 +42,13 @@ from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
 
-__all__ = ["StatePipeline", "count_plan", "transact"]
+__all__ = ["STATES_DURABLE", "StatePipeline", "count_plan", "transact"]
+
+STATES_DURABLE = "notifications-states"
+"""The states' durable consumer: the whole TELEMETRY stream, as Telemetry reads it (a
+filter narrower than the stream's subjects costs JetStream about twice the CPU per
+delivery; the pipeline acknowledges whatever is not telemetry.mower.<id>), read on the
+connection's read loop (a ``DirectConsumer``: the pipeline's ``take`` only queues)."""
 
 log = structlog.get_logger("mowdeck.notifications.ingest.states")
 _EVALUATE_TIMEOUT = 10.0

@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 
 TABLES = (
     "notification_preferences, notification_watches, notification_pending, notification_inbox,"

@@ -10,7 +10,7 @@ from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import InMemoryTupleStore, LocalAuthorizer, grant_tuples
 from mowdeck.kit.http import Readiness
 from mowdeck.notifications.inbox.routes import ApiDeps, create_app
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.cors import ALLOWED, check_preflights
 from tests.unit.notifications.samples import ACCOUNT, at

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 
 
 @pytest.fixture

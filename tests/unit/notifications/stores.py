@@ -7,11 +7,11 @@ from datetime import timedelta
 from typing import Any
 
 from mowdeck.notifications.inbox.model import InboxEntry
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest.model import WatchWrite
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import SEVERITY, Kind
 from mowdeck.notifications.rules.watch import MowerWatch
-from mowdeck.notifications.service import Stores
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at, first_watch
 
 LEASE = timedelta(seconds=60)

@@ -1,17 +1,30 @@
-"""The installed channels, from the ``mowdeck.notification_channels`` entry point group."""
+"""The installed channels, from the ``mowdeck.notification_channels`` entry point group.
+
+``Channels`` is the delivery worker's: the settings' channels with the HTTP session they
+share, loaded when it starts and closed when it stops.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 import aiohttp
 
 from mowdeck.errors import MowdeckError
+from mowdeck.notifications.delivery.channels.http import open_channel_session
 from mowdeck.notifications.delivery.channels.port import NotificationChannel
 from mowdeck.notifications.delivery.channels.settings import ChannelSettings
 
-__all__ = ["ENTRY_POINT_GROUP", "ChannelLoadError", "NotificationChannels", "load_channels"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ChannelLoadError",
+    "ChannelLookup",
+    "Channels",
+    "NotificationChannels",
+    "load_channels",
+]
 
 ENTRY_POINT_GROUP = "mowdeck.notification_channels"
 
@@ -27,6 +40,14 @@ class ChannelLoadError(MowdeckError):
             + "; ".join(f"{name}: {why}" for name, why in sorted(failures.items()))
         )
         self.failures = dict(failures)
+
+
+class ChannelLookup(Protocol):
+    """Where a sender finds a channel by name."""
+
+    def get(self, name: str) -> NotificationChannel | None:
+        """The channel called ``name``, if it was started."""
+        ...
 
 
 class NotificationChannels:
@@ -81,3 +102,41 @@ async def load_channels(
             await channel.close()
         raise ChannelLoadError(failures)
     return NotificationChannels(started)
+
+
+class Channels:
+    """The channels of ``settings`` and the HTTP session they share: none before
+    ``start()`` (a send then answers retry), all closed by ``stop()``."""
+
+    def __init__(self, settings: ChannelSettings) -> None:
+        self._settings = settings
+        self._started = NotificationChannels({})
+        self._session: aiohttp.ClientSession | None = None
+
+    def get(self, name: str) -> NotificationChannel | None:
+        """The channel called ``name``, if it was started."""
+        return self._started.get(name)
+
+    @property
+    def application_server_key(self) -> str | None:
+        """The VAPID public key of the ``webpush`` channel, if it was started."""
+        key: str | None = getattr(self.get("webpush"), "application_server_key", None)
+        return key
+
+    async def start(self) -> None:
+        """Open the session and create every channel of the settings (raising as
+        ``load_channels`` does, with the session closed again)."""
+        self._session = session = open_channel_session(self._settings)
+        try:
+            self._started = await load_channels(self._settings, session)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Close the channels, then their session."""
+        started, self._started = self._started, NotificationChannels({})
+        await started.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

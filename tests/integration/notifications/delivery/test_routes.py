@@ -19,7 +19,7 @@ from mowdeck.kit.http import problem_middleware
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
 from mowdeck.notifications.delivery.targets import TargetPolicy
 from mowdeck.notifications.inbox.model import InboxEntry
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.integration.notifications.delivery.worker_support import (
     Clock,
     delivery_settings,
@@ -55,7 +55,8 @@ async def getaddrinfo(host: str, port: int, **_: Any) -> list[tuple[Any, ...]]:
 async def client(stores: Stores) -> AsyncIterator[Client]:
     app = web.Application(middlewares=[problem_middleware, auth_middleware(TokenVerifier(AUTH))])
     add_target_routes(
-        app, TargetDeps(stores.targets, TargetPolicy.from_settings(SETTINGS), KEY, getaddrinfo)
+        app,
+        TargetDeps(stores.targets, TargetPolicy.from_settings(SETTINGS), lambda: KEY, getaddrinfo),
     )
     async with TestClient(TestServer(app)) as c:
         yield c

@@ -13,8 +13,8 @@ import pytest
 from mowdeck.notifications.delivery.targets import NtfyTarget, TargetPolicy, validate_target
 from mowdeck.notifications.inbox.model import InboxEntry
 from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.rules.quiet import QuietHours
-from mowdeck.notifications.service import Stores
 from tests.integration.notifications.delivery.worker_support import (
     Clock,
     delivery_settings,

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from mowdeck.notifications.inbox.model import InboxEntry
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.integration.notifications.delivery.test_worker import register
 from tests.integration.notifications.delivery.worker_support import (
     delivery_settings,

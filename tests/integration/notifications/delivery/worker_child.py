@@ -11,7 +11,7 @@ import sys
 
 import asyncpg
 
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.integration.notifications.delivery.worker_support import delivery_settings, worker_for
 
 

@@ -9,7 +9,7 @@ import asyncpg
 
 from mowdeck.notifications.inbox import sql
 from mowdeck.notifications.inbox.model import InboxEntry
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.support.postgres import plan_of
 from tests.unit.notifications.inbox.inbox_contract import InboxContract
 from tests.unit.notifications.inbox.preferences_contract import PreferencesContract

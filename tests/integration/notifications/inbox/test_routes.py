@@ -28,9 +28,9 @@ from mowdeck.authz import (
 from mowdeck.kit.http import PROBLEM_CONTENT_TYPE, Readiness
 from mowdeck.notifications.inbox.model import InboxEntry
 from mowdeck.notifications.inbox.routes import ApiDeps, create_app
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED
-from mowdeck.notifications.service import Stores
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, OTHER_MOWER, at
 from tests.unit.notifications.stores import LEASE, event, queue

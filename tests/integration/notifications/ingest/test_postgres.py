@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 from mowdeck.notifications.errors import StoreConflictError, StoreRejectedError
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest import sql
 from mowdeck.notifications.ingest.model import WatchWrite
-from mowdeck.notifications.service import Stores
 from tests.support.eventually import eventually
 from tests.support.postgres import plan_of
 from tests.unit.notifications.ingest.watch_contract import WatchContract

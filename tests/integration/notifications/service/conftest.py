@@ -36,7 +36,8 @@ from mowdeck.authz import (
 from mowdeck.kit.bus import Bus
 from mowdeck.notifications.inbox.model import InboxItem
 from mowdeck.notifications.inbox.preferences import Preferences
-from mowdeck.notifications.service import NotificationsService, Stores
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer

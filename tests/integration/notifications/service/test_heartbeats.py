@@ -4,7 +4,8 @@ from the true last contact, on one replica and on two."""
 from __future__ import annotations
 
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.service import NotificationsService, Stores
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.service import NotificationsService
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import MOWER, at, state
 
@@ -21,8 +22,7 @@ async def _scan_at(clock: Clock, seconds: float, services: list[NotificationsSer
     """Set the clock, run a scan round on every replica; the mower_offline events so far."""
     clock.now = at(seconds)
     for service in services:
-        assert service.scan is not None
-        await service.scan.round()
+        await service.parts.ingest.scan.round()
     return _total(services, "events", kind="mower_offline")
 
 

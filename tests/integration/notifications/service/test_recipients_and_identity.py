@@ -14,9 +14,9 @@ from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer, revoke_tuples
 from mowdeck.kit.bus import Bus
 from mowdeck.notifications.inbox.model import InboxItem
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.quiet import QuietHours
-from mowdeck.notifications.service import Stores
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at, state
 
@@ -186,7 +186,7 @@ async def test_removed_mower_is_forgotten(
     await publish_event(bus, "mower.removed", removed, at(20))
     await eventually(lambda: _forgotten(stores), what="the mower forgotten")
     assert await inbox(stores, "ute") == []
-    assert service.names is not None and service.names.get(MOWER) is None
+    assert service.parts.inbox.names.get(MOWER) is None
 
 
 async def _forgotten(stores: Stores) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at, state
 
@@ -120,17 +120,15 @@ async def test_nats_outage_does_not_count_as_silence(
     service = await make_service()
     await publish_states(bus, [state(0)])
     await eventually(lambda: counted(service, "states_evaluated") == 1)
-    assert service.consuming is not None
-    before = service.consuming.since
+    before = service.parts.ingest.consuming.since
     # The connection drops and comes back while the clock runs past offline_after.
-    assert service.bus is not None
-    nc = service.bus.nc
+    nc = service.parts.infra.bus.nc
     transport = nc._transport  # cut the socket under the client; it reconnects
     assert transport is not None
     clock.now = at(200)
     transport.close()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
     await eventually(lambda: nc.stats["reconnects"] >= 1, what="a reconnect")
-    await eventually(lambda: service.consuming is not None and service.consuming.since > before)
+    await eventually(lambda: service.parts.ingest.consuming.since > before)
     await scan_rounds_pass(service)
     assert decided(service) == 0
     assert await inbox(stores, USER) == []

@@ -7,7 +7,7 @@ import aiohttp
 from contracts.v1 import MowerLink
 from mowdeck.authn import TokenIssuer
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at, state
 
@@ -118,7 +118,7 @@ async def test_de_and_en_rendering_in_notifications_sent(  # noqa: PLR0917 - pyt
     await member("anna", locale="de", timezone="Europe/Berlin")
     await member("bob", locale="en")
     service = await make_service()
-    await eventually(lambda: service.names is not None and service.names.get(MOWER))
+    await eventually(lambda: service.parts.inbox.names.get(MOWER))
     clock.now = at(20)
     await publish_states(bus, [state(0, battery=50), state(10, battery=18)])
     await eventually(lambda: len(sent.sent) == 2, what="two notifications.sent")
@@ -206,7 +206,7 @@ async def test_the_inbox_is_read_through_the_service_http_api(
 ) -> None:
     await member(USER, locale="de")
     service = await make_service()
-    await eventually(lambda: service.names is not None and service.names.get(MOWER))
+    await eventually(lambda: service.parts.inbox.names.get(MOWER))
     clock.now = at(20)
     await publish_states(bus, [state(0, battery=50), state(10, battery=18)])
     await eventually(lambda: inbox(stores, USER))

@@ -16,8 +16,8 @@ from mowdeck.notifications.delivery.targets import (
 )
 from mowdeck.notifications.inbox.model import Completion, InboxEntry
 from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.rules.quiet import QuietHours
-from mowdeck.notifications.service import Stores
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at
 from tests.unit.notifications.stores import LEASE, PARAMS, event, fan_out, queue
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from mowdeck.notifications.inbox.preferences import Preferences
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, at
 from tests.unit.notifications.stores import LEASE, deliver, event, queue, store_watches, watch_of
 

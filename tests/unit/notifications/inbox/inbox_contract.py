@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from mowdeck.notifications.inbox.model import Completion, InboxCursor, InboxEntry
-from mowdeck.notifications.service import Stores
+from mowdeck.notifications.infra import Stores
 from tests.unit.notifications.samples import ACCOUNT, MOWER, at
 from tests.unit.notifications.stores import LEASE, deliver, event, queue, store_watches, watch_of
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 
 from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.rules.quiet import QuietHours
-from mowdeck.notifications.service import Stores
 from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, OTHER_MOWER
 
 

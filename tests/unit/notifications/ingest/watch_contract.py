@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest.model import Stamp, WatchWrite
-from mowdeck.notifications.service import Stores
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at
 from tests.unit.notifications.stores import (
     LEASE,
