@@ -17,6 +17,7 @@ from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer
 from mowdeck.kit.seed import FleetSeed
 from mowdeck.notifications.delivery.channels.loader import Channels
 from mowdeck.notifications.delivery.metrics import DeliveryMetrics
+from mowdeck.notifications.delivery.pruning import DeliveryPruning
 from mowdeck.notifications.delivery.worker import DeliveryWorker
 from mowdeck.notifications.inbox import identity as ids
 from mowdeck.notifications.inbox.fanout import FanOut
@@ -57,10 +58,11 @@ class InboxParts:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryParts:
-    """The channels and the worker that sends through them."""
+    """The channels, the worker that sends through them, the pruning of what it sent."""
 
     channels: Channels
     worker: DeliveryWorker
+    pruning: DeliveryPruning
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +82,7 @@ def build(
     fanout: bool = True,
     on_actors_started: Callable[[int], object] | None = None,
 ) -> Parts:
-    """The parts of a replica on ``infra``; events wake the fan-out if it runs here, and
-    ``on_actors_started(count)`` hears of every state batch that started actors."""
+    """The parts of a replica on ``infra``; ``fanout``: events wake this replica's fan-out."""
     s = settings
     actors = WatchActors(
         infra.stores.watches, workers=s.notifications_actor_workers, thresholds=s.thresholds
@@ -102,11 +103,11 @@ def build(
     ingest = _ingest(
         s, infra, actors, consuming, scan, wake=wake, on_actors_started=on_actors_started
     )
-    channels = Channels(s)
-    worker = DeliveryWorker(
-        infra.stores.deliveries, channels, s, DeliveryMetrics(infra.registry), infra.clock
-    )
-    return Parts(infra, ingest, inbox, DeliveryParts(channels, worker))
+    metrics = DeliveryMetrics(infra.registry)
+    deliveries, channels = infra.stores.deliveries, Channels(s)
+    worker = DeliveryWorker(deliveries, channels, s, metrics, infra.clock)
+    pruning = DeliveryPruning(deliveries, s, metrics, clock=infra.clock)
+    return Parts(infra, ingest, inbox, DeliveryParts(channels, worker, pruning))
 
 
 def _ingest(

@@ -76,6 +76,7 @@ def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]
         Step("offline scan", scan.start, scan.stop, task_alive(lambda: scan.task)),
         Step("channels", delivery.channels.start, delivery.channels.stop),
         Step("delivery worker", worker.start, worker.stop, task_alive(lambda: worker.task)),
+        Step("delivery pruning", delivery.pruning.start, delivery.pruning.stop),
     ]
 
 

@@ -57,6 +57,7 @@ class DeliveryMetrics:
         )
         self.pruned = Counter(
             "mowdeck_notifications_deliveries_pruned_total",
-            "Finished deliveries deleted after the retention",
+            "Finished deliveries deleted after the retention, by table",
+            ["table"],
             registry=registry,
         )

@@ -33,11 +33,10 @@ from mowdeck.notifications.delivery.settings import DeliverySettings
 from mowdeck.notifications.errors import TemplateError
 from mowdeck.notifications.rules.templates import Catalogue, default_catalogue
 
-__all__ = ["BACKLOG_INTERVAL_SECONDS", "PRUNE_INTERVAL_SECONDS", "DeliveryWorker"]
+__all__ = ["BACKLOG_INTERVAL_SECONDS", "DeliveryWorker"]
 
 log = structlog.get_logger("mowdeck.notifications.delivery.worker")
 
-PRUNE_INTERVAL_SECONDS = 3600.0
 BACKLOG_INTERVAL_SECONDS = 5.0
 _STORE_RETRY_SECONDS = 1.0
 
@@ -81,10 +80,9 @@ class DeliveryWorker:
         self._stop_listening: StopListening | None = None
         # The last claim took every free slot: a finished send should look for more.
         self._saturated = False
-        self._housekeeping = [
-            Periodic("notifications-delivery-prune", PRUNE_INTERVAL_SECONDS, self.prune),
-            Periodic("notifications-delivery-backlog", BACKLOG_INTERVAL_SECONDS, self.backlog),
-        ]
+        self._backlog = Periodic(
+            "notifications-delivery-backlog", BACKLOG_INTERVAL_SECONDS, self.backlog
+        )
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -92,13 +90,12 @@ class DeliveryWorker:
         return self._task
 
     def start(self) -> None:
-        """Start the claim loop and the housekeeping timers (idempotent)."""
+        """Start the claim loop and the backlog gauges' timer (idempotent)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name="notifications-delivery"
             )
-            for periodic in self._housekeeping:
-                periodic.start()
+            self._backlog.start()
 
     def wake(self) -> None:
         """Look for due deliveries now (new rows were committed in this process)."""
@@ -106,8 +103,7 @@ class DeliveryWorker:
 
     async def stop(self) -> None:
         """Stop claiming, let the sends in flight finish (up to a send timeout), record."""
-        for periodic in self._housekeeping:
-            await periodic.stop()
+        await self._backlog.stop()
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
@@ -237,17 +233,7 @@ class DeliveryWorker:
                 # once more (at least once).
                 log.warning("delivery results not recorded", count=len(batch), error=str(err))
 
-    # -- housekeeping ---------------------------------------------------------------------
-
-    async def prune(self) -> int | None:
-        """Delete deliveries finished before the retention; None if another replica does."""
-        deleted = await self._store.prune_deliveries(
-            self._clock() - self._settings.delivery_retention
-        )
-        if deleted:
-            self._metrics.pruned.inc(deleted)
-            log.info("deliveries pruned", deleted=deleted)
-        return deleted
+    # -- the backlog gauges ---------------------------------------------------------------
 
     async def backlog(self) -> None:
         """Refresh the backlog gauges."""

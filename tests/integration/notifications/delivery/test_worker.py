@@ -206,24 +206,3 @@ async def test_the_quiet_hours_summary_goes_to_each_target(
     titles = sorted(r.payload["title"] for r in receiver.received if r.payload)
     assert titles == ["3 Benachrichtigungen während der Ruhezeit"] * 2
     assert {r.subscription_id for r in receiver.received} == {phone.id, laptop.id}
-
-
-async def test_finished_deliveries_are_pruned_after_the_retention(
-    stores: Stores, pool: asyncpg.Pool, receiver: WebPushReceiver
-) -> None:
-    sub = receiver.subscribe()
-    await register(stores, "ann", sub)
-    await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
-    await fan_out(stores, "k2", [InboxEntry(user_id="ann")])
-    receiver.answer(sub, Answer(201), Answer(503))
-    clock = Clock(at(20_000))
-    async with worker_for(stores.deliveries, SETTINGS, clock) as running:
-        await running.worker.run_once()
-        clock.advance(7 * 86400 - 1)
-        assert await running.worker.prune() == 0
-        clock.advance(2)
-        assert await running.worker.prune() == 1
-        await running.worker.backlog()
-    [row] = await rows(pool)
-    assert row["state"] == "due"  # the retried one is kept
-    assert running.registry.get_sample_value("mowdeck_notifications_deliveries_due") == 1
