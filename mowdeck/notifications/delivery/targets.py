@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import functools
 import ipaddress
 import re
 import socket
@@ -221,12 +220,9 @@ def _parse(url: str) -> _Origin | str:  # noqa: PLR0911 - one return per refusal
     return _Origin(parsed.scheme, host, parsed.port, parsed.raw_path)
 
 
-@functools.lru_cache(maxsize=4096)
 def check_url(url: str, patterns: Sequence[HostPattern], policy: TargetPolicy) -> str | None:
-    """Why ``url`` may not be called under ``policy`` with host ``patterns``, or None.
-
-    Cached: the channels check every endpoint before every send.
-    """
+    """Why ``url`` may not be called under ``policy`` with host ``patterns``, or None (the
+    webpush channel keeps its answers per endpoint: it checks before every send)."""
     origin = _parse(url)
     if isinstance(origin, str):
         return origin

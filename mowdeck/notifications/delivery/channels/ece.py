@@ -1,8 +1,9 @@
 """Web Push message encryption: ``aes128gcm`` (RFC 8188) keyed as RFC 8291 says.
 
 Done with ``cryptography`` directly: a subscription's public key and auth secret are
-decoded once (``subscription_keys`` caches them), and the key schedule is five HMAC-SHA-256
-calls instead of HKDF objects. What RFC 8291 asks of the sender is kept: a new ECDH key
+decoded once (``subscription_keys``; the webpush channel keeps what it decoded, a bounded
+number, for as long as it runs), and the key schedule is five HMAC-SHA-256 calls instead
+of HKDF objects. What RFC 8291 asks of the sender is kept: a new ECDH key
 pair and a new random salt for every message (section 2; the key pair is discarded after
 encrypting), one record, the ``0x02`` delimiter of the last record, no padding.
 """
@@ -10,7 +11,6 @@ encrypting), one record, the ``0x02`` delimiter of the last record, no padding.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import hmac
 import os
@@ -56,9 +56,8 @@ def _unb64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-@functools.lru_cache(maxsize=4096)
 def subscription_keys(p256dh: str, auth: str) -> SubscriptionKeys:
-    """The decoded keys of a subscription (cached); ValueError if they are not valid."""
+    """The decoded keys of a subscription; ValueError if they are not valid."""
     try:
         return SubscriptionKeys(_unb64url(p256dh), _unb64url(auth))
     except (ValueError, TypeError) as err:

@@ -88,8 +88,13 @@ _BASE_HEADERS: Mapping[Severity, Mapping[str, str]] = {
 }
 
 
-# Cached: the same few kinds repeat per mower, and the hash is per push otherwise.
-@functools.lru_cache(maxsize=8192)
+# What a channel keeps per subscription (decoded keys, which hold its auth secret; the
+# endpoint, a capability URL, parsed and checked) and per kind and mower (the Topic), at
+# most so many each: the state is the channel's, and goes with it.
+SUBSCRIPTIONS_KEPT = 4096
+TOPICS_KEPT = 8192
+
+
 def push_topic(kind: str, mower_id: str) -> str:
     """The ``Topic`` of a kind and mower: 24 URL-safe characters (at most 32 allowed)."""
     family = TOPIC_FAMILY.get(kind, kind)
@@ -99,7 +104,11 @@ def push_topic(kind: str, mower_id: str) -> str:
 
 def push_headers(severity: Severity, kind: str, mower_id: str) -> dict[str, str]:
     """``TTL``, ``Urgency``, ``Topic`` and ``Content-Encoding`` of one push."""
-    return {**_BASE_HEADERS[severity], "Topic": push_topic(kind, mower_id)}
+    return _headers(severity, push_topic(kind, mower_id))
+
+
+def _headers(severity: Severity, topic: str) -> dict[str, str]:
+    return {**_BASE_HEADERS[severity], "Topic": topic}
 
 
 def webpush_answer(status: int, headers: Mapping[str, str], now: float) -> DeliveryResult:
@@ -139,9 +148,12 @@ def _payload(delivery: Delivery, topic: str, url: str | None) -> bytes:
     return data
 
 
-@functools.lru_cache(maxsize=4096)
+def _refusal(policy: TargetPolicy, endpoint: str) -> str | None:
+    return check_url(endpoint, policy.push_hosts, policy)
+
+
 def _endpoint(endpoint: str) -> tuple[PushURL, str]:
-    # The URL parsed once for the client, and its origin, the VAPID audience.
+    # The URL parsed for the client, and its origin, the VAPID audience.
     return parse_push_url(endpoint), str(yarl.URL(endpoint).origin())
 
 
@@ -160,6 +172,7 @@ class WebPushChannel:
         timeout: float,
         console_url: str | None = None,
         clock: Callable[[], float] = time.time,
+        subscriptions_kept: int = SUBSCRIPTIONS_KEPT,
     ) -> None:
         self._client = client
         self._signer = VapidSigner(vapid, subject, clock=clock)
@@ -168,6 +181,16 @@ class WebPushChannel:
         self._console_url = console_url
         self._clock = clock
         self.application_server_key = application_server_key(vapid)
+        kept = functools.lru_cache(maxsize=subscriptions_kept)
+        self._keys = kept(subscription_keys)
+        self._endpoints = kept(_endpoint)
+        self._refusals = kept(functools.partial(_refusal, policy))
+        self._topics = functools.lru_cache(maxsize=TOPICS_KEPT)(push_topic)
+
+    @property
+    def subscriptions_held(self) -> int:
+        """Subscriptions whose decoded keys this channel holds now."""
+        return self._keys.cache_info().currsize
 
     @property
     def signatures(self) -> int:
@@ -181,18 +204,18 @@ class WebPushChannel:
         except msgspec.ValidationError as err:
             return DeliveryResult(status="failed", reason=f"not a webpush target: {err}")
         endpoint = target.subscription.endpoint
-        refused = check_url(endpoint, self._policy.push_hosts, self._policy)
+        refused = self._refusals(endpoint)
         if refused is not None:
             return DeliveryResult(status="failed", reason=f"endpoint {refused}")
         try:
-            url, audience = _endpoint(endpoint)
+            url, audience = self._endpoints(endpoint)
         except ValueError as err:
             return DeliveryResult(status="failed", reason=f"endpoint cannot be sent to: {err}")
-        headers = push_headers(delivery.severity, delivery.kind, delivery.mower_id)
+        headers = _headers(delivery.severity, self._topics(delivery.kind, delivery.mower_id))
         data = _payload(delivery, headers["Topic"], delivery.console_url or self._console_url)
         keys = target.subscription.keys
         try:
-            body = encrypt_push(subscription_keys(keys.p256dh, keys.auth), data)
+            body = encrypt_push(self._keys(keys.p256dh, keys.auth), data)
         except ValueError as err:
             return DeliveryResult(status="failed", reason=str(err))
         headers["Authorization"] = self._signer.authorization(audience)
@@ -203,7 +226,9 @@ class WebPushChannel:
         return webpush_answer(response.status, response.headers, self._clock())
 
     async def close(self) -> None:
-        """Close the channel's connections to the push services."""
+        """Close the channel's connections to the push services; forget the subscriptions."""
+        for kept in (self._keys, self._endpoints, self._refusals, self._topics):
+            kept.cache_clear()
         await self._client.close()
 
 
