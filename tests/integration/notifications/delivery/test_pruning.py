@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
-import pytest
 
 from mowdeck.notifications.delivery.pruning import DeliveryPruning
 from mowdeck.notifications.inbox.model import InboxEntry
 from mowdeck.notifications.infra import Stores
-from tests.integration.notifications.delivery.test_worker import SETTINGS, register
-from tests.integration.notifications.delivery.worker_support import Clock, rows, worker_for
+from tests.integration.notifications.delivery.worker_support import (
+    delivery_settings,
+    register,
+    rows,
+    worker_for,
+)
 from tests.support.webpush_receiver import Answer, WebPushReceiver
-from tests.unit.notifications.samples import at
+from tests.unit.notifications.samples import Clock, at
 from tests.unit.notifications.stores import fan_out
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebPushReceiver]:
-    async with WebPushReceiver() as r:
-        yield r
 
 
 async def test_finished_deliveries_are_pruned_after_the_retention(
@@ -32,9 +27,10 @@ async def test_finished_deliveries_are_pruned_after_the_retention(
     await fan_out(stores, "k2", [InboxEntry(user_id="ann")])
     receiver.answer(sub, Answer(201), Answer(503))
     clock = Clock(at(20_000))
-    async with worker_for(stores.deliveries, SETTINGS, clock) as running:
+    settings = delivery_settings()
+    async with worker_for(stores.deliveries, settings, clock) as running:
         await running.worker.run_once()
-        pruning = DeliveryPruning(stores.deliveries, SETTINGS, running.metrics, clock=clock)
+        pruning = DeliveryPruning(stores.deliveries, settings, running.metrics, clock=clock)
         clock.advance(7 * 86400 - 1)
         assert await pruning.run_once() == {"notification_deliveries": 0}
         clock.advance(2)

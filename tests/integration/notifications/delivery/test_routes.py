@@ -14,24 +14,22 @@ import structlog
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier, auth_middleware
+from mowdeck.authn import TokenIssuer, TokenVerifier, auth_middleware
 from mowdeck.kit.http import problem_middleware
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
 from mowdeck.notifications.delivery.targets import TargetPolicy
 from mowdeck.notifications.inbox.model import InboxEntry
 from mowdeck.notifications.infra import Stores
 from tests.integration.notifications.delivery.worker_support import (
-    Clock,
     delivery_settings,
     rows,
     worker_for,
 )
 from tests.support.ntfy_receiver import NtfyReceiver
 from tests.support.webpush_receiver import Answer, WebPushReceiver
-from tests.unit.notifications.samples import ACCOUNT, at
+from tests.unit.notifications.samples import ACCOUNT, AUTH, Clock, at
 from tests.unit.notifications.stores import fan_out
 
-AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
 ISSUER = TokenIssuer(AUTH)
 NTFY = "https://ntfy.mowdeck.example"
 SETTINGS = delivery_settings(
@@ -60,12 +58,6 @@ async def client(stores: Stores) -> AsyncIterator[Client]:
     )
     async with TestClient(TestServer(app)) as c:
         yield c
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebPushReceiver]:
-    async with WebPushReceiver() as r:
-        yield r
 
 
 def as_user(user: str) -> dict[str, str]:

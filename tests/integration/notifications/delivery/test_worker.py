@@ -10,36 +10,24 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from mowdeck.notifications.delivery.targets import NtfyTarget, TargetPolicy, validate_target
+from mowdeck.notifications.delivery.targets import NtfyTarget, TargetPolicy
 from mowdeck.notifications.inbox.model import InboxEntry
 from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.rules.quiet import QuietHours
 from tests.integration.notifications.delivery.worker_support import (
-    Clock,
     delivery_settings,
+    register,
     rows,
     worker_for,
 )
 from tests.support.ntfy_receiver import NtfyReceiver
-from tests.support.webpush_receiver import Answer, BrowserSubscription, WebPushReceiver
-from tests.unit.notifications.samples import ACCOUNT, at
+from tests.support.webpush_receiver import Answer, WebPushReceiver
+from tests.unit.notifications.samples import ACCOUNT, Clock, at
 from tests.unit.notifications.stores import fan_out
 
 SETTINGS = delivery_settings()
 POLICY = TargetPolicy.from_settings(SETTINGS)
-
-
-@pytest.fixture
-async def receiver() -> asyncio.AsyncIterator[WebPushReceiver]:  # type: ignore[name-defined]
-    async with WebPushReceiver() as r:
-        yield r
-
-
-async def register(stores: Stores, user: str, sub: BrowserSubscription) -> None:
-    target = validate_target({"channel": "webpush", "subscription": sub.to_json()}, POLICY)
-    assert not isinstance(target, list), target
-    await stores.targets.add_target(user, target)
 
 
 @pytest.mark.parametrize(

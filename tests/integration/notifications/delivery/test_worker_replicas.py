@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import asyncpg
@@ -18,9 +17,9 @@ import pytest
 
 from mowdeck.notifications.inbox.model import InboxEntry
 from mowdeck.notifications.infra import Stores
-from tests.integration.notifications.delivery.test_worker import register
 from tests.integration.notifications.delivery.worker_support import (
     delivery_settings,
+    register,
     rows,
     worker_for,
 )
@@ -28,12 +27,6 @@ from tests.support.webpush_receiver import Answer, WebPushReceiver
 from tests.unit.notifications.stores import event, fan_out, queue
 
 CHILD_LEASE = 3.0
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebPushReceiver]:
-    async with WebPushReceiver() as r:
-        yield r
 
 
 async def _readline(proc: subprocess.Popen[str], timeout: float) -> str:

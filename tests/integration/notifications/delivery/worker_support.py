@@ -1,11 +1,10 @@
-"""A delivery worker against local receivers: settings, channels, a clock, row readers."""
+"""A delivery worker against local receivers: settings, channels, targets, row readers."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -20,8 +19,10 @@ from mowdeck.notifications.delivery.channels.webpush import WebPushChannel
 from mowdeck.notifications.delivery.metrics import DeliveryMetrics
 from mowdeck.notifications.delivery.ports import DeliveryStore
 from mowdeck.notifications.delivery.settings import DeliverySettings
-from mowdeck.notifications.delivery.targets import TargetPolicy
+from mowdeck.notifications.delivery.targets import TargetPolicy, validate_target
 from mowdeck.notifications.delivery.worker import DeliveryWorker
+from mowdeck.notifications.infra import Stores
+from tests.support.webpush_receiver import BrowserSubscription
 
 SUBJECT = "mailto:ops@mowdeck.example"
 
@@ -39,17 +40,12 @@ def delivery_settings(*ntfy_servers: str, **extra: Any) -> DeliverySettings:
     return DeliverySettings(**fields)
 
 
-@dataclass
-class Clock:
-    """A clock the test moves."""
-
-    now: datetime
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+async def register(stores: Stores, user: str, sub: BrowserSubscription) -> None:
+    """``sub`` as a Web Push target of ``user``, validated as the target API does."""
+    policy = TargetPolicy.from_settings(delivery_settings())
+    target = validate_target({"channel": "webpush", "subscription": sub.to_json()}, policy)
+    assert not isinstance(target, list), target
+    await stores.targets.add_target(user, target)
 
 
 def channels_for(

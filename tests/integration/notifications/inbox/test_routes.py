@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import asyncpg
 import msgspec
 import pytest
@@ -14,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
+from mowdeck.authn import TokenIssuer, TokenVerifier
 from mowdeck.authz import (
     AuthzUnavailableError,
     InMemoryTupleStore,
@@ -32,12 +33,12 @@ from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.rules.events import RuleEvent
 from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED
 from mowdeck.notifications.settings import NotificationsSettings
-from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_ACCOUNT, OTHER_MOWER, at
+from tests.support.cors import ALLOWED, check_preflights
+from tests.unit.notifications.samples import ACCOUNT, AUTH, MOWER, OTHER_ACCOUNT, OTHER_MOWER, at
 from tests.unit.notifications.stores import LEASE, event, queue
 
 Client = TestClient[web.Request, web.Application]
 
-AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
 FOREIGN = uuid.UUID("00000000-0000-4000-8000-00000000000f")  # OTHER_ACCOUNT's mower
 UNKNOWN = uuid.UUID("00000000-0000-4000-8000-0000000000ff")  # in no directory
 DIRECTORY = {MOWER: ACCOUNT, OTHER_MOWER: ACCOUNT, FOREIGN: OTHER_ACCOUNT}
@@ -425,3 +426,27 @@ async def test_authorization_down_is_503(stores: Stores) -> None:
     async with TestClient(TestServer(app)) as down:
         status, body = await call(down, "GET", PREFS)
     assert (status, _kind(body)) == (503, "unavailable")
+
+
+async def test_a_preflight_from_the_configured_origin_only(
+    stores: Stores,
+) -> None:
+    authorizer = LocalAuthorizer(InMemoryTupleStore())
+    await authorizer.write(grant_tuples(ACCOUNT, "alice", "viewer"))
+    deps = ApiDeps(
+        inbox=stores.inbox,
+        preferences=stores.preferences,
+        authorizer=authorizer,
+        settings=NotificationsSettings(http_cors_origins=[ALLOWED]),
+        clock=lambda: at(0),
+        mower_account=lambda _: None,
+    )
+    app = create_app(deps, TokenVerifier(AUTH), Readiness(), CollectorRegistry())
+    token = TokenIssuer(AUTH).mint("alice", ACCOUNT)
+    async with TestServer(app) as server, aiohttp.ClientSession() as http:
+        await check_preflights(
+            http,
+            str(server.make_url("/v1/notifications/inbox")),
+            "GET",
+            headers={"Authorization": f"Bearer {token}"},
+        )

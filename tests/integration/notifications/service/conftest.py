@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -24,7 +24,7 @@ from contracts.v1 import (
 )
 from contracts.v1.fleet import Connection
 from contracts.v1.subjects import FLEET_MOWERS_LIST
-from mowdeck.authn import AuthSettings, TokenVerifier
+from mowdeck.authn import TokenVerifier
 from mowdeck.authz import (
     InMemoryTupleStore,
     LocalAuthorizer,
@@ -42,24 +42,9 @@ from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer
 from tests.support.settings import fast_path_from_environment
-from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, T0
+from tests.unit.notifications.samples import ACCOUNT, AUTH, MOWER, OTHER_MOWER, T0, Clock
 
-AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
 MOWERS = {MOWER: "Rasenmeister", OTHER_MOWER: "Lawnbot"}
-
-
-class Clock:
-    """The services' clock, moved by the test."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move the clock forward."""
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture

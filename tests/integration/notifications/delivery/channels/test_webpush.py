@@ -16,6 +16,7 @@ from mowdeck.notifications.delivery.channels.webpush import WebPushChannel, push
 from mowdeck.notifications.delivery.targets import TargetPolicy, validate_target
 from tests.integration.notifications.delivery.channels.conftest import POLICY, MakeDelivery
 from tests.support.webpush_receiver import Answer, BrowserSubscription, WebPushReceiver
+from tests.unit.notifications.samples import EpochClock
 
 
 @pytest.fixture
@@ -26,27 +27,13 @@ async def client() -> AsyncIterator[PushClient]:
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[WebPushReceiver]:
-    async with WebPushReceiver() as r:
-        yield r
-
-
-@pytest.fixture
 async def other_receiver() -> AsyncIterator[WebPushReceiver]:
     async with WebPushReceiver() as r:
         yield r
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def channel_for(
-    client: PushClient, vapid: Vapid02, clock: Clock | None = None, timeout: float = 5
+    client: PushClient, vapid: Vapid02, clock: EpochClock | None = None, timeout: float = 5
 ) -> WebPushChannel:
     return WebPushChannel(
         client,
@@ -248,7 +235,7 @@ async def test_a_jwt_near_expiry_is_signed_again(
     receiver: WebPushReceiver,
     make_delivery: MakeDelivery,
 ) -> None:
-    clock = Clock()
+    clock = EpochClock(time.time())
     channel = channel_for(client, vapid, clock)
     sub = receiver.subscribe()
     await channel.send(make_delivery(target(sub)))

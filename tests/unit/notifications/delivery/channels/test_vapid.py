@@ -20,6 +20,7 @@ from mowdeck.notifications.delivery.channels.vapid import (
     validate_subject,
 )
 from tests.support.webpush_receiver import unb64url, verify_vapid
+from tests.unit.notifications.samples import EpochClock
 
 
 def new_vapid() -> Vapid02:
@@ -121,14 +122,6 @@ def test_invalid_subjects(subject: str | None) -> None:
         validate_subject(subject)
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def claims(header: str) -> dict[str, object]:
     token = header.split("t=")[1].split(",", maxsplit=1)[0]
     result: dict[str, object] = json.loads(unb64url(token.split(".")[1]))
@@ -136,7 +129,7 @@ def claims(header: str) -> dict[str, object]:
 
 
 def test_one_jwt_per_audience_reused_and_never_mixed() -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = EpochClock(1_800_000_000.0)
     signer = VapidSigner(new_vapid(), "mailto:ops@mowdeck.example", clock=clock)
     fcm = signer.authorization("https://fcm.googleapis.com")
     apple = signer.authorization("https://web.push.apple.com")
@@ -149,7 +142,7 @@ def test_one_jwt_per_audience_reused_and_never_mixed() -> None:
 
 
 def test_a_jwt_is_resigned_when_less_than_an_hour_is_left() -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = EpochClock(1_800_000_000.0)
     signer = VapidSigner(new_vapid(), "mailto:ops@mowdeck.example", clock=clock)
     first = signer.authorization("https://fcm.googleapis.com")
     clock.now += 11 * 3600 - 1
@@ -162,7 +155,7 @@ def test_a_jwt_is_resigned_when_less_than_an_hour_is_left() -> None:
 
 
 def test_the_jwt_verifies_like_a_push_service_checks_it() -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = EpochClock(1_800_000_000.0)
     signer = VapidSigner(new_vapid(), "mailto:ops@mowdeck.example", clock=clock)
     header = signer.authorization("http://127.0.0.1:9")
     verified, _ = verify_vapid(header, "http://127.0.0.1:9", clock.now)
