@@ -1,8 +1,8 @@
 """Targets and deliveries in memory: the same contract as PostgreSQL, for unit tests.
 
-``queue`` is what the inbox's ``complete_many`` calls with an event's new items, in its
-own step (``inbox.ports`` says why); a recipient's locale, time zone and quiet hours are
-read through ``preferences``, the inbox's ``preferences_of``.
+``queue`` is what the inbox's ``complete_many`` calls with an event's new items, within
+its write (``inbox.ports`` says why); a recipient's locale, time zone and quiet hours are
+read through ``preferences`` (the inbox's ``preferences_of``), as PostgreSQL joins them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import msgspec
 
@@ -24,8 +25,8 @@ from mowdeck.notifications.delivery.model import (
 from mowdeck.notifications.delivery.plan import summary_due
 from mowdeck.notifications.delivery.ports import DeliveryStore, StopListening, TargetStore
 from mowdeck.notifications.delivery.targets import Target, WebPushTarget
-from mowdeck.notifications.inbox.preferences import Preferences
 from mowdeck.notifications.rules.events import Param, RuleEvent
+from mowdeck.notifications.rules.quiet import QuietHours
 from mowdeck.notifications.rules.templates import SUMMARY_KEY
 
 __all__ = ["DeliveryRow", "InMemoryDeliveries"]
@@ -52,10 +53,29 @@ class DeliveryRow:
     finished_at: datetime | None = None
 
 
+class Reader(Protocol):
+    """What the deliveries read of a recipient's preferences (the inbox keeps them)."""
+
+    @property
+    def locale(self) -> str:
+        """The language to render in."""
+        ...
+
+    @property
+    def timezone(self) -> str:
+        """The IANA time zone to render times and quiet hours in."""
+        ...
+
+    @property
+    def quiet_hours(self) -> QuietHours | None:
+        """When nothing is pushed."""
+        ...
+
+
 class InMemoryDeliveries(TargetStore, DeliveryStore):
     """Targets and deliveries as dicts."""
 
-    def __init__(self, *, preferences: Callable[[str], Preferences | None]) -> None:
+    def __init__(self, *, preferences: Callable[[str], Reader | None]) -> None:
         self._preferences = preferences
         self.targets: dict[uuid.UUID, StoredTarget] = {}
         self.deliveries: dict[int, DeliveryRow] = {}
@@ -153,7 +173,8 @@ class InMemoryDeliveries(TargetStore, DeliveryStore):
             row.attempts += 1
             row.next_attempt_at = now + lease
             target = self.targets[row.target_id]
-            prefs = self._preferences(row.user_id) or Preferences()
+            prefs = self._preferences(row.user_id)
+            locale, timezone = ("en", "UTC") if prefs is None else (prefs.locale, prefs.timezone)
             claimed.append(
                 ClaimedDelivery(
                     id=row.id,
@@ -169,8 +190,8 @@ class InMemoryDeliveries(TargetStore, DeliveryStore):
                     params=dict(row.params),
                     occurred_at=row.occurred_at,
                     attempts=row.attempts,
-                    locale=prefs.locale,
-                    timezone=prefs.timezone,
+                    locale=locale,
+                    timezone=timezone,
                 )
             )
         return claimed
