@@ -55,6 +55,7 @@ class Stores:
         deliveries = PostgresDeliveries(pool, maintenance_timeout_ms=maintenance_timeout_ms)
         inbox = PostgresInbox(pool, deliveries=queue_deliveries)
         watches = PostgresWatches(pool, pending=inbox.insert_pending)
+        # Deliveries first: the order the rows of a user or a mower were always deleted in.
         erasure = PostgresErasure(pool, [deliveries, watches, inbox])
         return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries)
 

@@ -166,7 +166,7 @@ class StatePipeline:
         for rejected in batch.rejected:
             await _term(rejected.msg, rejected.reason, rejected.detail)
         if batch.foreign:
-            # The consumer reads the whole stream (see service.py); these are not states.
+            # The consumer reads the whole stream (STATES_DURABLE); these are not states.
             await ack_all(batch.foreign)
         mowers = batch.mowers
         if not mowers:
