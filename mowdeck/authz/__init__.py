@@ -1,5 +1,6 @@
 """Authorization: the OpenFGA model in this folder, one port, two adapters."""
 
+from mowdeck.authz._decisions import DecisionCache
 from mowdeck.authz._local import LocalAuthorizer
 from mowdeck.authz._memory import InMemoryTupleStore
 from mowdeck.authz._model import AuthorizationModel, load_model
@@ -26,6 +27,7 @@ __all__ = [
     "AuthzError",
     "AuthzSettings",
     "AuthzUnavailableError",
+    "DecisionCache",
     "InMemoryTupleStore",
     "InvalidTupleError",
     "LocalAuthorizer",

@@ -1,8 +1,9 @@
-"""Notifications: rules over mower states, recipients, the inbox (ADR 0022).
+"""Notifications: rules over mower states, recipients, the inbox, delivery (ADR 0022).
 
-The pure core is ``rules`` (with ``watch``, ``events``, ``emitter``), ``recipients``,
-``quiet``, ``preferences`` and ``templates``; storage is the ``NotificationStore`` port
-(``ports``) with a PostgreSQL and an in-memory adapter.
+Four parts, each with its own ports and adapters: ``rules`` (pure), ``ingest`` (states,
+link events and the offline scan into watches and events), ``inbox`` (recipients, the
+fan-out, the inbox, preferences) and ``delivery`` (targets, the delivery worker, the
+channels). ``service`` composes them.
 """
 
 from mowdeck.notifications.errors import NotificationsError

@@ -1,62 +1,109 @@
-"""The composition root of Notifications: ``NotificationsService(settings, ...)``."""
+"""The composition root of Notifications: ``NotificationsService(settings, ...)``.
+
+``start()`` opens the ``Infra`` (given or owned), builds the parts (``parts.build``),
+starts them in the order of ``steps`` and listens; ``stop()`` stops them in reverse.
+"""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from actors import ShardSupervisor
 from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
 from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import task_alive
-from mowdeck.kit.seed import FleetSeed
 from mowdeck.kit.shell import ServiceShell
-from mowdeck.notifications.channels.http import open_channel_session
-from mowdeck.notifications.channels.loader import NotificationChannels, load_channels
-from mowdeck.notifications.consumers import STATES_DURABLE, Consumers, start_consumers
-from mowdeck.notifications.consuming import ConsumingSince
-from mowdeck.notifications.delivery_metrics import DeliveryMetrics
-from mowdeck.notifications.engine import (
-    Engine,
-    start_offline_scan,
-    start_pipeline,
-    start_watch_actors,
-)
-from mowdeck.notifications.fanout import Decisions, FanOut
-from mowdeck.notifications.identity import MowerNames
-from mowdeck.notifications.ingest import StatePipeline
-from mowdeck.notifications.limits import target_creations
+from mowdeck.notifications.delivery.limits import target_creations
+from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
+from mowdeck.notifications.delivery.targets import TargetPolicy
+from mowdeck.notifications.inbox.routes import ApiDeps, create_app, viewers_only
+from mowdeck.notifications.infra import Infra, Stores
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.offline import OfflineScan
-from mowdeck.notifications.outbox import DeliveryWorker
-from mowdeck.notifications.ports import NotificationStore
-from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
-from mowdeck.notifications.routes import ApiDeps, create_app
+from mowdeck.notifications.parts import Parts, build
+from mowdeck.notifications.pg import pool_options
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.targets import TargetPolicy
-from mowdeck.notifications.targets_routes import TargetDeps
 
-__all__ = ["STATES_DURABLE", "NotificationsService"]
+__all__ = ["NotificationsService", "Step", "steps"]
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A part to start: ``start`` (a coroutine is awaited), ``stop``, whether it is alive."""
+
+    name: str
+    start: Callable[[], object]
+    stop: Callable[[], Awaitable[object]] | None = None
+    alive: Callable[[], bool] | None = None
+
+
+def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]:
+    """The order the parts start in (and stop in, reversed), with their ``/readyz`` names;
+    ``seed`` or ``fanout`` False leaves that part unstarted."""
+    ingest, inbox, delivery = parts.ingest, parts.inbox, parts.delivery
+    actors, pipeline, scan = ingest.actors, ingest.pipeline, ingest.scan
+    links, identity, states, worker = ingest.links, inbox.identity, ingest.states, delivery.worker
+    found = [
+        Step("watch workers", actors.start, actors.stop, lambda: actors.dispatcher.workers_alive),
+        # The fan-out publishes notifications.sent; the bus's publisher is started, not owned.
+        Step("publisher", parts.infra.bus.publisher.start),
+    ]
+    if fanout:
+        out = inbox.fanout
+        found.append(Step("fan-out", out.start, out.stop, task_alive(lambda: out.task)))
+    if seed:
+        found.append(
+            Step("fleet seed", inbox.seed.start, inbox.seed.stop, lambda: inbox.seed.healthy)
+        )
+    return [
+        *found,
+        Step("state pipeline", pipeline.start, pipeline.stop, task_alive(lambda: pipeline.task)),
+        Step("links consumer", links.start, links.stop, lambda: links.alive),
+        Step("identity consumer", identity.start, identity.stop, lambda: identity.alive),
+        Step("states consumer", states.start, states.stop, lambda: states.alive),
+        Step("grants subscription", inbox.grants.start, inbox.grants.stop),
+        Step("offline scan", scan.start, scan.stop, task_alive(lambda: scan.task)),
+        Step("channels", delivery.channels.start, delivery.channels.stop),
+        Step("delivery worker", worker.start, worker.stop, task_alive(lambda: worker.task)),
+        Step("delivery pruning", delivery.pruning.start, delivery.pruning.stop),
+    ]
+
+
+def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
+    """The HTTP API: preferences and the inbox, the targets behind the same 403."""
+    infra, names, channels = parts.infra, parts.inbox.names, parts.delivery.channels
+    stores = infra.stores
+    api = ApiDeps(stores.inbox, stores.preferences, infra.authorizer, s, infra.clock, names.account)
+    app = create_app(api, infra.verifier, infra.readiness, infra.registry, denylist=infra.denylist)
+    targets = TargetDeps(
+        stores.targets,
+        TargetPolicy.from_settings(s),
+        lambda: channels.application_server_key,
+        creations=target_creations(s, infra.registry),
+    )
+    add_target_routes(app, targets, guard=viewers_only)
+    return app
+
+
 class NotificationsService(ServiceShell[NotificationsSettings]):
     """Notifications: rules over states, the offline timer, the fan-out, the inbox API.
 
     Stateless: any number of replicas share the queue groups and the database. Pass
-    ``bus``, ``pool``, ``store``, ``authorizer`` or ``verifier`` to share them; what is not
+    ``bus``, ``pool``, ``stores``, ``authorizer`` or ``verifier`` to share them; what is not
     passed is created from the settings and closed again by ``stop()``. ``fanout=False``
     leaves pending events for another replica (tests use it to stop between the rules'
-    commit and the fan-out).
+    commit and the fan-out); ``seed=False`` asks Fleet for no mower names.
     """
 
     name = "notifications"
@@ -69,7 +116,7 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         authz_settings: AuthzSettings | None = None,
         bus: Bus | None = None,
         pool: asyncpg.Pool | None = None,
-        store: NotificationStore | None = None,
+        stores: Stores | None = None,
         authorizer: Authorizer | None = None,
         verifier: TokenVerifier | None = None,
         metrics_registry: CollectorRegistry | None = None,
@@ -84,145 +131,63 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         self._auth_settings = auth_settings
         self._authz_settings = authz_settings
         self._bus = bus
-        self.bus: Bus | None = None  # the bus in use, given or owned (after ``start``)
         self._pool = pool
-        self.store = store
+        self._stores = stores
         self._authorizer = authorizer
         self._verifier = verifier
         self.gc_pauses = GcPauses(self.metrics_registry)
         self.metrics = NotificationsMetrics(self.metrics_registry)
         self._clock = clock
-        self._on_actors_started = on_actors_started
-        self._seed_enabled = seed
-        self._fanout_enabled = fanout
-        self._supervisor: ShardSupervisor | None = None
-        self.pipeline: StatePipeline | None = None
-        self.scan: OfflineScan | None = None
-        self.fanout: FanOut | None = None
-        self.delivery: DeliveryWorker | None = None
-        self.channels: NotificationChannels | None = None
-        self.consuming: ConsumingSince | None = None
-        self.names: MowerNames | None = None
+        self._seed, self._fanout, self._on_actors_started = seed, fanout, on_actors_started
+        self._parts: Parts | None = None
+
+    @property
+    def parts(self) -> Parts:
+        """The parts this replica runs (after ``start``)."""
+        if self._parts is None:
+            raise RuntimeError("NotificationsService is not started")
+        return self._parts
 
     async def _start(self) -> None:
-        # Connect what was not passed in, start actors, consumers and loops, then listen.
+        infra = await self._open()
+        self._parts = parts = build(
+            self.settings, infra, fanout=self._fanout, on_actors_started=self._on_actors_started
+        )
+        for step in steps(parts, seed=self._seed, fanout=self._fanout):
+            started = step.start()
+            if inspect.isawaitable(started):
+                await started
+            if step.stop is not None:
+                self._resources.push(step.stop, name=step.name)
+            if step.alive is not None:
+                self.readiness.watch(step.name, step.alive)
+        await self._listen(_app(self.settings, parts))
+
+    async def _open(self) -> Infra:
+        """What the parts run on: given, or connected now and closed by ``stop()``."""
         s, res = self.settings, self._resources
         self.gc_pauses.install()
         res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        self.bus = bus = await res.bus_for(
-            self._bus,
-            s,
-            user="notifications",
-            readiness=self.readiness,
-            registry=self.metrics_registry,
+        readiness, registry = self.readiness, self.metrics_registry
+        bus = await res.bus_for(
+            self._bus, s, user="notifications", readiness=readiness, registry=registry
         )
-        pool = self._pool
-        if pool is None and (self.store is None or self._authorizer is None):
+        pool, stores = self._pool, self._stores
+        if pool is None and (stores is None or self._authorizer is None):
             options = pool_options(
                 s.notifications_db_pool_size, statement_timeout_ms=s.database_statement_timeout_ms
             )
             pool = await res.pool(None, s.database_url, **options)
-        if self.store is None:
-            assert pool is not None
-            self.store = PostgresNotificationStore(
-                pool, maintenance_timeout_ms=s.database_maintenance_statement_timeout_ms
-            )
-        store = self.store
+        if stores is None:
+            assert pool is not None  # made just above when no stores were given
+            timeout = s.database_maintenance_statement_timeout_ms
+            stores = Stores.postgres(pool, maintenance_timeout_ms=timeout)
         authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
-        clock = self._clock
-        self.consuming = consuming = ConsumingSince(bus.nc, clock)
-        actors = start_watch_actors(store, s, res)
-        self._supervisor = actors.supervisor
-
-        decisions = Decisions(authorizer, s.decision_cache_ttl, clock)
-        self.names = names = MowerNames(store, self._forget_actor)
-        wake = await self._start_fanout(bus, store, decisions, names)
-        if self._seed_enabled:
-            seed = FleetSeed(
-                bus,
-                apply=names.apply,
-                remove=names.remove,
-                follow_events=True,
-                request_timeout=s.notifications_seed_timeout_seconds,
-                name="notifications-fleet-seed",
-            )
-            await seed.start()
-            res.push(seed.stop, name="fleet seed")
-            self.readiness.watch("fleet seed", lambda: seed.healthy)
-
-        engine = Engine(store, s, self.metrics, consuming, clock, wake)
-        self.pipeline = pipeline = start_pipeline(
-            engine, actors, res, self.readiness, self._on_actors_started
-        )
-        parts = Consumers(
-            store, actors.supervisor, decisions, pipeline, consuming, self.metrics, wake
-        )
-        await start_consumers(bus, s, parts, res, self.readiness)
-        self.scan = start_offline_scan(engine, res, self.readiness)
-
         auth = self._auth_settings or load_auth_settings()
-        verifier = self._verifier or TokenVerifier(auth)
         # Disabled and deleted users are refused from the moment any service saw the event.
         denylist = await res.enter(running_denylist(bus, auth))
-        targets = await self._start_delivery(store)
-        deps = ApiDeps(store, authorizer, s, clock, names.account)
-        app = create_app(
-            deps,
-            verifier,
-            self.readiness,
-            self.metrics_registry,
-            targets=targets,
-            denylist=denylist,
+        verifier = self._verifier or TokenVerifier(auth)
+        metrics, clock = self.metrics, self._clock
+        return Infra(
+            bus, stores, authorizer, verifier, denylist, metrics, registry, readiness, clock
         )
-        await self._listen(app)
-
-    async def _start_delivery(self, store: NotificationStore) -> TargetDeps:
-        """The channels and the delivery worker (the outbox); what the target routes need."""
-        s, res = self.settings, self._resources
-        session = open_channel_session(s)
-        res.push(session.close, name="channel http session")
-        self.channels = channels = await load_channels(s, session)
-        res.push(channels.close, name="channels")
-        self.delivery = worker = DeliveryWorker(
-            store, channels, s, DeliveryMetrics(self.metrics_registry), self._clock
-        )
-        worker.start()
-        res.push(worker.stop, name="delivery worker")
-        self.readiness.watch("delivery worker", task_alive(lambda: worker.task))
-        webpush = channels.get("webpush")
-        key = getattr(webpush, "application_server_key", None)
-        creations = target_creations(s, self.metrics_registry)
-        return TargetDeps(store, TargetPolicy.from_settings(s), key, creations=creations)
-
-    async def _start_fanout(
-        self, bus: Bus, store: NotificationStore, decisions: Decisions, names: MowerNames
-    ) -> Callable[[], object]:
-        """Start the fan-out (unless disabled); returns what wakes it."""
-        s = self.settings
-        publisher = bus.publisher
-        await publisher.start()
-        self.fanout = fanout = FanOut(
-            store,
-            decisions=decisions,
-            publisher=publisher,
-            names=names.get,
-            settings=s,
-            metrics=self.metrics,
-            clock=self._clock,
-            poll=s.notifications_fanout_poll_seconds,
-        )
-        if not self._fanout_enabled:
-            return _nothing
-        fanout.start()
-        self._resources.push(fanout.stop, name="fan-out")
-        self.readiness.watch("fan-out", task_alive(lambda: fanout.task))
-        return fanout.wake
-
-    async def _forget_actor(self, mower_id: uuid.UUID) -> None:
-        # A removed mower's actor must not keep its watch: a later state starts afresh.
-        if self._supervisor is not None:
-            await self._supervisor.stop(str(mower_id))
-
-
-def _nothing() -> None:
-    return None

@@ -12,8 +12,8 @@ from typing import Annotated
 import msgspec
 
 from mowdeck.kit.settings import load_settings
-from mowdeck.notifications.delivery_settings import DeliverySettings
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.delivery.settings import DeliverySettings
+from mowdeck.notifications.rules.evaluate import Thresholds
 
 __all__ = ["NotificationsSettings", "load_notifications_settings"]
 

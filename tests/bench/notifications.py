@@ -50,14 +50,15 @@ from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications import sql
 from mowdeck.notifications.cli import configure_gc, freezing_service
-from mowdeck.notifications.postgres import PostgresNotificationStore, pool_options
-from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.rules import evaluate_state
-from mowdeck.notifications.service import STATES_DURABLE
+from mowdeck.notifications.inbox import sql
+from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.ingest.states import STATES_DURABLE
+from mowdeck.notifications.pg import pool_options
+from mowdeck.notifications.rules.evaluate import evaluate_state
+from mowdeck.notifications.rules.watch import decode_watch, encode_watch
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.watch import decode_watch, encode_watch
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
 
@@ -191,7 +192,7 @@ async def naive(bus: Bus, pool: asyncpg.Pool, states: list[MowerState]) -> float
 
 async def setup(pool: asyncpg.Pool, fleet: Fleet) -> LocalAuthorizer:
     """Preferences of every subscriber, and the tuples that let them view their mowers."""
-    store = PostgresNotificationStore(pool)
+    stores = Stores.postgres(pool)
     # The in-process evaluator on its PostgreSQL tuples (MOWDECK_AUTHZ=local): indexed
     # lookups, as OpenFGA's would be (the in-memory tuple store scans every tuple).
     authorizer = LocalAuthorizer(PostgresTupleStore(pool))
@@ -199,7 +200,7 @@ async def setup(pool: asyncpg.Pool, fleet: Fleet) -> LocalAuthorizer:
     for account in fleet.accounts:
         for user in fleet.users(account):
             tuples += grant_tuples(account, user, "viewer")
-            await store.put_preferences(user, account, Preferences(scope="all"))
+            await stores.preferences.put_preferences(user, account, Preferences(scope="all"))
     await authorizer.write(tuples)
     return authorizer
 
@@ -342,7 +343,7 @@ async def run(smoke: bool, state_batch_max: int, actor_workers: int) -> None:
             finally:
                 await service.stop()
             # -- inbox query --------------------------------------------------------------
-            store = PostgresNotificationStore(pool)
+            stores = Stores.postgres(pool)
             users = [
                 r[0]
                 for r in await pool.fetch(
@@ -353,7 +354,7 @@ async def run(smoke: bool, state_batch_max: int, actor_workers: int) -> None:
             for i in range(50 if smoke else 500):
                 user = users[i % len(users)]
                 t = time.perf_counter()
-                await store.inbox_page(user, 50)
+                await stores.inbox.inbox_page(user, 50)
                 timings.append((time.perf_counter() - t) * 1000)
             inbox_p99 = p99(timings)
             print(

@@ -15,7 +15,7 @@ per message) and sign VAPID for real.
   connection per message.
 - state to push (``tests.bench.notifications_state_push``): a state published on the bus to
   the push received, through the Notifications service (rules, fan-out with recipients,
-  outbox, webpush channel), 200 firing states per second for distinct mowers; p99.
+  delivery worker, webpush channel), 200 firing states per second for distinct mowers; p99.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import aiohttp
 from py_vapid import Vapid02
 from pywebpush import webpush
 
-from mowdeck.notifications.channels import ChannelSettings, Delivery
-from mowdeck.notifications.channels.pushhttp import PushClient
-from mowdeck.notifications.channels.webpush import WebPushChannel
-from mowdeck.notifications.targets import TargetPolicy
+from mowdeck.notifications.delivery.channels import ChannelSettings, Delivery
+from mowdeck.notifications.delivery.channels.pushhttp import PushClient
+from mowdeck.notifications.delivery.channels.webpush import WebPushChannel
+from mowdeck.notifications.delivery.targets import TargetPolicy
 from tests.bench.notifications_state_push import run_state_to_push
 from tests.bench.push_work import deliveries, start_receiver
 

@@ -33,11 +33,11 @@ from contracts.v1 import encode
 from contracts.v1.subjects import telemetry_subject
 from mowdeck.kit.garbage_collector import FREEZE_AFTER_STARTS, freeze, set_young_threshold
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications.actor import WatchSnapshots, actor_factory
-from mowdeck.notifications.ingest import StatePipeline
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
+from mowdeck.notifications.ingest.states import StatePipeline
 from mowdeck.notifications.metrics import NotificationsMetrics
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import Fleet
 from tests.bench.replay import measure
@@ -74,11 +74,11 @@ async def run(opts: Options) -> None:
 
 async def _replay(pool: asyncpg.Pool, opts: Options) -> None:
     batch, rounds, mowers, profile = opts.batch, opts.rounds, opts.mowers, opts.profile
-    store = PostgresNotificationStore(pool)
+    stores = Stores.postgres(pool)
     thresholds = Thresholds()
     dispatcher = Dispatcher(workers=2, name="replay")
     dispatcher.start()
-    snapshots = WatchSnapshots(store)
+    snapshots = WatchSnapshots(stores.watches)
     supervisor = ShardSupervisor(dispatcher, actor_factory(dispatcher, thresholds), snapshots)
     since = datetime.now(UTC)
 
@@ -87,7 +87,7 @@ async def _replay(pool: asyncpg.Pool, opts: Options) -> None:
             freeze()
 
     pipeline = StatePipeline(
-        store,
+        stores.watches,
         supervisor=supervisor,
         snapshots=snapshots,
         bridge=LoopBridge(asyncio.get_running_loop()),

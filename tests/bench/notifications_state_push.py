@@ -3,7 +3,7 @@
 Used by ``tests.bench.notifications_push``; it starts a nats-server and makes a database
 of its own. The real Notifications service runs in this process with its production
 defaults (micro-batched rules, fan-out with recipient lookups through the in-process
-evaluator on PostgreSQL tuples, LISTEN/NOTIFY outbox, the webpush channel with real
+evaluator on PostgreSQL tuples, LISTEN/NOTIFY delivery worker, the webpush channel with real
 aes128gcm and VAPID); only the channel list, the VAPID key and the loopback push service
 are configured. Every mower first reports a healthy battery (its watch starts, armed);
 then one ``battery_low`` state per distinct mower is published at ``rate`` per second,
@@ -40,12 +40,13 @@ from mowdeck.authz import (
 from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications.channels.webpush import push_topic
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences
-from mowdeck.notifications.service import STATES_DURABLE, NotificationsService
+from mowdeck.notifications.delivery.channels.webpush import push_topic
+from mowdeck.notifications.delivery.targets import TargetPolicy, validate_target
+from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
+from mowdeck.notifications.ingest.states import STATES_DURABLE
+from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
-from mowdeck.notifications.targets import TargetPolicy, validate_target
 from tests.bench.notifications import drained
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database
@@ -135,7 +136,7 @@ async def _measure(
     mowers = [uuid.uuid4() for _ in range(count)]
     accounts = [uuid.uuid4() for _ in range(-(-count // MOWERS_PER_ACCOUNT))]
     owner = {m: accounts[i // MOWERS_PER_ACCOUNT] for i, m in enumerate(mowers)}
-    store = PostgresNotificationStore(pool)
+    stores = Stores.postgres(pool)
     authorizer = LocalAuthorizer(PostgresTupleStore(pool))
     receiver = TimedReceiver()
     async with receiver:
@@ -156,11 +157,11 @@ async def _measure(
             for account in accounts:
                 user = f"{account}-owner"
                 tuples += grant_tuples(account, user, "viewer")
-                await store.put_preferences(user, account, Preferences(scope="all"))
+                await stores.preferences.put_preferences(user, account, Preferences(scope="all"))
                 doc = {"channel": "webpush", "subscription": receiver.subscribe().to_json()}
                 target = validate_target(doc, policy)
                 assert not isinstance(target, list), target
-                await store.add_target(user, target)
+                await stores.targets.add_target(user, target)
             await authorizer.write(tuples)
             service = NotificationsService(
                 settings,

@@ -32,8 +32,8 @@ async def _measure(count: int, in_flight: int) -> float:
     import aiohttp  # noqa: PLC0415 - imported after --code put the code to measure first
     from py_vapid import Vapid02  # noqa: PLC0415
 
-    from mowdeck.notifications.channels import ChannelSettings  # noqa: PLC0415
-    from mowdeck.notifications.channels.webpush import create_webpush_channel  # noqa: PLC0415
+    from mowdeck.notifications.delivery.channels import ChannelSettings  # noqa: PLC0415
+    from mowdeck.notifications.delivery.channels.webpush import create_webpush_channel  # noqa: PLC0415
     from tests.bench.push_work import deliveries, start_receiver  # noqa: PLC0415
 
     vapid = Vapid02()

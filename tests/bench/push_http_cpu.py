@@ -23,11 +23,11 @@ from typing import Any
 import aiohttp
 from py_vapid import Vapid02
 
-from mowdeck.notifications.channels import ChannelSettings, open_channel_session
-from mowdeck.notifications.channels.ece import encrypt_push, subscription_keys
-from mowdeck.notifications.channels.pushhttp import PushClient, parse_push_url
-from mowdeck.notifications.channels.vapid import VapidSigner
-from mowdeck.notifications.targets import TargetPolicy
+from mowdeck.notifications.delivery.channels import ChannelSettings, open_channel_session
+from mowdeck.notifications.delivery.channels.ece import encrypt_push, subscription_keys
+from mowdeck.notifications.delivery.channels.pushhttp import PushClient, parse_push_url
+from mowdeck.notifications.delivery.channels.vapid import VapidSigner
+from mowdeck.notifications.delivery.targets import TargetPolicy
 from tests.bench.push_work import start_receiver
 
 SETTINGS = ChannelSettings(

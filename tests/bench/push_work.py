@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from mowdeck.notifications.channels import Delivery
+from mowdeck.notifications.delivery.channels import Delivery
 
 __all__ = ["deliveries", "start_receiver"]
 

@@ -2,7 +2,7 @@
 
 A fault injected into a simulated mower makes its gateway report an error; the service
 turns that into a ``mower_stuck`` in the subscribers' inboxes and a ``notifications.sent``,
-and its outbox pushes it to each subscriber's browser: the local push service checks the
+and its delivery worker pushes it to each subscriber's browser: the local push service checks the
 VAPID JWT and decrypts the push as that browser would, in the subscriber's language.
 """
 
@@ -30,8 +30,8 @@ from mowdeck.authz import (
 )
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from simulator import ErrorFault, FleetConfig, SimulatorServer
@@ -95,8 +95,8 @@ async def test_an_injected_fault_reaches_the_inbox_and_the_feed(
         ]
     )
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
-    store = PostgresNotificationStore(pool)
-    await store.put_preferences("erin", ACCOUNT, Preferences(scope="all", locale="en"))
+    stores = Stores.postgres(pool)
+    await stores.preferences.put_preferences("erin", ACCOUNT, Preferences(scope="all", locale="en"))
     sent: list[NotificationSent] = []
 
     async def on_sent(msg: Any) -> None:
@@ -123,11 +123,11 @@ async def test_an_injected_fault_reaches_the_inbox_and_the_feed(
             settings_for(nats_server.url, mowers, state_heartbeat_seconds=1)
         ):
             # The first state only starts the watch (old news notifies nothing).
-            await eventually(lambda: store.read_watches([mower.mower_id]), timeout=15)
+            await eventually(lambda: stores.watches.read_watches([mower.mower_id]), timeout=15)
             await sim.inject(mower.mower_id, ErrorFault(code="lifted"))
 
             async def told() -> Any:
-                items = (await store.inbox_page("erin", 10)).items
+                items = (await stores.inbox.inbox_page("erin", 10)).items
                 return items or None
 
             items = await eventually(told, timeout=15, what="the stuck mower in the inbox")
@@ -178,9 +178,9 @@ async def test_an_injected_fault_reaches_each_browser_in_its_users_language(
         ]
     )
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
-    store = PostgresNotificationStore(pool)
-    await store.put_preferences("dora", ACCOUNT, Preferences(scope="all", locale="de"))
-    await store.put_preferences("ed", ACCOUNT, Preferences(scope="all", locale="en"))
+    stores = Stores.postgres(pool)
+    await stores.preferences.put_preferences("dora", ACCOUNT, Preferences(scope="all", locale="de"))
+    await stores.preferences.put_preferences("ed", ACCOUNT, Preferences(scope="all", locale="en"))
     service = NotificationsService(
         NotificationsSettings(
             nats_url=nats_server.url,
@@ -209,7 +209,7 @@ async def test_an_injected_fault_reaches_each_browser_in_its_users_language(
             settings_for(nats_server.url, mowers, state_heartbeat_seconds=1)
         ):
             # The first state only starts the watch (old news notifies nothing).
-            await eventually(lambda: store.read_watches([mower.mower_id]), timeout=15)
+            await eventually(lambda: stores.watches.read_watches([mower.mower_id]), timeout=15)
             await sim.inject(mower.mower_id, ErrorFault(code="lifted"))
             await push_service.wait_for(2, timeout=20)
             doras_pushes = push_service.received_by(doras)
@@ -231,7 +231,7 @@ async def test_an_injected_fault_reaches_each_browser_in_its_users_language(
             # Nothing more for the first fault: a second mower's fault, pushed after it
             # through the same path, arrives and the first mower still has one push each.
             other = mowers[1]
-            await eventually(lambda: store.read_watches([other.mower_id]), timeout=15)
+            await eventually(lambda: stores.watches.read_watches([other.mower_id]), timeout=15)
             await sim.inject(other.mower_id, ErrorFault(code="outside_area"))
             await push_service.wait_for(4, timeout=20)
             first = [
@@ -239,7 +239,7 @@ async def test_an_injected_fault_reaches_each_browser_in_its_users_language(
             ]
             assert len(first) == 2
             assert len(push_service.received) == 4
-        items = (await store.inbox_page("dora", 10)).items
+        items = (await stores.inbox.inbox_page("dora", 10)).items
         assert {(i.kind, i.mower_id) for i in items} == {
             ("mower_stuck", mower.mower_id),
             ("mower_stuck", other.mower_id),

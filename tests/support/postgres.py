@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-__all__ = ["admin_url", "create_database", "drop_database"]
+__all__ = ["admin_url", "create_database", "drop_database", "plan_of"]
 
 # No TLS to the local server: asyncpg's TLS upgrade leaks its socket when a connect is
 # cancelled, which a later test then sees as an unclosed-socket warning.
@@ -83,3 +83,13 @@ def drop_database(url: str) -> None:
     """Drop a database made by ``create_database``."""
     name = urlsplit(url).path.lstrip("/")
     asyncio.run(_drop(admin_url(), name))
+
+
+async def plan_of(pool: asyncpg.Pool, statement: str, *args: object) -> str:
+    """The plan PostgreSQL picks for ``statement``, sequential and bitmap scans and sorts
+    ruled out: the tables of a test are nearly empty, where any plan is cheap."""
+    async with pool.acquire() as conn, conn.transaction():
+        for kind in ("seqscan", "bitmapscan", "sort"):
+            await conn.execute(f"SET LOCAL enable_{kind} = off")
+        rows = await conn.fetch("EXPLAIN " + statement, *args)
+    return "\n".join(row[0] for row in rows)

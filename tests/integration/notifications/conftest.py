@@ -1,4 +1,4 @@
-"""Fixtures: a migrated database per module, a pool and a store on emptied tables per test."""
+"""Fixtures: a migrated database per module, a pool and the stores on emptied tables per test."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from mowdeck.kit.migrate import discover, migrate, sql_root
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.infra import Stores
 
 TABLES = (
     "notification_preferences, notification_watches, notification_pending, notification_inbox,"
@@ -33,6 +33,6 @@ async def pool(migrated: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-def pg_store(pool: asyncpg.Pool) -> PostgresNotificationStore:
-    """The PostgreSQL store."""
-    return PostgresNotificationStore(pool)
+def stores(pool: asyncpg.Pool) -> Stores:
+    """The PostgreSQL stores."""
+    return Stores.postgres(pool)

@@ -1,4 +1,4 @@
-"""States, times and a step runner shared by the notifications tests."""
+"""States, times, clocks and a step runner shared by the notifications tests."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from contracts.v1 import MowerState, Position
-from mowdeck.notifications.events import RuleEvent, Suppressed
-from mowdeck.notifications.rules import (
+from mowdeck.authn import AuthSettings
+from mowdeck.notifications.rules.evaluate import (
     Link,
     Thresholds,
     evaluate_link,
     evaluate_silence,
     evaluate_state,
 )
-from mowdeck.notifications.watch import MowerWatch
+from mowdeck.notifications.rules.events import RuleEvent, Suppressed
+from mowdeck.notifications.rules.watch import MowerWatch
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000000a")
@@ -25,6 +26,7 @@ OTHER_ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000000b")
 MOWER = uuid.UUID("00000000-0000-4000-8000-000000000001")
 OTHER_MOWER = uuid.UUID("00000000-0000-4000-8000-000000000002")
 THRESHOLDS = Thresholds()
+AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
 # One metre north is about 9e-6 degrees of latitude.
 METRE = 1.0 / 111_195
 
@@ -32,6 +34,30 @@ METRE = 1.0 / 111_195
 def at(seconds: float) -> datetime:
     """``T0`` plus ``seconds``."""
     return T0 + timedelta(seconds=seconds)
+
+
+class Clock:
+    """The service's clock, set (``now``) and moved (``advance``) by the test."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward."""
+        self.now += timedelta(seconds=seconds)
+
+
+class EpochClock:
+    """``time.time`` as the test sets it (``now``, seconds since the epoch)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def state(

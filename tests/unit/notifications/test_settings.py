@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from mowdeck.kit.settings import SettingsError
-from mowdeck.notifications.channels.settings import ChannelSettings
-from mowdeck.notifications.rules import Thresholds
+from mowdeck.notifications.delivery.channels.settings import ChannelSettings
+from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.settings import load_notifications_settings
 
 # Every MOWDECK_NOTIFICATIONS_* default ADR 0022 and docs/notifications.md name.
@@ -40,7 +40,7 @@ DEFAULTS = {
     "notifications_gc_young_threshold": 100_000,
     "notifications_targets_per_user_rate": 0.1,
     "notifications_targets_per_user_burst": 20,
-    # The delivery outbox (ADR 0022 and the delivery issue).
+    # The delivery worker (ADR 0022 and the delivery issue).
     "notifications_lease_seconds": 60.0,
     "notifications_delivery_concurrency": 64,
     "notifications_retry_initial_seconds": 30.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -24,7 +24,7 @@ from contracts.v1 import (
 )
 from contracts.v1.fleet import Connection
 from contracts.v1.subjects import FLEET_MOWERS_LIST
-from mowdeck.authn import AuthSettings, TokenVerifier
+from mowdeck.authn import TokenVerifier
 from mowdeck.authz import (
     InMemoryTupleStore,
     LocalAuthorizer,
@@ -34,32 +34,17 @@ from mowdeck.authz import (
     mower_object,
 )
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.model import InboxItem
-from mowdeck.notifications.postgres import PostgresNotificationStore
-from mowdeck.notifications.preferences import Preferences
+from mowdeck.notifications.inbox.model import InboxItem
+from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.service import NotificationsService
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.support.eventually import eventually
 from tests.support.natsserver import NatsServer
 from tests.support.settings import fast_path_from_environment
-from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, T0
+from tests.unit.notifications.samples import ACCOUNT, AUTH, MOWER, OTHER_MOWER, T0, Clock
 
-AUTH = AuthSettings(jwt_secret="notifications-tests-secret-0123456789abcdef")
 MOWERS = {MOWER: "Rasenmeister", OTHER_MOWER: "Lawnbot"}
-
-
-class Clock:
-    """The services' clock, moved by the test."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move the clock forward."""
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture
@@ -129,7 +114,7 @@ async def make_service(  # noqa: PLR0917 - pytest fixtures
             "notifications_offline_scan_seconds": 0.05,
             "notifications_fanout_poll_seconds": 0.05,
             "notifications_fanout_lease_seconds": 0.5,
-            # No VAPID key here: Web Push has tests of its own (tests/e2e, outbox).
+            # No VAPID key here: Web Push has tests of its own (tests/e2e, the delivery worker's).
             "notifications_channels": ["ntfy", "log"],
         }
         values.update(overrides)
@@ -150,28 +135,20 @@ async def make_service(  # noqa: PLR0917 - pytest fixtures
         await service.stop()
 
 
-@pytest.fixture
-def store(pool: asyncpg.Pool) -> PostgresNotificationStore:
-    """The store the services write."""
-    return PostgresNotificationStore(pool)
-
-
-async def subscribe(store: PostgresNotificationStore, user_id: str, **fields: Any) -> Preferences:
+async def subscribe(stores: Stores, user_id: str, **fields: Any) -> Preferences:
     """Save preferences for ``user_id`` on the sample account (all mowers by default)."""
     prefs = Preferences(**{"scope": "all", **fields})
-    await store.put_preferences(user_id, ACCOUNT, prefs)
+    await stores.preferences.put_preferences(user_id, ACCOUNT, prefs)
     return prefs
 
 
 @pytest.fixture
-def member(
-    store: PostgresNotificationStore, authorizer: LocalAuthorizer
-) -> Callable[..., Awaitable[Preferences]]:
+def member(stores: Stores, authorizer: LocalAuthorizer) -> Callable[..., Awaitable[Preferences]]:
     """Make a viewer of the sample account who subscribed with the preferences given."""
 
     async def make(user_id: str, **fields: Any) -> Preferences:
         await grant(authorizer, user_id)
-        return await subscribe(store, user_id, **fields)
+        return await subscribe(stores, user_id, **fields)
 
     return make
 
@@ -185,9 +162,9 @@ async def publish_states(bus: Bus, states: list[MowerState]) -> None:
     await asyncio.gather(*acks)
 
 
-async def inbox(store: PostgresNotificationStore, user_id: str) -> list[InboxItem]:
+async def inbox(stores: Stores, user_id: str) -> list[InboxItem]:
     """The user's inbox, newest first."""
-    return (await store.inbox_page(user_id, 100)).items
+    return (await stores.inbox.inbox_page(user_id, 100)).items
 
 
 class SentFeed:

@@ -4,7 +4,7 @@ from the true last contact, on one replica and on two."""
 from __future__ import annotations
 
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.service import NotificationsService
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import MOWER, at, state
@@ -22,8 +22,7 @@ async def _scan_at(clock: Clock, seconds: float, services: list[NotificationsSer
     """Set the clock, run a scan round on every replica; the mower_offline events so far."""
     clock.now = at(seconds)
     for service in services:
-        assert service.scan is not None
-        await service.scan.round()
+        await service.parts.ingest.scan.round()
     return _total(services, "events", kind="mower_offline")
 
 
@@ -31,7 +30,7 @@ async def test_touched_heartbeats_move_the_offline_timer_exactly(
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
-    store: PostgresNotificationStore,
+    stores: Stores,
     clock: Clock,
 ) -> None:
     await member(USER)
@@ -43,7 +42,7 @@ async def test_touched_heartbeats_move_the_offline_timer_exactly(
     # The first state created the watch; the ten heartbeats after it were touches.
     assert counted(service, "watches_written", source="states") == 1
     assert counted(service, "watches_written", source="contact") == 10
-    [stored] = (await store.read_watches([MOWER])).values()
+    [stored] = (await stores.watches.read_watches([MOWER])).values()
     assert (stored.observed_at, stored.contact_at) == (at(100), at(100))
 
     # The stored due time is still the first state's (a lower bound): the scan claims
@@ -52,7 +51,7 @@ async def test_touched_heartbeats_move_the_offline_timer_exactly(
     assert counted(service, "offline_claims") >= 1
     assert await _scan_at(clock, 219.9, [service]) == 0
     assert await _scan_at(clock, 220, [service]) == 1
-    items = await eventually(lambda: inbox(store, USER), what="mower_offline")
+    items = await eventually(lambda: inbox(stores, USER), what="mower_offline")
     assert [(i.kind, i.params["since"]) for i in items] == [("mower_offline", at(100).isoformat())]
 
 
@@ -60,7 +59,7 @@ async def test_two_replicas_touching_one_mower_fire_once_and_keep_the_newest_con
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
-    store: PostgresNotificationStore,
+    stores: Stores,
     clock: Clock,
 ) -> None:
     await member(USER)
@@ -78,19 +77,19 @@ async def test_two_replicas_touching_one_mower_fire_once_and_keep_the_newest_con
     assert _total(replicas, "watches_written", source="contact") > 0, "no heartbeat touched"
 
     assert _total(replicas, "events", kind="battery_low") == 1
-    [stored] = (await store.read_watches([MOWER])).values()
+    [stored] = (await stores.watches.read_watches([MOWER])).values()
     assert stored.observed_at == at(60.5)  # the newest state, whichever replica had it
     assert stored.battery_armed_at is None  # fired, and not re-armed by a stale replica
 
     # Contact was at 100 s (the service's clock): offline is due at 220 s, not before.
     assert await _scan_at(clock, 219.9, replicas) == 0
     assert await _scan_at(clock, 220, replicas) == 1
-    await eventually(lambda: _has(store, 2), what="battery_low and mower_offline")
-    items = await inbox(store, USER)
+    await eventually(lambda: _has(stores, 2), what="battery_low and mower_offline")
+    items = await inbox(stores, USER)
     assert sorted(i.kind for i in items) == ["battery_low", "mower_offline"]
     [offline] = [i for i in items if i.kind == "mower_offline"]
     assert offline.params["since"] == at(60.5).isoformat()
 
 
-async def _has(store: PostgresNotificationStore, n: int) -> bool:
-    return len(await inbox(store, USER)) >= n
+async def _has(stores: Stores, n: int) -> bool:
+    return len(await inbox(stores, USER)) >= n

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from mowdeck.kit.bus import Bus
-from mowdeck.notifications.postgres import PostgresNotificationStore
+from mowdeck.notifications.infra import Stores
 from tests.support.eventually import eventually
 from tests.unit.notifications.samples import MOWER, OTHER_MOWER, at, state
 
@@ -27,7 +27,7 @@ async def test_two_replicas_racing_on_one_mower_notify_once(
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
-    store: PostgresNotificationStore,
+    stores: Stores,
     clock: Clock,
 ) -> None:
     await member(USER)
@@ -48,15 +48,15 @@ async def test_two_replicas_racing_on_one_mower_notify_once(
     # Every state is committed, and with it every decision: one, so one item at most.
     assert decided(a) + decided(b) == 1
     assert counted(a, "events", kind="battery_low") + counted(b, "events", kind="battery_low") == 1
-    await eventually(lambda: inbox(store, USER))
-    assert [i.kind for i in await inbox(store, USER)] == ["battery_low"]
+    await eventually(lambda: inbox(stores, USER))
+    assert [i.kind for i in await inbox(stores, USER)] == ["battery_low"]
 
 
 async def test_offline_timer_on_two_replicas_fires_once(
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
-    store: PostgresNotificationStore,
+    stores: Stores,
     clock: Clock,
 ) -> None:
     await member(USER)
@@ -65,11 +65,11 @@ async def test_offline_timer_on_two_replicas_fires_once(
     await publish_states(bus, [state(0), state(0, mower_id=OTHER_MOWER)])
     await eventually(lambda: counted(a, "states_evaluated") + counted(b, "states_evaluated") == 2)
     clock.now = at(125)
-    await eventually(lambda: _count(store, USER, 2), what="two mower_offline")
+    await eventually(lambda: _count(stores, USER, 2), what="two mower_offline")
     await scan_rounds_pass(a)
     await scan_rounds_pass(b)
     assert decided(a) + decided(b) == 2  # nothing more was decided in later rounds
-    items = await inbox(store, USER)
+    items = await inbox(stores, USER)
     assert sorted((i.kind, i.mower_id) for i in items) == sorted(
         [("mower_offline", MOWER), ("mower_offline", OTHER_MOWER)]
     )
@@ -78,15 +78,15 @@ async def test_offline_timer_on_two_replicas_fires_once(
     assert counted(a, "offline_claims") + counted(b, "offline_claims") >= 2
 
 
-async def _count(store: PostgresNotificationStore, user: str, n: int) -> bool:
-    return len(await inbox(store, user)) >= n
+async def _count(stores: Stores, user: str, n: int) -> bool:
+    return len(await inbox(stores, user)) >= n
 
 
 async def test_service_down_longer_than_the_threshold_sends_no_storm(
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
-    store: PostgresNotificationStore,
+    stores: Stores,
     clock: Clock,
 ) -> None:
     await member(USER)
@@ -98,14 +98,14 @@ async def test_service_down_longer_than_the_threshold_sends_no_storm(
     second = await make_service()
     await scan_rounds_pass(second)
     assert decided(second) == 0
-    assert await inbox(store, USER) == []
+    assert await inbox(stores, USER) == []
     # One mower reports after the restart; the other stays silent and is told after
     # offline_after counted from the restart, not from its last state.
     clock.now = at(1010)
     await publish_states(bus, [state(1010)])
     await eventually(lambda: counted(second, "states_evaluated") == 1)
     clock.now = at(1000 + 121)
-    items = await eventually(lambda: inbox(store, USER), what="the silent mower's offline")
+    items = await eventually(lambda: inbox(stores, USER), what="the silent mower's offline")
     assert [(i.kind, i.mower_id) for i in items] == [("mower_offline", OTHER_MOWER)]
 
 
@@ -113,29 +113,27 @@ async def test_nats_outage_does_not_count_as_silence(
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
-    store: PostgresNotificationStore,
+    stores: Stores,
     clock: Clock,
 ) -> None:
     await member(USER)
     service = await make_service()
     await publish_states(bus, [state(0)])
     await eventually(lambda: counted(service, "states_evaluated") == 1)
-    assert service.consuming is not None
-    before = service.consuming.since
+    before = service.parts.ingest.consuming.since
     # The connection drops and comes back while the clock runs past offline_after.
-    assert service.bus is not None
-    nc = service.bus.nc
+    nc = service.parts.infra.bus.nc
     transport = nc._transport  # cut the socket under the client; it reconnects
     assert transport is not None
     clock.now = at(200)
     transport.close()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
     await eventually(lambda: nc.stats["reconnects"] >= 1, what="a reconnect")
-    await eventually(lambda: service.consuming is not None and service.consuming.since > before)
+    await eventually(lambda: service.parts.ingest.consuming.since > before)
     await scan_rounds_pass(service)
     assert decided(service) == 0
-    assert await inbox(store, USER) == []
+    assert await inbox(stores, USER) == []
     clock.now = at(200 + 121)
-    items = await eventually(lambda: inbox(store, USER))
+    items = await eventually(lambda: inbox(stores, USER))
     assert [i.kind for i in items] == ["mower_offline"]
 
 
@@ -143,7 +141,7 @@ async def test_a_crash_between_the_rules_commit_and_the_fanout_delays_only(  # n
     make_service: ServiceFactory,
     member: Member,
     bus: Bus,
-    store: PostgresNotificationStore,
+    stores: Stores,
     pool: asyncpg.Pool,
     clock: Clock,
 ) -> None:
@@ -155,8 +153,8 @@ async def test_a_crash_between_the_rules_commit_and_the_fanout_delays_only(  # n
     await eventually(lambda: counted(crashed, "events", kind="battery_low") == 1)
     await crashed.stop()
     assert await pool.fetchval("SELECT count(*) FROM notification_pending") == 1
-    assert await inbox(store, USER) == []
+    assert await inbox(stores, USER) == []
     await make_service()
-    items = await eventually(lambda: inbox(store, USER), what="the delayed notification")
+    items = await eventually(lambda: inbox(stores, USER), what="the delayed notification")
     assert [i.kind for i in items] == ["battery_low"]
     assert await pool.fetchval("SELECT count(*) FROM notification_pending") == 0

@@ -1,0 +1,155 @@
+"""The target API: register, list and delete channel targets; the VAPID public key.
+
+``add_target_routes(app, deps)`` adds the routes to the Notifications application, which
+brings ``problem_middleware`` and ``auth_middleware``. Every refusal of a target is a 422
+naming the field and the reason; an ntfy access token is never returned or logged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import structlog
+from aiohttp import web
+
+from mowdeck.authn import principal
+from mowdeck.kit.http import Problem, json_response, read_json
+from mowdeck.kit.ratelimit import RequestLimit
+from mowdeck.notifications.delivery.model import StoredTarget
+from mowdeck.notifications.delivery.ports import TargetStore
+from mowdeck.notifications.delivery.targets import (
+    Getaddrinfo,
+    NtfyTarget,
+    TargetPolicy,
+    Violation,
+    WebPushTarget,
+    check_target_addresses,
+    validate_target,
+)
+
+__all__ = ["ROUTES", "TARGET_DEPS", "TargetDeps", "add_target_routes", "target_body"]
+
+log = structlog.get_logger("mowdeck.notifications.delivery.routes")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class TargetDeps:
+    """What the target handlers need; ``application_server_key`` answers None while webpush
+    is not started; ``creations`` limits new targets (before anything is decoded or
+    resolved)."""
+
+    store: TargetStore
+    policy: TargetPolicy
+    application_server_key: Callable[[], str | None]
+    getaddrinfo: Getaddrinfo | None = None
+    creations: RequestLimit | None = None
+
+
+TARGET_DEPS = web.AppKey("notification_target_deps", TargetDeps)
+
+
+def target_body(stored: StoredTarget) -> dict[str, Any]:
+    """A target as the API shows it (an ntfy token only as ``token_set``)."""
+    body: dict[str, Any] = {
+        "id": str(stored.id),
+        "channel": stored.channel,
+        "created_at": stored.created_at.isoformat(),
+    }
+    target = stored.target
+    if isinstance(target, WebPushTarget):
+        body["subscription"] = msgspec.to_builtins(target.subscription)
+    elif isinstance(target, NtfyTarget):
+        body.update(server=target.server, topic=target.topic, token_set=target.token is not None)
+    return body
+
+
+def _invalid(violations: list[Violation]) -> Problem:
+    errors = [{"field": p.field, "reason": p.reason} for p in violations]
+    return Problem(
+        422,
+        "Unprocessable Content",
+        "; ".join(f"`{p.field or 'body'}` {p.reason}" for p in violations),
+        type_="invalid-target",
+        extra={"field": violations[0].field, "errors": errors},
+    )
+
+
+async def post_target(request: web.Request) -> web.Response:
+    """``POST /v1/notifications/targets``: 201 with the stored target."""
+    deps = request.app[TARGET_DEPS]
+    if deps.creations is not None:
+        await deps.creations.check(request)
+    caller = principal(request)
+    try:
+        doc = msgspec.json.decode(await read_json(request))
+    except msgspec.DecodeError as err:
+        raise Problem(400, "Bad Request", f"not JSON: {err}", type_="bad-json") from err
+    target = validate_target(doc, deps.policy)
+    if isinstance(target, list):
+        raise _invalid(target)
+    refused = await check_target_addresses(target, deps.policy, getaddrinfo=deps.getaddrinfo)
+    if refused:
+        raise _invalid(refused)
+    stored = await deps.store.add_target(caller.user_id, target)
+    log.info(
+        "target registered",
+        user_id=caller.user_id,
+        target_id=str(stored.id),
+        channel=stored.channel,
+    )
+    return json_response(target_body(stored), status=201)
+
+
+async def list_targets(request: web.Request) -> web.Response:
+    """``GET /v1/notifications/targets``: the caller's targets."""
+    deps = request.app[TARGET_DEPS]
+    stored = await deps.store.list_targets(principal(request).user_id)
+    return json_response({"items": [target_body(s) for s in stored]})
+
+
+async def delete_target(request: web.Request) -> web.Response:
+    """``DELETE /v1/notifications/targets/{target_id}``: 204; another user's is a 404."""
+    deps = request.app[TARGET_DEPS]
+    text = request.match_info["target_id"]
+    try:
+        target_id = uuid.UUID(text)
+    except ValueError:
+        target_id = None
+    if target_id is None or not await deps.store.delete_target(
+        principal(request).user_id, target_id
+    ):
+        raise Problem(404, "Not Found", f"you have no target {text}", type_="not-found")
+    return web.Response(status=204)
+
+
+async def vapid_public_key(request: web.Request) -> web.Response:
+    """``GET /v1/notifications/webpush/vapid-public-key``: ``{"public_key": ...}``."""
+    key = request.app[TARGET_DEPS].application_server_key()
+    if key is None:
+        raise Problem(404, "Not Found", "Web Push is not enabled", type_="not-found")
+    return json_response({"public_key": key})
+
+
+ROUTES = [
+    web.post("/v1/notifications/targets", post_target),
+    web.get("/v1/notifications/targets", list_targets),
+    web.delete("/v1/notifications/targets/{target_id}", delete_target),
+    web.get("/v1/notifications/webpush/vapid-public-key", vapid_public_key),
+]
+
+
+def add_target_routes(
+    app: web.Application, deps: TargetDeps, *, guard: Callable[[Handler], Handler] | None = None
+) -> None:
+    """Add the target routes to ``app`` with their dependencies, each handler behind
+    ``guard`` when given."""
+    app[TARGET_DEPS] = deps
+    if guard is None:
+        app.add_routes(ROUTES)
+    else:
+        app.add_routes([web.route(r.method, r.path, guard(r.handler)) for r in ROUTES])

@@ -1,0 +1,75 @@
+"""What the caller of the Notifications API may see: their account's mowers they can view.
+
+ADR 0022: a user who can view nothing cannot use the API at all (403). "Nothing" is
+counted in the token's account, as Telemetry scopes its reads: a viewer (or more) of
+the account may view every mower of it, even before one is registered; anyone else may
+view the mowers ``list_objects`` names that the mower directory places in the account.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from mowdeck.authn import Principal
+from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, user_ref
+from mowdeck.kit.http import Problem, authz_unavailable
+
+__all__ = ["Access", "MowerAccount", "caller_access"]
+
+log = structlog.get_logger("mowdeck.notifications.inbox.access")
+
+MowerAccount = Callable[[uuid.UUID], uuid.UUID | None]
+"""The account of a mower the service knows, from its Fleet-seeded directory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """The caller's view: the whole account, or the listed mowers of it."""
+
+    user_id: str
+    account_id: uuid.UUID
+    whole_account: bool
+    mowers: frozenset[uuid.UUID]
+    mower_account: MowerAccount
+
+    def can_view(self, mower_id: uuid.UUID) -> bool:
+        """Whether ``mower_id`` is a mower of the caller's account that they may view."""
+        if self.mower_account(mower_id) != self.account_id:
+            return False
+        return self.whole_account or mower_id in self.mowers
+
+
+def _mower_ids(objects: Iterable[str]) -> set[uuid.UUID]:
+    ids: set[uuid.UUID] = set()
+    for ref in objects:
+        try:
+            ids.add(uuid.UUID(ref.partition(":")[2]))
+        except ValueError:  # a tuple naming a mower by something that is no id matches none
+            log.debug("visible object skipped: not a mower id", object=ref)
+    return ids
+
+
+async def caller_access(
+    caller: Principal, authorizer: Authorizer, mower_account: MowerAccount
+) -> Access:
+    """The caller's ``Access``; a 403 problem when they can view nothing in their account."""
+    user = user_ref(caller.user_id)
+    try:
+        if await authorizer.check(user, "can_view_mowers", account_object(caller.account_id)):
+            return Access(caller.user_id, caller.account_id, True, frozenset(), mower_account)
+        listed = _mower_ids(await authorizer.list_objects(user, "can_view", "mower"))
+    except AuthzUnavailableError as err:
+        raise authz_unavailable() from err
+    mine = frozenset(m for m in listed if mower_account(m) == caller.account_id)
+    if not mine:
+        raise Problem(
+            403,
+            "Forbidden",
+            "you may view no mower of this account, so there is nothing to be notified about",
+            type_="forbidden",
+        )
+    return Access(caller.user_id, caller.account_id, False, mine, mower_account)

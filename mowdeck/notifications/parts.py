@@ -1,0 +1,199 @@
+"""Composition: ``build(settings, infra)``, every part of a replica; no I/O, nothing started
+(``service.py`` opens the ``Infra``, builds, and starts the parts in its ``steps``' order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from actors import LoopBridge
+from contracts.v1.subjects import EVENTS, MOWER_EVENT_FILTER, TELEMETRY
+from mowdeck.authz import DecisionCache
+from mowdeck.kit.batching import MicroBatchConsumer
+from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer
+from mowdeck.kit.seed import FleetSeed
+from mowdeck.notifications.delivery.channels.loader import Channels
+from mowdeck.notifications.delivery.metrics import DeliveryMetrics
+from mowdeck.notifications.delivery.pruning import DeliveryPruning
+from mowdeck.notifications.delivery.worker import DeliveryWorker
+from mowdeck.notifications.inbox import identity as ids
+from mowdeck.notifications.inbox.fanout import FanOut
+from mowdeck.notifications.inbox.names import MowerNames
+from mowdeck.notifications.infra import Infra
+from mowdeck.notifications.ingest.actor import WatchActors
+from mowdeck.notifications.ingest.consuming import ConsumingSince
+from mowdeck.notifications.ingest.links import LINKS_DURABLE, LinkEvents, decode_link
+from mowdeck.notifications.ingest.offline import OfflineScan
+from mowdeck.notifications.ingest.states import STATES_DURABLE, StatePipeline
+from mowdeck.notifications.settings import NotificationsSettings
+
+__all__ = ["DeliveryParts", "InboxParts", "IngestParts", "Parts", "build"]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestParts:
+    """States, link events and the silence timer, through the watch actors."""
+
+    consuming: ConsumingSince
+    actors: WatchActors
+    pipeline: StatePipeline
+    states: DirectConsumer
+    links: MicroBatchConsumer[Any]
+    scan: OfflineScan
+
+
+@dataclass(frozen=True, slots=True)
+class InboxParts:
+    """Mower names from Fleet, the fan-out, identity events."""
+
+    names: MowerNames
+    seed: FleetSeed
+    fanout: FanOut
+    identity: Consumer
+    grants: ids.GrantsFeed
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryParts:
+    """The channels, the worker that sends through them, the pruning of what it sent."""
+
+    channels: Channels
+    worker: DeliveryWorker
+    pruning: DeliveryPruning
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """Every part of a replica."""
+
+    infra: Infra
+    ingest: IngestParts
+    inbox: InboxParts
+    delivery: DeliveryParts
+
+
+def build(
+    settings: NotificationsSettings,
+    infra: Infra,
+    *,
+    fanout: bool = True,
+    on_actors_started: Callable[[int], object] | None = None,
+) -> Parts:
+    """The parts of a replica on ``infra``; ``fanout``: events wake this replica's fan-out."""
+    s = settings
+    actors = WatchActors(
+        infra.stores.watches, workers=s.notifications_actor_workers, thresholds=s.thresholds
+    )
+    inbox = _inbox(s, infra, actors)
+    wake = inbox.fanout.wake if fanout else lambda: None  # another replica fans out
+    consuming = ConsumingSince(infra.bus.nc, infra.clock)
+    scan = OfflineScan(
+        infra.stores.watches,
+        thresholds=s.thresholds,
+        consuming=consuming,
+        metrics=infra.metrics,
+        clock=infra.clock,
+        on_events=wake,
+        batch=s.notifications_offline_scan_batch,
+        interval=s.notifications_offline_scan_seconds,
+    )
+    ingest = _ingest(
+        s, infra, actors, consuming, scan, wake=wake, on_actors_started=on_actors_started
+    )
+    metrics = DeliveryMetrics(infra.registry)
+    deliveries, channels = infra.stores.deliveries, Channels(s)
+    worker = DeliveryWorker(deliveries, channels, s, metrics, infra.clock)
+    pruning = DeliveryPruning(deliveries, s, metrics, clock=infra.clock)
+    return Parts(infra, ingest, inbox, DeliveryParts(channels, worker, pruning))
+
+
+def _ingest(
+    s: NotificationsSettings,
+    infra: Infra,
+    actors: WatchActors,
+    consuming: ConsumingSince,
+    scan: OfflineScan,
+    *,
+    wake: Callable[[], object],
+    on_actors_started: Callable[[int], object] | None,
+) -> IngestParts:
+    bus, watches, metrics, clock = infra.bus, infra.stores.watches, infra.metrics, infra.clock
+    since = lambda: consuming.since  # noqa: E731 - read at every batch
+    batch_max, linger = s.notifications_state_batch_max, s.notifications_state_batch_linger_ms
+    pipeline = StatePipeline(
+        watches,
+        supervisor=actors.supervisor,
+        snapshots=actors.snapshots,
+        bridge=LoopBridge(asyncio.get_running_loop()),
+        thresholds=s.thresholds,
+        metrics=metrics,
+        consuming_since=since,
+        clock=clock,
+        on_events=wake,
+        batch_max=batch_max,
+        linger=linger / 1000,
+        on_actors_started=on_actors_started,
+    )
+    links = LinkEvents(
+        watches,
+        supervisor=actors.supervisor,
+        thresholds=s.thresholds,
+        metrics=metrics,
+        consuming_since=since,
+        on_events=wake,
+    )
+    mower_events = _spec(EVENTS.name, MOWER_EVENT_FILTER, LINKS_DURABLE)
+    states = _spec(TELEMETRY.name, TELEMETRY.subjects[0], STATES_DURABLE)
+    return IngestParts(
+        consuming,
+        actors,
+        pipeline,
+        DirectConsumer(bus, states, pipeline.take),
+        MicroBatchConsumer(
+            bus,
+            mower_events,
+            decode=decode_link,
+            commit=links.commit,
+            batch_max=batch_max,
+            linger=linger / 1000,
+        ),
+        scan,
+    )
+
+
+def _inbox(s: NotificationsSettings, infra: Infra, actors: WatchActors) -> InboxParts:
+    bus, stores, clock = infra.bus, infra.stores, infra.clock
+    ttl = s.decision_cache_ttl.total_seconds()
+    decisions = DecisionCache(infra.authorizer, ttl, clock=lambda: clock().timestamp())
+    names = MowerNames(stores.erasure, actors.forget)
+    seed = FleetSeed(
+        bus,
+        apply=names.apply,
+        remove=names.remove,
+        follow_events=True,
+        request_timeout=s.notifications_seed_timeout_seconds,
+        name="notifications-fleet-seed",
+    )
+    fanout = FanOut(
+        stores.pending,
+        stores.preferences,
+        decisions=decisions,
+        publisher=bus.publisher,
+        names=names.get,
+        settings=s,
+        metrics=infra.metrics,
+        clock=clock,
+        poll=s.notifications_fanout_poll_seconds,
+    )
+    events = ids.IdentityEvents(stores.erasure, decisions, infra.metrics)
+    spec = _spec(EVENTS.name, ids.IDENTITY_FILTER, ids.IDENTITY_DURABLE)
+    return InboxParts(
+        names, seed, fanout, Consumer(bus, spec, events.on_message), ids.GrantsFeed(bus, events)
+    )
+
+
+def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:
+    return ConsumerSpec(stream=stream, subject=subject, durable=durable, queue=durable)
