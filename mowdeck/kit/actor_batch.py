@@ -33,7 +33,7 @@ import abc
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -53,17 +53,39 @@ from mowdeck.kit.state_batches import (
 )
 from mowdeck.kit.wire import ack_all
 
-__all__ = ["ActorBatch", "ActorBatchMetrics", "Committed"]
+__all__ = ["ActorBatch", "ActorBatchMetrics", "Committed", "retry_lost_races"]
 
 log = structlog.get_logger("mowdeck.actor_batch")
 
 A = TypeVar("A")  # an actor's answer
 C = TypeVar("C")  # what a batch is decided under (the time, say), taken when it is prepared
 R = TypeVar("R")  # what the service's transaction returns
+T = TypeVar("T")
 
 CONFLICT_ATTEMPTS = 3
 NAK_DELAY = 1.0
 DECIDE_TIMEOUT = 10.0
+
+
+async def retry_lost_races(
+    transaction: Callable[[], Awaitable[T]],
+    *,
+    conflict: type[Exception],
+    event: str = "batch lost a race; trying again",
+    attempts: int = CONFLICT_ATTEMPTS,
+) -> T:
+    """``transaction()``, tried again while it raises ``conflict`` (rolled back for another
+    replica's sake: the same work, done again against what is stored now, goes through),
+    ``attempts`` times at most, each retry logged as ``event``; the last conflict raised."""
+    attempt = 1
+    while True:
+        try:
+            return await transaction()
+        except conflict as err:
+            if attempt >= attempts:
+                raise
+            log.info(event, attempt=attempt, error=str(err))
+            attempt += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +152,11 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
         on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
         """``on_actors_started(count)`` is told of every batch that started actors."""
-        self._supervisor = supervisor
+        self._batch_supervisor = supervisor
         self._batch_metrics = metrics
-        self._conflict = conflict
-        self._refused = refused
-        self._loop: BatchLoop[_Prepared[A, C]] = BatchLoop(
+        self._batch_conflict = conflict
+        self._batch_refused = refused
+        self._batch_loop: BatchLoop[_Prepared[A, C]] = BatchLoop(
             prepare=self._prepare,
             commit=self._commit,
             batch_max=batch_max,
@@ -143,10 +165,10 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
             nak_delay=NAK_DELAY,
             name=name,
         )
-        self.take = self._loop.take  # the states consumer's callback (a DirectConsumer)
-        self._sorter = StateSorter()
-        self.key = self._sorter.key
-        self._ask: BatchAsk[uuid.UUID, A] = BatchAsk(
+        self.take = self._batch_loop.take  # the states consumer's callback (a DirectConsumer)
+        self._batch_sorter = StateSorter()
+        self.key = self._batch_sorter.key
+        self._batch_ask: BatchAsk[uuid.UUID, A] = BatchAsk(
             supervisor,
             bridge,
             key=self.key,
@@ -156,8 +178,8 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
             on_started=None if on_actors_started is None else _counted(on_actors_started),
             name=name,
         )
-        self._no_answer = metrics.redelivered.labels(reason="no-answer")
-        self._failed = metrics.redelivered.labels(reason="failed")
+        self._batch_no_answer = metrics.redelivered.labels(reason="no-answer")
+        self._batch_failed = metrics.redelivered.labels(reason="failed")
 
     # -- the service's steps --------------------------------------------------------------
 
@@ -206,15 +228,15 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
     @property
     def task(self) -> asyncio.Task[None] | None:
         """The batching task."""
-        return self._loop.task
+        return self._batch_loop.task
 
     def start(self) -> None:
         """Start the batching task (``take`` is the consumer's callback)."""
-        self._loop.start()
+        self._batch_loop.start()
 
     async def stop(self) -> None:
         """Finish the queued deliveries, then stop."""
-        await self._loop.stop()
+        await self._batch_loop.stop()
 
     async def process(self, msgs: Sequence[Msg]) -> list[R]:
         """Run one batch through sort, decide, commit and settle without the batching task
@@ -228,7 +250,7 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
 
     async def _prepare(self, msgs: list[Msg]) -> _Prepared[A, C] | None:
         context = self.context()
-        batch = self._sorter.sort(msgs, self.check(context))
+        batch = self._batch_sorter.sort(msgs, self.check(context))
         self.sorted(batch)
         for rejected in batch.rejected:
             await self._reject(rejected)
@@ -242,12 +264,12 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
         def question(entry: MowerStates, sink: AnswerSink[uuid.UUID, A]) -> object:
             return self.question(entry, sink, context)
 
-        answers = await self._ask.ask(mowers, question)
+        answers = await self._batch_ask.ask(mowers, question)
         decided: dict[uuid.UUID, A] = {}
         for mower_id, answer in answers.items():
             if answer is None:
                 entry = mowers.pop(mower_id)
-                self._no_answer.inc(len(entry.msgs))
+                self._batch_no_answer.inc(len(entry.msgs))
                 await self._nak(entry.msgs)
             else:
                 decided[mower_id] = answer
@@ -283,12 +305,12 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
         try:
             committed = await self._transact(mowers, answers, context)
         except Exception as err:
-            if isinstance(err, self._refused):
+            if isinstance(err, self._batch_refused):
                 return await self._split(mowers, answers, context, err)
             log.exception("batch commit failed; redelivering", mowers=len(mowers))
             await self._restart(list(mowers))
             msgs = [m for e in mowers.values() for m in e.msgs]
-            self._failed.inc(len(msgs))
+            self._batch_failed.inc(len(msgs))
             await self._nak(msgs)
             return []
         count = sum(len(e.msgs) for e in mowers.values())
@@ -299,17 +321,9 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
     async def _transact(
         self, mowers: dict[uuid.UUID, MowerStates], answers: dict[uuid.UUID, A], context: C
     ) -> Committed[R]:
-        attempt = 1
-        while True:
-            try:
-                return await self.write(mowers, answers, context)
-            except Exception as err:
-                if not isinstance(err, self._conflict) or attempt == CONFLICT_ATTEMPTS:
-                    raise
-                # Rolled back for another replica's sake: the same batch, written again
-                # against what is stored now, goes through.
-                log.info("batch lost a race; trying again", attempt=attempt, error=str(err))
-                attempt += 1
+        return await retry_lost_races(
+            lambda: self.write(mowers, answers, context), conflict=self._batch_conflict
+        )
 
     async def _split(
         self,
@@ -346,7 +360,7 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
 
     async def _settle(self, mowers: dict[uuid.UUID, MowerStates], committed: Committed[R]) -> None:
         for mower_id, memory in committed.adopt.items():
-            ref = self._supervisor.get(self.key(mower_id))
+            ref = self._batch_supervisor.get(self.key(mower_id))
             if ref is not None:
                 ref.tell(self.adopt(memory))
         acks: list[Msg] = []
@@ -381,7 +395,7 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
         # Their actors decided against memories that were never committed: start them
         # again from what is stored.
         self.forget(mower_ids)
-        await asyncio.gather(*(self._supervisor.stop(self.key(m)) for m in mower_ids))
+        await asyncio.gather(*(self._batch_supervisor.stop(self.key(m)) for m in mower_ids))
 
     # -- settling -----------------------------------------------------------------------
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from mowdeck.kit.actor_batch import ActorBatchMetrics
+
 __all__ = ["NotificationsMetrics"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -13,6 +15,8 @@ class NotificationsMetrics:
     """Counters and histograms of the rules, the offline scan and the fan-out."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        # The kit's own counts of the states (redeliveries, splits, unsettled deliveries).
+        self.actor_batch = ActorBatchMetrics(registry, service="notifications")
         p = "mowdeck_notifications_"
         self.states_evaluated = Counter(
             p + "states_evaluated", "States run through the rules.", registry=registry

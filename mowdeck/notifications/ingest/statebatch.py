@@ -29,7 +29,6 @@ from datetime import datetime
 import structlog
 
 from contracts.v1 import MowerState
-from mowdeck.notifications.errors import StoreConflictError
 from mowdeck.notifications.ingest.actor import WatchAnswer, evaluate
 from mowdeck.notifications.ingest.model import Stamp
 from mowdeck.notifications.ingest.plan import Plan, contact_only
@@ -40,7 +39,6 @@ from mowdeck.notifications.rules.watch import MowerWatch
 __all__ = ["BatchResult", "StateBatchWriter"]
 
 log = structlog.get_logger("mowdeck.notifications.ingest.statebatch")
-_CONFLICT_ATTEMPTS = 3
 _uuid_int = operator.attrgetter("int")
 
 
@@ -78,21 +76,10 @@ class StateBatchWriter:
         now: datetime,
         consuming_since: datetime | None,
     ) -> BatchResult:
-        """Lock, check, plan again where needed, write, commit; again after a lost race."""
-        attempt = 1
-        while True:
-            try:
-                async with self._store.watches() as tx:
-                    result = await self._run(tx, answers, states, now, consuming_since)
-                break
-            except StoreConflictError as err:
-                if attempt == _CONFLICT_ATTEMPTS:
-                    raise
-                log.info("state batch lost a race; trying again", attempt=attempt, error=str(err))
-                attempt += 1
-            except BaseException:
-                self.forget(list(answers))
-                raise
+        """Lock, check, plan again where needed, write, commit: one transaction (the actor
+        batch tries it again after a lost race, and forgets its mowers when it fails)."""
+        async with self._store.watches() as tx:
+            result = await self._run(tx, answers, states, now, consuming_since)
         self._stamps.update(result.stamps)
         self.forget(list(result.replanned))
         return result

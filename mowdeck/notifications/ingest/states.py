@@ -1,43 +1,30 @@
-"""The state pipeline: micro-batches of states, evaluated by per-mower actors, one commit.
+"""The states: Notifications' steps of the kit's actor batch (``kit/actor_batch.py``).
 
-Per batch: decode (malformed payloads and subjects naming another mower are terminated,
-other TELEMETRY subjects acknowledged unread), ask each mower's ``WatchActor`` to run
-the rules, then one transaction (``statebatch.StateBatchWriter``) locks the batch's
-watches FOR UPDATE (in mower id order), plans again on the stored watch every mower
-whose actor evaluated against another one (another replica, the offline scan or a link
-event wrote it meanwhile), touches the heartbeats, writes the other watches and the
-pending events, commits, and only then the batch is acknowledged. The next batch is
-decoded and evaluated while this one commits. A batch that fails is nak'd whole and its
-actors are stopped, so they restart from the stored watches.
+Per batch: each mower's ``WatchActor`` runs the rules on its states, then one
+transaction (``statebatch.StateBatchWriter``) locks the batch's watches FOR UPDATE (in
+mower id order), plans again on the stored watch every mower whose actor evaluated
+against another one (another replica, the offline scan or a link event wrote it
+meanwhile), touches the heartbeats, writes the other watches and the pending events. The
+sorting, what happens when the transaction fails, loses a race or is refused (split by
+mowers), and the acknowledgements are the kit's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import NamedTuple, cast
 
-import structlog
-from nats.aio.msg import Msg
-
-from actors import BatchAsk, LoopBridge, ShardSupervisor
-from mowdeck.kit.batching import BatchLoop, nak_all
-from mowdeck.kit.state_batches import MowerStates, StateSorter
-from mowdeck.kit.wire import ack_all
-from mowdeck.notifications.errors import StoreConflictError
-from mowdeck.notifications.ingest.actor import (
-    Adopt,
-    Evaluate,
-    PlanSink,
-    WatchAnswer,
-    WatchSnapshots,
-)
+from actors import AnswerSink, LoopBridge, ShardSupervisor
+from contracts.v1 import MowerState
+from mowdeck.kit.actor_batch import ActorBatch, Committed, retry_lost_races
+from mowdeck.kit.state_batches import MowerStates, SortedStates
+from mowdeck.notifications.errors import StoreConflictError, StoreRejectedError
+from mowdeck.notifications.ingest.actor import Adopt, Evaluate, WatchAnswer, WatchSnapshots
 from mowdeck.notifications.ingest.plan import Plan
 from mowdeck.notifications.ingest.ports import WatchStore
-from mowdeck.notifications.ingest.statebatch import StateBatchWriter
+from mowdeck.notifications.ingest.statebatch import BatchResult, StateBatchWriter
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
@@ -50,16 +37,10 @@ filter narrower than the stream's subjects costs JetStream about twice the CPU p
 delivery; the pipeline acknowledges whatever is not telemetry.mower.<id>), read on the
 connection's read loop (a ``DirectConsumer``: the pipeline's ``take`` only queues)."""
 
-log = structlog.get_logger("mowdeck.notifications.ingest.states")
-_EVALUATE_TIMEOUT = 10.0
-_NAK_DELAY = 1.0
-_CONFLICT_ATTEMPTS = 3
 
+class Moment(NamedTuple):
+    """What a batch is evaluated under: the time, and since when this replica consumes."""
 
-@dataclass(slots=True)
-class _Prepared:
-    mowers: dict[uuid.UUID, MowerStates]
-    answers: dict[uuid.UUID, WatchAnswer]
     now: datetime
     consuming_since: datetime | None
 
@@ -81,22 +62,20 @@ async def transact(
     planner: Callable[[dict[uuid.UUID, MowerWatch]], Plan],
 ) -> Plan:
     """Lock the watches of ``ids``, plan on them, write, commit; again after a lost race."""
-    attempt = 1
-    while True:
-        try:
-            async with store.watches() as tx:
-                plan = planner(await tx.lock(ids))
-                await tx.write(plan.writes, plan.events)
-            return plan
-        except StoreConflictError as err:
-            if attempt == _CONFLICT_ATTEMPTS:
-                raise
-            log.info("watch transaction lost a race; trying again", attempt=attempt, error=str(err))
-            attempt += 1
+
+    async def once() -> Plan:
+        async with store.watches() as tx:
+            plan = planner(await tx.lock(ids))
+            await tx.write(plan.writes, plan.events)
+        return plan
+
+    return await retry_lost_races(
+        once, conflict=StoreConflictError, event="watch transaction lost a race; trying again"
+    )
 
 
-class StatePipeline:
-    """Collects state messages and runs them through actors and one commit per batch."""
+class StatePipeline(ActorBatch[WatchAnswer, Moment, BatchResult]):
+    """Notifications' actor batch: the rules in each mower's actor, one commit per batch."""
 
     def __init__(
         self,
@@ -115,122 +94,77 @@ class StatePipeline:
         on_actors_started: Callable[[int], object] | None = None,
     ) -> None:
         """``on_actors_started(count)`` is told of every batch that started actors."""
-        self._store = store
-        self._supervisor = supervisor
-        self._thresholds = thresholds
+        # Made first: a new actor (``forget``, below) holds what it reads now, whatever
+        # this replica wrote before.
+        self._writer = StateBatchWriter(store, thresholds)
+        super().__init__(
+            name="notifications-states",
+            supervisor=supervisor,
+            bridge=bridge,
+            snapshots=snapshots,
+            metrics=metrics.actor_batch,
+            conflict=StoreConflictError,
+            refused=StoreRejectedError,
+            batch_max=batch_max,
+            linger=linger,
+            on_actors_started=on_actors_started,
+        )
         self._metrics = metrics
         self._consuming_since = consuming_since
         self._clock = clock
         self._on_events = on_events
-        self._loop: BatchLoop[_Prepared] = BatchLoop(
-            prepare=self._prepare,
-            commit=self._commit,
-            batch_max=batch_max,
-            linger=linger,
-            overlap=True,
-            nak_delay=_NAK_DELAY,
-            name="notifications-states",
-        )
-        self.take = self._loop.take  # the states consumer's callback (a DirectConsumer)
-        self._writer = StateBatchWriter(store, thresholds)
-        self._sorter = StateSorter()
-        self._key = self._sorter.key
-        # One query for every new mower's watch, then all actors start together; a new
-        # actor holds what it reads now, whatever this replica wrote before.
-        self._ask: BatchAsk[uuid.UUID, WatchAnswer] = BatchAsk(
-            supervisor,
-            bridge,
-            key=self._key,
-            snapshots=snapshots,
-            timeout=_EVALUATE_TIMEOUT,
-            on_starting=self._writer.forget,
-            on_started=None if on_actors_started is None else _counted(on_actors_started),
-            name="watch",
-        )
+        self._refused_states = metrics.states_ignored.labels(reason="rejected-by-store")
 
-    @property
-    def task(self) -> asyncio.Task[None] | None:
-        """The batching task."""
-        return self._loop.task
+    # -- the steps ------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the batching task (``take`` is the consumer's callback)."""
-        self._loop.start()
+    def context(self) -> Moment:
+        """Now, and since when this replica consumes states."""
+        return Moment(self._clock(), self._consuming_since())
 
-    async def stop(self) -> None:
-        """Finish the queued messages, then stop."""
-        await self._loop.stop()
+    def check(self, context: Moment) -> None:
+        """No checks of its own beyond the kit's."""
+        del context
 
-    async def _prepare(self, msgs: list[Msg]) -> _Prepared | None:
-        batch = self._sorter.sort(msgs)
-        for rejected in batch.rejected:
-            await _term(rejected.msg, rejected.reason, rejected.detail)
-        if batch.foreign:
-            # The consumer reads the whole stream (STATES_DURABLE); these are not states.
-            await ack_all(batch.foreign)
-        mowers = batch.mowers
-        if not mowers:
-            return None
-        now, since = self._clock(), self._consuming_since()
-        answers = await self._evaluate(mowers, now, since)
-        decided: dict[uuid.UUID, WatchAnswer] = {}
-        for mower_id, answer in answers.items():
-            if answer is None:
-                await nak_all(mowers.pop(mower_id).msgs, _NAK_DELAY)
-            else:
-                decided[mower_id] = answer
-        return _Prepared(mowers, decided, now, since) if mowers else None
+    def sorted(self, batch: SortedStates) -> None:
+        """Nothing to count: the kit logs what it terminates."""
+        del batch
 
-    async def _evaluate(
-        self, mowers: dict[uuid.UUID, MowerStates], now: datetime, since: datetime | None
-    ) -> dict[uuid.UUID, WatchAnswer | None]:
-        def question(entry: MowerStates, sink: PlanSink) -> Evaluate:
-            return Evaluate(entry.states, now, since, sink)
+    def question(
+        self, entry: MowerStates, sink: AnswerSink[uuid.UUID, WatchAnswer], context: Moment
+    ) -> Evaluate:
+        """``Evaluate`` the mower's states under the batch's moment."""
+        return Evaluate(entry.states, context.now, context.consuming_since, sink)
 
-        return await self._ask.ask(mowers, question)
+    async def write(
+        self,
+        mowers: Mapping[uuid.UUID, MowerStates],
+        answers: Mapping[uuid.UUID, WatchAnswer],
+        context: Moment,
+    ) -> Committed[BatchResult]:
+        """The watch transaction of the batch (``statebatch``)."""
+        states = {m: e.states for m, e in mowers.items()}
+        result = await self._writer.commit(answers, states, context.now, context.consuming_since)
+        return Committed(result, adopt=result.replanned)
 
-    async def _commit(self, prepared: _Prepared) -> None:
-        mowers = prepared.mowers
-        msgs = [m for e in mowers.values() for m in e.msgs]
-        started = time.perf_counter()
-        try:
-            result = await self._writer.commit(
-                prepared.answers,
-                {m: e.states for m, e in mowers.items()},
-                prepared.now,
-                prepared.consuming_since,
-            )
-        except Exception:
-            log.exception("state batch failed; redelivering", mowers=len(mowers))
-            # The actors evaluated against watches that were never committed: restart
-            # them from the stored ones, and let JetStream redeliver the whole batch.
-            await asyncio.gather(*(self._supervisor.stop(self._key(m)) for m in mowers))
-            await nak_all(msgs, _NAK_DELAY)
-            return
-        metrics = self._metrics
-        metrics.commit_seconds.labels(source="states").observe(time.perf_counter() - started)
-        metrics.states_evaluated.inc(len(msgs))
+    def adopt(self, memory: object) -> Adopt:
+        """Adopt the watch the transaction planned on (None: none stored)."""
+        return Adopt(cast("MowerWatch | None", memory))
+
+    def forget(self, mower_ids: Sequence[uuid.UUID]) -> None:
+        """Their actors may not hold the stored watches: read them in the next batch."""
+        self._writer.forget(mower_ids)
+
+    def committed(self, committed: Committed[BatchResult], states: int, seconds: float) -> None:
+        """Count what the batch wrote, decided and suppressed; wake the fan-out."""
+        result, metrics = committed.result, self._metrics
+        metrics.commit_seconds.labels(source="states").observe(seconds)
+        metrics.states_evaluated.inc(states)
         metrics.watches_written.labels(source="contact").inc(len(result.touched))
         count_plan(metrics, result.plan, "states")
-        for mower_id, watch in result.replanned.items():
-            ref = self._supervisor.get(self._key(mower_id))
-            if ref is not None:
-                ref.tell(Adopt(watch))
-        await ack_all(msgs)
         if result.plan.events:
             self._on_events()
 
-
-def _counted(told: Callable[[int], object]) -> Callable[[list[uuid.UUID]], object]:
-    def started(mowers: list[uuid.UUID]) -> object:
-        return told(len(mowers))
-
-    return started
-
-
-async def _term(msg: Msg, reason: str, detail: str) -> None:
-    log.warning("state terminated", reason=reason, subject=msg.subject, detail=detail)
-    try:
-        await msg.term()
-    except Exception as err:
-        log.debug("term failed", error=str(err))
+    def dropped(self, reason: str, state: MowerState) -> None:
+        """Count a state the store refused (the transaction itself drops none)."""
+        del reason, state
+        self._refused_states.inc()
