@@ -290,7 +290,7 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
     # -- commit -------------------------------------------------------------------------
 
     async def _commit(self, prepared: _Prepared[A, C]) -> None:
-        # The pipeline must outlive any one batch: whatever escapes is logged, and the
+        # The actor batch must outlive any one batch: whatever escapes is logged, and the
         # batch's deliveries not settled yet are redelivered (a committed one is a no-op).
         try:
             await self._commit_mowers(prepared.mowers, prepared.answers, prepared.context)

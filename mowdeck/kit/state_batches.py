@@ -1,6 +1,6 @@
 """A batch of TELEMETRY deliveries sorted into each mower's states, as the ingests take it.
 
-Telemetry's ingest and Notifications' state pipeline both read the whole TELEMETRY
+Telemetry's ingest and Notifications' state batcher both read the whole TELEMETRY
 stream (a filter narrower than the stream's subjects costs JetStream about twice the CPU
 per delivery) and handle a batch mower by mower. ``StateSorter.sort`` does the part they
 share: a delivery on any other subject is set apart (``foreign``: acknowledged unread),

@@ -27,7 +27,7 @@ from mowdeck.notifications.ingest.actor import WatchActors
 from mowdeck.notifications.ingest.consuming import ConsumingSince
 from mowdeck.notifications.ingest.links import LINKS_DURABLE, LinkEvents, decode_link
 from mowdeck.notifications.ingest.offline import OfflineScan
-from mowdeck.notifications.ingest.states import STATES_DURABLE, StatePipeline
+from mowdeck.notifications.ingest.states import STATES_DURABLE, StateBatcher
 from mowdeck.notifications.settings import NotificationsSettings
 
 __all__ = ["DeliveryParts", "InboxParts", "IngestParts", "Parts", "build"]
@@ -39,7 +39,7 @@ class IngestParts:
 
     consuming: ConsumingSince
     actors: WatchActors
-    pipeline: StatePipeline
+    batcher: StateBatcher
     states: DirectConsumer
     links: MicroBatchConsumer[Any]
     scan: OfflineScan
@@ -123,7 +123,7 @@ def _ingest(
     bus, watches, metrics, clock = infra.bus, infra.stores.watches, infra.metrics, infra.clock
     since = lambda: consuming.since  # noqa: E731 - read at every batch
     batch_max, linger = s.notifications_state_batch_max, s.notifications_state_batch_linger_ms
-    pipeline = StatePipeline(
+    batcher = StateBatcher(
         watches,
         supervisor=actors.supervisor,
         snapshots=actors.snapshots,
@@ -150,8 +150,8 @@ def _ingest(
     return IngestParts(
         consuming,
         actors,
-        pipeline,
-        DirectConsumer(bus, states, pipeline.take),
+        batcher,
+        DirectConsumer(bus, states, batcher.take),
         MicroBatchConsumer(
             bus,
             mower_events,

@@ -52,7 +52,7 @@ def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]
     """The order the parts start in (and stop in, reversed), with their ``/readyz`` names;
     ``seed`` or ``fanout`` False leaves that part unstarted."""
     ingest, inbox, delivery = parts.ingest, parts.inbox, parts.delivery
-    actors, pipeline, scan = ingest.actors, ingest.pipeline, ingest.scan
+    actors, batcher, scan = ingest.actors, ingest.batcher, ingest.scan
     links, identity, states, worker = ingest.links, inbox.identity, ingest.states, delivery.worker
     found = [
         Step("watch workers", actors.start, actors.stop, lambda: actors.dispatcher.workers_alive),
@@ -68,7 +68,7 @@ def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]
         )
     return [
         *found,
-        Step("state pipeline", pipeline.start, pipeline.stop, task_alive(lambda: pipeline.task)),
+        Step("state batcher", batcher.start, batcher.stop, task_alive(lambda: batcher.task)),
         Step("links consumer", links.start, links.stop, lambda: links.alive),
         Step("identity consumer", identity.start, identity.stop, lambda: identity.alive),
         Step("states consumer", states.start, states.stop, lambda: states.alive),

@@ -1,10 +1,10 @@
-"""Notifications' state pipeline alone: CPU (and instructions) per state at a batch size.
+"""Notifications' state batcher alone: CPU (and instructions) per state at a batch size.
 
 Run: python -m tests.bench.notifications_replay [--batch 500] [--rounds 11] [--smoke]
 
 The benchmark's mix (``tests.bench.notifications.Fleet``: idle heartbeats 10 s apart,
 about 1 % of them crossing the battery threshold) of ``--mowers`` mowers is handed to a
-``StatePipeline`` as stand-in deliveries (``tests.support.fakes.FakeMsg``): the kit's
+``StateBatcher`` as stand-in deliveries (``tests.support.fakes.FakeMsg``): the kit's
 batching loop, the decoding, the watch actors on their dispatcher (``BatchAsk``), the
 rules and the PostgreSQL transaction all run as in the service; NATS does not (the acks
 are recorded) and neither does the fan-out (the pending events stay). The first round
@@ -35,7 +35,7 @@ from mowdeck.kit.garbage_collector import FREEZE_AFTER_STARTS, freeze, set_young
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
-from mowdeck.notifications.ingest.states import StatePipeline
+from mowdeck.notifications.ingest.states import StateBatcher
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.settings import NotificationsSettings
@@ -86,7 +86,7 @@ async def _replay(pool: asyncpg.Pool, opts: Options) -> None:
         if count >= FREEZE_AFTER_STARTS and not opts.python_gc:  # as `mowdeck notifications`
             freeze()
 
-    pipeline = StatePipeline(
+    batcher = StateBatcher(
         stores.watches,
         supervisor=supervisor,
         snapshots=snapshots,
@@ -105,7 +105,7 @@ async def _replay(pool: asyncpg.Pool, opts: Options) -> None:
     msgs = [FakeMsg(encode(s), telemetry_subject(s.mower_id)) for s in states]
     warm, measured = msgs[:mowers], msgs[mowers:]
     try:
-        replayed = await measure(pipeline, warm, measured, profile=profile)
+        replayed = await measure(batcher, warm, measured, profile=profile)
     finally:
         await supervisor.stop_all()
         await asyncio.to_thread(dispatcher.stop)

@@ -1,10 +1,10 @@
 """The watch actor: one per mower, holding its ``MowerWatch`` and running the rules on it.
 
-It does no I/O. The state pipeline sends it a mower's states of one batch (``Evaluate``);
+It does no I/O. The state batcher sends it a mower's states of one batch (``Evaluate``);
 it answers through a ``PlanSink`` that wakes the loop once every mower of the batch has
 answered. The answer carries the watch it evaluated against, so the transaction can tell
 whether the stored (locked) watch is still that one; when it is not (another replica, the
-offline scan or a link event wrote it), the pipeline plans again on the stored watch and
+offline scan or a link event wrote it), the state batcher plans again on the stored watch and
 hands the actor the result (``Adopt``). After a failed commit the actor is stopped, so it
 restarts from the stored watch, its snapshot.
 """

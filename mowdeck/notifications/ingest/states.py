@@ -29,13 +29,13 @@ from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
 
-__all__ = ["STATES_DURABLE", "StatePipeline", "count_plan", "transact"]
+__all__ = ["STATES_DURABLE", "StateBatcher", "count_plan", "transact"]
 
 STATES_DURABLE = "notifications-states"
 """The states' durable consumer: the whole TELEMETRY stream, as Telemetry reads it (a
 filter narrower than the stream's subjects costs JetStream about twice the CPU per
-delivery; the pipeline acknowledges whatever is not telemetry.mower.<id>), read on the
-connection's read loop (a ``DirectConsumer``: the pipeline's ``take`` only queues)."""
+delivery; the batcher acknowledges whatever is not telemetry.mower.<id>), read on the
+connection's read loop (a ``DirectConsumer``: the batcher's ``take`` only queues)."""
 
 
 class Moment(NamedTuple):
@@ -74,7 +74,7 @@ async def transact(
     )
 
 
-class StatePipeline(ActorBatch[WatchAnswer, Moment, BatchResult]):
+class StateBatcher(ActorBatch[WatchAnswer, Moment, BatchResult]):
     """Notifications' actor batch: the rules in each mower's actor, one commit per batch."""
 
     def __init__(

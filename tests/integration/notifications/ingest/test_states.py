@@ -16,7 +16,7 @@ from contracts.v1 import MowerState, encode
 from contracts.v1.subjects import telemetry_subject
 from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
-from mowdeck.notifications.ingest.states import StatePipeline
+from mowdeck.notifications.ingest.states import StateBatcher
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
 from tests.support.fakes import FakeMsg
@@ -39,14 +39,14 @@ def delivered(mower: uuid.UUID, seconds: int, **fields: object) -> FakeMsg:
 @pytest.fixture
 async def pipeline(
     stores: Stores,
-) -> AsyncIterator[tuple[StatePipeline, ShardSupervisor, CollectorRegistry]]:
+) -> AsyncIterator[tuple[StateBatcher, ShardSupervisor, CollectorRegistry]]:
     dispatcher = Dispatcher(workers=1, name="states-test")
     dispatcher.start()
     thresholds = Thresholds()
     snapshots = WatchSnapshots(stores.watches)
     supervisor = ShardSupervisor(dispatcher, actor_factory(dispatcher, thresholds), snapshots)
     registry = CollectorRegistry()
-    states = StatePipeline(
+    states = StateBatcher(
         stores.watches,
         supervisor=supervisor,
         snapshots=snapshots,
@@ -66,7 +66,7 @@ async def pipeline(
     await asyncio.to_thread(dispatcher.stop)
 
 
-async def settled(states: StatePipeline, msgs: list[FakeMsg]) -> list[str]:
+async def settled(states: StateBatcher, msgs: list[FakeMsg]) -> list[str]:
     """Hand ``msgs`` to the pipeline as one batch; how each was settled first."""
     for msg in msgs:
         states.take(msg)
@@ -74,7 +74,7 @@ async def settled(states: StatePipeline, msgs: list[FakeMsg]) -> list[str]:
 
 
 async def test_a_mower_whose_watch_the_store_refuses_is_split_off_the_batch(
-    pipeline: tuple[StatePipeline, ShardSupervisor, CollectorRegistry], stores: Stores
+    pipeline: tuple[StateBatcher, ShardSupervisor, CollectorRegistry], stores: Stores
 ) -> None:
     states, supervisor, registry = pipeline
     poisoned, others = uuid.UUID(int=5), [uuid.UUID(int=i) for i in (1, 2, 3, 4, 6, 7)]
