@@ -281,7 +281,7 @@ class DirectConsumer(Consumer):
     nats-py hands each delivery of a callback subscription through a queue to a task that
     awaits the callback: an ``asyncio.Queue`` put and get and a coroutine per message,
     about 12 µs of the 2026-12-04 machine's CPU per delivery with its ack, against about
-    9 µs read here (``tests/bench/deliveries.py``; ``docs/performance.md``, "Deliveries
+    9 µs read here (``tests/bench/deliveries.py``; ``docs/performance-log.md``, "Deliveries
     read directly"). On the fast client (``kit.wire.subscribe_direct``) the durable's
     deliver subject is subscribed directly and ``on_message`` is called on the read loop,
     in order, for a consumer whose callback only queues (``BatchLoop.take``): it must be
