@@ -18,8 +18,8 @@ import structlog
 import yarl
 
 from contracts.v1 import MowerListRequest
-from mowdeck import demo
 from mowdeck.cli import main
+from mowdeck.demo import demo
 from mowdeck.gateway.service import GatewayService
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.seed import list_mowers

@@ -26,10 +26,10 @@ import structlog
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
-from mowdeck.demo_bus import DemoBus, start_demo_nats
-from mowdeck.demo_scenario import run_scenario
-from mowdeck.demo_support import console_origins, demo_auth, free_port, ready_mower
-from mowdeck.demo_support import device_hosts as demo_device_hosts
+from mowdeck.demo.demo_bus import DemoBus, start_demo_nats
+from mowdeck.demo.demo_scenario import run_scenario
+from mowdeck.demo.demo_support import console_origins, demo_auth, free_port, ready_mower
+from mowdeck.demo.demo_support import device_hosts as demo_device_hosts
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings

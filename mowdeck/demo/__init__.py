@@ -1,0 +1,1 @@
+"""``mowdeck demo``: every service and simulated mowers in one process."""
