@@ -1,7 +1,7 @@
 """``mowdeck demo``: every service and simulated mowers in one process, on embedded servers.
 
 Without ``MOWDECK_NATS_URL`` an embedded NATS server is started (one user per service,
-each service on its own connection: ``demo_bus.py``), without ``MOWDECK_DATABASE_URL`` an
+each service on its own connection: ``bus.py``), without ``MOWDECK_DATABASE_URL`` an
 embedded PostgreSQL; both are removed again on exit.
 """
 
@@ -26,10 +26,10 @@ import structlog
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
-from mowdeck.demo.demo_bus import DemoBus, start_demo_nats
-from mowdeck.demo.demo_scenario import run_scenario
+from mowdeck.demo.bus import DemoBus, start_demo_nats
 from mowdeck.demo.demo_support import console_origins, demo_auth, free_port, ready_mower
 from mowdeck.demo.demo_support import device_hosts as demo_device_hosts
+from mowdeck.demo.scenario import run_scenario
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
