@@ -12,7 +12,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from mowdeck.demo import demo
+from mowdeck import demo
 from tests.support.eventually import eventually
 
 TELEMETRY_POOL = 8  # MOWDECK_TELEMETRY_DB_POOL_SIZE's default

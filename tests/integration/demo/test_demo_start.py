@@ -18,8 +18,8 @@ import structlog
 import yarl
 
 from contracts.v1 import MowerListRequest
+from mowdeck import demo
 from mowdeck.cli import main
-from mowdeck.demo import demo
 from mowdeck.gateway.service import GatewayService
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.seed import list_mowers
@@ -79,7 +79,7 @@ async def test_a_signal_while_the_bus_is_unreachable_stops_and_cleans_up(
         reached.set()
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(demo.Bus, "connect", unreachable)
+    monkeypatch.setattr(Bus, "connect", unreachable)
     running = asyncio.ensure_future(demo.run(_args()))
     await asyncio.wait_for(reached.wait(), 60)
     assert _started_in(demo_tmp)  # the embedded servers run

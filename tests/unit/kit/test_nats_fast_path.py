@@ -96,7 +96,7 @@ def test_off_imports_nothing_of_nats_py_s_internals_even_where_they_are_missing(
     code = (
         "import sys, nats.errors\n"
         "del nats.errors.BadHeaderError\n"
-        "import mowdeck.demo.demo, mowdeck.fleet.service, mowdeck.gateway.service\n"
+        "import mowdeck.demo, mowdeck.fleet.service, mowdeck.gateway.service\n"
         "import mowdeck.telemetry.service, mowdeck.kit.pipeline, mowdeck.gateway.lane\n"
         "from mowdeck.kit import wire\n"
         "nc = wire.new_client(fast_path=False)\n"
