@@ -39,6 +39,7 @@ from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
+from mowdeck.kit.logging import bound
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.pg import session_settings
 from mowdeck.kit.settings import BaseSettings, load_settings
@@ -130,6 +131,8 @@ def _realtime(
 async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa: PLR0915 - one ordered start of every part, read top to bottom
     """Start everything; stop it all and remove what was started on exit."""
     async with contextlib.AsyncExitStack() as stack:
+        # The demo's own lines say so; each service binds its own name over it.
+        stack.enter_context(bound(service="demo"))
         # Each server's removal is registered before its start: a start that fails or is
         # interrupted half way still leaves no process and no temp folder behind.
         nats_url = os.environ.get("MOWDECK_NATS_URL")

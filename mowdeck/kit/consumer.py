@@ -15,6 +15,7 @@ from nats.js.errors import NotFoundError
 
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.logging import message_scope
 from mowdeck.kit.wire import has_inline_status, is_fast, plain_headers, subscribe_direct
 
 __all__ = [
@@ -59,7 +60,16 @@ def delivery_count(msg: Msg) -> int:
 
 
 async def settle(msg: Msg, handler: Handler, *, consumer: str, error_delay: float = 2.0) -> str:
-    """Run ``handler`` on ``msg`` and settle it; returns ``ack``, ``nak`` or ``term``."""
+    """Run ``handler`` on ``msg`` and settle it; returns ``ack``, ``nak`` or ``term``.
+
+    In a ``message_scope``: what the handler binds of the mower, command and account
+    (``kit.logging.bind``) is on the settle's own line too, and unbound after it.
+    """
+    with message_scope():
+        return await _settle(msg, handler, consumer=consumer, error_delay=error_delay)
+
+
+async def _settle(msg: Msg, handler: Handler, *, consumer: str, error_delay: float) -> str:
     started = time.perf_counter()
     try:
         await handler(msg)
