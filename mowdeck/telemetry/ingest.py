@@ -26,6 +26,7 @@ from nats.aio.msg import Msg
 from actors import BatchAsk, LoopBridge, ShardSupervisor
 from contracts.v1 import MowerState
 from mowdeck.kit.batching import BatchLoop, ack_quietly, nak_all
+from mowdeck.kit.logging import bound
 from mowdeck.kit.state_batches import MowerStates, StateCheck, StateSorter
 from mowdeck.kit.storable import may_hold_nul, nul_field
 from mowdeck.kit.wire import ack_all
@@ -271,17 +272,19 @@ class StateBatcher:
         # The actor decided against a memory that was never committed: restart it from the
         # stored row, as after any failed commit.
         [(mower_id, entry)] = mowers.items()
-        log.warning(
-            "states terminated",
-            reason="rejected-by-store",
-            mower_id=str(mower_id),
-            states=len(entry.msgs),
-            error=str(err),
-        )
-        await self._supervisor.stop(self._key(mower_id))
-        self._refused.inc(len(entry.msgs))
-        for msg in entry.msgs:
-            await msg.term()
+        account_id = entry.states[0].account_id if entry.states else None
+        with bound(mower_id=mower_id, account_id=account_id):
+            log.warning(
+                "states terminated",
+                reason="rejected-by-store",
+                mower_id=str(mower_id),
+                states=len(entry.msgs),
+                error=str(err),
+            )
+            await self._supervisor.stop(self._key(mower_id))
+            self._refused.inc(len(entry.msgs))
+            for msg in entry.msgs:
+                await msg.term()
 
     async def _reject(self, msg: Msg, reason: str, detail: str | None) -> None:
         self._rejected[reason].inc()
