@@ -66,42 +66,38 @@ async def settle(msg: Msg, handler: Handler, *, consumer: str, error_delay: floa
     (``kit.logging.bind``) is on the settle's own line too, and unbound after it.
     """
     with message_scope():
-        return await _settle(msg, handler, consumer=consumer, error_delay=error_delay)
-
-
-async def _settle(msg: Msg, handler: Handler, *, consumer: str, error_delay: float) -> str:
-    started = time.perf_counter()
-    try:
-        await handler(msg)
-    except DropMessage as drop:
-        await msg.term()
-        log.warning(
-            "message terminated", consumer=consumer, subject=msg.subject, reason=drop.reason
-        )
-        return "term"
-    except RetryLater as retry:
-        await msg.nak(delay=retry.delay)
-        log.info(
-            "message redelivery requested",
+        started = time.perf_counter()
+        try:
+            await handler(msg)
+        except DropMessage as drop:
+            await msg.term()
+            log.warning(
+                "message terminated", consumer=consumer, subject=msg.subject, reason=drop.reason
+            )
+            return "term"
+        except RetryLater as retry:
+            await msg.nak(delay=retry.delay)
+            log.info(
+                "message redelivery requested",
+                consumer=consumer,
+                subject=msg.subject,
+                reason=retry.reason,
+                delay=retry.delay,
+            )
+            return "nak"
+        except Exception:
+            # A bug or a transient failure: keep the message, retry it later, make noise.
+            await msg.nak(delay=error_delay)
+            log.exception("handler failed", consumer=consumer, subject=msg.subject)
+            return "nak"
+        await msg.ack()
+        log.debug(
+            "message handled",
             consumer=consumer,
             subject=msg.subject,
-            reason=retry.reason,
-            delay=retry.delay,
+            ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        return "nak"
-    except Exception:
-        # A bug or a transient failure: keep the message, retry it later, make noise.
-        await msg.nak(delay=error_delay)
-        log.exception("handler failed", consumer=consumer, subject=msg.subject)
-        return "nak"
-    await msg.ack()
-    log.debug(
-        "message handled",
-        consumer=consumer,
-        subject=msg.subject,
-        ms=round((time.perf_counter() - started) * 1000, 3),
-    )
-    return "ack"
+        return "ack"
 
 
 class ConsumerSpec:
