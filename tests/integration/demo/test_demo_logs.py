@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from mowdeck import demo
 from mowdeck.kit.logging import configure_logging
+from tests.integration.demo.commands import command_through
 from tests.support.eventually import eventually
 
 SERVICES = ("fleet", "telemetry", "gateway", "notifications", "realtime")
@@ -45,18 +45,6 @@ class Lines(list[dict[str, Any]]):
         return self
 
 
-async def _command(running: demo.Demo) -> str:
-    mower = running.example or running.mowers[0]
-    url = f"{running.fleet_url}/v1/mowers/{mower}/commands?wait=20"
-    async with (
-        aiohttp.ClientSession(headers={"Authorization": f"Bearer {running.token}"}) as http,
-        http.post(url, json={"command": {"kind": "set_blade_height", "height_mm": 40}}) as r,
-    ):
-        body = await r.json()
-    assert r.status == 200, body
-    return str(body["command_id"])
-
-
 @pytest.mark.slow
 async def test_every_line_names_its_service_and_a_command_s_lines_its_id(
     monkeypatch: pytest.MonkeyPatch, database_url: str, capsys: pytest.CaptureFixture[str]
@@ -66,7 +54,7 @@ async def test_every_line_names_its_service_and_a_command_s_lines_its_id(
     configure_logging("debug", "json")  # as `mowdeck demo` with MOWDECK_LOG_FORMAT=json
     logs = Lines(capsys)
     async with demo.running_demo(_args()) as running:
-        command_id = await _command(running)
+        command_id = str((await command_through(running))["command_id"])
         # Telemetry stores the command's results from the bus: its consumer's line about
         # each one, logged by the kit with no ids passed, names the command.
         await eventually(

@@ -31,17 +31,19 @@ def result(reason: str | None = None) -> CommandResult:
 
 class PickyLog(InMemoryCommandLog):
     """Refuses, like a database, every batch holding a result with ``refused`` as reason;
-    fails every write while ``down``."""
+    fails every write while ``down``; notes what was bound for the logs at each write."""
 
     def __init__(self) -> None:
         super().__init__()
         self.batches: list[int] = []
+        self.bound: list[dict[str, object]] = []
         self.down = False
 
     async def record(
         self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
     ) -> None:
         self.batches.append(len(results))
+        self.bound.append(get_contextvars())
         if self.down:
             raise OSError("database gone")
         if any(r.reason == "refused" for r in results):
@@ -83,22 +85,8 @@ async def test_a_database_that_is_down_gets_the_batch_redelivered() -> None:
     assert [m.outcome for m in msgs] == ["nak", "nak"]
 
 
-class NotingLog(PickyLog):
-    """Notes what is bound at each write."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bound: list[dict[str, object]] = []
-
-    async def record(
-        self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
-    ) -> None:
-        self.bound.append(get_contextvars())
-        await super().record(commands, results)
-
-
 async def test_recorded_one_by_one_each_write_logs_naming_its_mower_and_command() -> None:
-    log = NotingLog()
+    log = PickyLog()
     good, refused = result(), result("refused")
     await flushed(log, [good, refused])
     assert log.bound == [
