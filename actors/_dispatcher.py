@@ -25,6 +25,7 @@ Scheduling, in short (details in docs/actors.md):
 
 from __future__ import annotations
 
+import contextvars
 import os
 import queue
 import random
@@ -103,9 +104,12 @@ class Dispatcher:
         for index in range(self._workers):
             stats = HandlingStats()
             self._stats.append(stats)
+            # Each worker runs in a copy of the context of the code that started the
+            # dispatcher, as an asyncio task does: what it logs carries the bindings of
+            # its owner (a service's name). A thread starts with an empty context.
             thread = threading.Thread(
-                target=self._work,
-                args=(stats,),
+                target=contextvars.copy_context().run,
+                args=(self._work, stats),
                 name=f"mowdeck-actors-{self.name}-{index}",
                 # Daemon: a forgotten dispatcher must not hang interpreter exit. Orderly
                 # shutdown is stop()'s job, and the composition root calls it.

@@ -31,7 +31,7 @@ _OPTIONAL: tuple[tuple[str, str, str], ...] = (
     ("sim", "simulator.cli", "Run virtual mowers."),
     ("token", "mowdeck.authn.cli", "Mint a development JWT."),
     ("grant", "mowdeck.authz.cli", "Grant a user a role on an account or group."),
-    ("demo", "mowdeck.demo", "Run everything with simulated mowers."),
+    ("demo", "mowdeck.demo.cli", "Run everything with simulated mowers."),
 )
 
 

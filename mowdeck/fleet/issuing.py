@@ -17,6 +17,7 @@ import nats.errors
 from contracts.v1 import CommandEnvelope
 from mowdeck.fleet.ports import CommandLog, CommandRecord
 from mowdeck.kit.bus import Bus, BusError, ExpiredCommandError
+from mowdeck.kit.logging import service_context
 from mowdeck.kit.publisher import Publisher
 
 __all__ = ["CommandJournal", "CommandPublisher"]
@@ -42,7 +43,10 @@ class CommandJournal:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((command, future))
         if self._writer is None:
-            self._writer = asyncio.create_task(self._write(), name="fleet-command-journal")
+            # It writes every request's command: none of their ids is its own.
+            self._writer = asyncio.get_running_loop().create_task(
+                self._write(), name="fleet-command-journal", context=service_context()
+            )
         await future
 
     async def _write(self) -> None:

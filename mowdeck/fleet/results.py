@@ -19,6 +19,7 @@ from mowdeck.fleet.ports import CommandLog
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import ConsumerSpec, DropMessage, RetryLater
+from mowdeck.kit.logging import bound
 from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = ["RECORDER_DURABLE", "ResultRecorder", "ResultWaiters"]
@@ -132,17 +133,18 @@ class ResultRecorder:
     ) -> dict[int, DropMessage | RetryLater]:
         outcomes: dict[int, DropMessage | RetryLater] = {}
         for i, result in enumerate(results):
-            try:
-                await self._log.record((), [result])
-            except UnstorableError as err:
-                outcomes[i] = DropMessage(f"the database refuses it: {err}")
-            except Exception:
-                log.exception(
-                    "recording a command status failed; redelivering",
-                    mower_id=str(result.mower_id),
-                    command_id=str(result.command_id),
-                )
-                outcomes[i] = RetryLater("recording failed", delay=2.0)
+            with bound(mower_id=result.mower_id, command_id=result.command_id):
+                try:
+                    await self._log.record((), [result])
+                except UnstorableError as err:
+                    outcomes[i] = DropMessage(f"the database refuses it: {err}")
+                except Exception:
+                    log.exception(
+                        "recording a command status failed; redelivering",
+                        mower_id=str(result.mower_id),
+                        command_id=str(result.command_id),
+                    )
+                    outcomes[i] = RetryLater("recording failed", delay=2.0)
         return outcomes
 
     async def stop(self) -> None:

@@ -33,6 +33,7 @@ from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
 from mowdeck.kit.bus import BusError, ExpiredCommandError
 from mowdeck.kit.http import Problem, authz_unavailable, json_response, read_json
+from mowdeck.kit.logging import bind
 
 __all__ = [
     "FLEET",
@@ -188,6 +189,9 @@ async def post_command(request: web.Request) -> web.Response:
     wait = rules.parse_wait(raw_wait, maximum=fleet.settings.command_max_wait_seconds)
     body = rules.decode_body(await read_json(request), CommandRequest)
     who = principal(request)
+    # For the rest of this request (aiohttp runs each in a task of its own), the problem
+    # middleware's lines included; ``issue`` adds the command's id.
+    bind(mower_id=mower_id, account_id=who.account_id)
     await request.app[COMMAND_LIMITS].admit(who, body.command)
     envelope, result = await fleet.issue(who, mower_id, body, wait)
     if result is not None:

@@ -41,6 +41,7 @@ from mowdeck.fleet.ports import (
 from mowdeck.fleet.results import ResultWaiters
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
+from mowdeck.kit.logging import bind
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
 
@@ -259,6 +260,7 @@ class Fleet:
         envelope = rules.issue_command(
             request, record.registration, issued_by=user_ref(who.user_id), now=now, ttl=ttl
         )
+        bind(command_id=envelope.command_id)  # for the rest of the request's lines
         body = rules.encode_command(envelope)
         # Recorded before it is published: a 503 for an unreachable database sends
         # nothing, and a 202 means every replica can already answer GET for it.

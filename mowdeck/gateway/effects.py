@@ -9,6 +9,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,7 @@ from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.kit.background import BackgroundTasks, cancel_and_wait
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.logging import bound
 from mowdeck.kit.loop_scheduling import eager_task
 from mowdeck.kit.publisher import Publisher
 
@@ -311,7 +313,8 @@ class EffectRunner:
                         await jetstream.state_unacked(state, msg_id=msg_id)
                 except Exception as err:
                     self._metrics.publish_failures.labels("publish").inc()
-                    log.warning("publish failed; retrying", error=str(err), retry_in_s=delay)
+                    with _about(item):
+                        log.warning("publish failed; retrying", error=str(err), retry_in_s=delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
                     continue
@@ -329,11 +332,12 @@ class EffectRunner:
     def _result_acked(self, result: CommandResult, ack: asyncio.Future[Any]) -> None:
         if ack.cancelled() or ack.exception() is not None:
             self._metrics.publish_failures.labels("result").inc()
-            log.warning(
-                "result not acknowledged; publishing again",
-                command_id=str(result.command_id),
-                status=result.status,
-            )
+            with _about(result):
+                log.warning(
+                    "result not acknowledged; publishing again",
+                    command_id=str(result.command_id),
+                    status=result.status,
+                )
             asyncio.get_running_loop().call_later(0.2, self._enqueue, result)
             return
         self._metrics.result_status(result.status).inc()
@@ -382,3 +386,12 @@ class EffectRunner:
 
 def _debug_enabled() -> bool:
     return _stdlog.isEnabledFor(logging.DEBUG)
+
+
+def _about(item: CommandResult | tuple[MowerState, str]) -> AbstractContextManager[None]:
+    # The mower (and command) a result or state being published is about, for the lines
+    # of its failures.
+    if isinstance(item, CommandResult):
+        return bound(mower_id=item.mower_id, command_id=item.command_id)
+    state = item[0]
+    return bound(mower_id=state.mower_id, account_id=state.account_id)

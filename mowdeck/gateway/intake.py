@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
 import structlog
@@ -33,6 +34,7 @@ from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.batching import ack_together
 from mowdeck.kit.bus import header
+from mowdeck.kit.logging import bound
 from mowdeck.kit.loop_scheduling import call_first_threadsafe
 from mowdeck.kit.wire import delivery
 
@@ -327,18 +329,22 @@ class CommandIntake:
             case Rejected(envelope, reason):
                 label = "unknown_mower" if reason == "unknown mower" else "account_mismatch"
                 self._metrics.refused.labels(label).inc()
-                self._effects(envelope.mower_id, [result_effect(envelope, "rejected", now, reason)])
-                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
-                log.info(
-                    "command rejected",
-                    mower_id=str(envelope.mower_id),
-                    command_id=str(envelope.command_id),
-                    reason=reason,
-                )
+                with _about(envelope):
+                    self._effects(
+                        envelope.mower_id, [result_effect(envelope, "rejected", now, reason)]
+                    )
+                    held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
+                    log.info(
+                        "command rejected",
+                        mower_id=str(envelope.mower_id),
+                        command_id=str(envelope.command_id),
+                        reason=reason,
+                    )
             case Expired(envelope):
                 self._metrics.refused.labels("expired").inc()
-                self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
-                held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
+                with _about(envelope):
+                    self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
+                    held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
             case Admitted(envelope, _):
                 if envelope.is_emergency:
                     # A stop whose header was missing still wins once decoded.
@@ -364,3 +370,11 @@ class CommandIntake:
                         command_id=str(envelope.command_id),
                         kind=envelope.kind,
                     )
+
+
+def _about(envelope: CommandEnvelope) -> AbstractContextManager[None]:
+    # A refused command's lines name it: the admitted ones, by far the most, log with
+    # their ids passed (debug only) and pay for no binding.
+    return bound(
+        mower_id=envelope.mower_id, command_id=envelope.command_id, account_id=envelope.account_id
+    )

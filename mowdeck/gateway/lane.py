@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import threading
 from collections.abc import Callable
 
@@ -85,7 +86,10 @@ class EmergencyLane:
 
     async def start(self) -> None:
         """Start the thread; return once the subscription is in place (or raise)."""
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        # In a copy of this context (a thread starts with an empty one): the lane logs as
+        # the service that started it.
+        run = contextvars.copy_context().run
+        self._thread = threading.Thread(target=run, args=(self._run,), name=self._name, daemon=True)
         self._thread.start()
         await asyncio.wrap_future(self._ready)
 

@@ -36,6 +36,7 @@ from mowdeck.gateway.controller import Effect
 from mowdeck.gateway.mower_keys import MowerKeys
 from mowdeck.gateway.open_commands import OpenCommands, lost_effects
 from mowdeck.kit.background import BackgroundTasks
+from mowdeck.kit.logging import bind, bound
 
 __all__ = ["ControllerRouter"]
 
@@ -166,8 +167,9 @@ class ControllerRouter:
         lost = self._open.take(key, keep)
         if not lost:
             return
-        log.error("commands of a failed controller answered", mower=key, commands=len(lost))
-        self.perform(lost[0].mower_id, lost_effects(lost, reason, datetime.now(UTC)))
+        with bound(mower_id=key):
+            log.error("commands of a failed controller answered", mower=key, commands=len(lost))
+            self.perform(lost[0].mower_id, lost_effects(lost, reason, datetime.now(UTC)))
 
     def _hold(self, key: str, message: object) -> None:
         # Messages for a controller being restarted wait, in order, for the restarted one
@@ -180,6 +182,7 @@ class ControllerRouter:
         held.append(message)
 
     async def _deliver_held(self, key: str) -> None:
+        bind(mower_id=key)  # this task's lines are about that mower
         try:
             ref = await self.supervisor.get_or_start(key)
         except Exception as err:

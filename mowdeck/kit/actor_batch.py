@@ -44,6 +44,7 @@ from prometheus_client import CollectorRegistry, Counter
 from actors import AnswerSink, BatchAsk, LoopBridge, PrefetchedSnapshots, ShardSupervisor
 from contracts.v1 import MowerState
 from mowdeck.kit.batching import BatchLoop, ack_quietly
+from mowdeck.kit.logging import bound
 from mowdeck.kit.state_batches import (
     MowerStates,
     Rejected,
@@ -336,17 +337,19 @@ class ActorBatch(abc.ABC, Generic[A, C, R]):
         # take every mower batched with it along. Split until the mower is alone.
         if len(mowers) == 1:
             [(mower_id, entry)] = mowers.items()
-            log.warning(
-                "states terminated",
-                reason="rejected-by-store",
-                mower_id=str(mower_id),
-                states=len(entry.msgs),
-                error=str(err),
-            )
-            await self._restart([mower_id])
-            for state in entry.states:
-                self.dropped("rejected-by-store", state)
-            await self._term(entry.msgs)
+            account_id = entry.states[0].account_id if entry.states else None
+            with bound(mower_id=mower_id, account_id=account_id):
+                log.warning(
+                    "states terminated",
+                    reason="rejected-by-store",
+                    mower_id=str(mower_id),
+                    states=len(entry.msgs),
+                    error=str(err),
+                )
+                await self._restart([mower_id])
+                for state in entry.states:
+                    self.dropped("rejected-by-store", state)
+                await self._term(entry.msgs)
             return []
         self._batch_metrics.splits.inc()
         log.info("batch refused by the store, splitting", mowers=len(mowers), error=str(err))

@@ -15,6 +15,7 @@ from nats.js.errors import NotFoundError
 
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.logging import message_scope
 from mowdeck.kit.wire import has_inline_status, is_fast, plain_headers, subscribe_direct
 
 __all__ = [
@@ -59,39 +60,44 @@ def delivery_count(msg: Msg) -> int:
 
 
 async def settle(msg: Msg, handler: Handler, *, consumer: str, error_delay: float = 2.0) -> str:
-    """Run ``handler`` on ``msg`` and settle it; returns ``ack``, ``nak`` or ``term``."""
-    started = time.perf_counter()
-    try:
-        await handler(msg)
-    except DropMessage as drop:
-        await msg.term()
-        log.warning(
-            "message terminated", consumer=consumer, subject=msg.subject, reason=drop.reason
-        )
-        return "term"
-    except RetryLater as retry:
-        await msg.nak(delay=retry.delay)
-        log.info(
-            "message redelivery requested",
+    """Run ``handler`` on ``msg`` and settle it; returns ``ack``, ``nak`` or ``term``.
+
+    In a ``message_scope``: what the handler binds of the mower, command and account
+    (``kit.logging.bind``) is on the settle's own line too, and unbound after it.
+    """
+    with message_scope():
+        started = time.perf_counter()
+        try:
+            await handler(msg)
+        except DropMessage as drop:
+            await msg.term()
+            log.warning(
+                "message terminated", consumer=consumer, subject=msg.subject, reason=drop.reason
+            )
+            return "term"
+        except RetryLater as retry:
+            await msg.nak(delay=retry.delay)
+            log.info(
+                "message redelivery requested",
+                consumer=consumer,
+                subject=msg.subject,
+                reason=retry.reason,
+                delay=retry.delay,
+            )
+            return "nak"
+        except Exception:
+            # A bug or a transient failure: keep the message, retry it later, make noise.
+            await msg.nak(delay=error_delay)
+            log.exception("handler failed", consumer=consumer, subject=msg.subject)
+            return "nak"
+        await msg.ack()
+        log.debug(
+            "message handled",
             consumer=consumer,
             subject=msg.subject,
-            reason=retry.reason,
-            delay=retry.delay,
+            ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        return "nak"
-    except Exception:
-        # A bug or a transient failure: keep the message, retry it later, make noise.
-        await msg.nak(delay=error_delay)
-        log.exception("handler failed", consumer=consumer, subject=msg.subject)
-        return "nak"
-    await msg.ack()
-    log.debug(
-        "message handled",
-        consumer=consumer,
-        subject=msg.subject,
-        ms=round((time.perf_counter() - started) * 1000, 3),
-    )
-    return "ack"
+        return "ack"
 
 
 class ConsumerSpec:
@@ -281,7 +287,7 @@ class DirectConsumer(Consumer):
     nats-py hands each delivery of a callback subscription through a queue to a task that
     awaits the callback: an ``asyncio.Queue`` put and get and a coroutine per message,
     about 12 µs of the 2026-12-04 machine's CPU per delivery with its ack, against about
-    9 µs read here (``tests/bench/deliveries.py``; ``docs/performance.md``, "Deliveries
+    9 µs read here (``tests/bench/deliveries.py``; ``docs/performance-log.md``, "Deliveries
     read directly"). On the fast client (``kit.wire.subscribe_direct``) the durable's
     deliver subject is subscribed directly and ``on_message`` is called on the read loop,
     in order, for a consumer whose callback only queues (``BatchLoop.take``): it must be

@@ -25,6 +25,7 @@ from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.bus_permissions import user as bus_user
 from mowdeck.kit.http import Readiness, with_ops_routes
 from mowdeck.kit.http_server import HttpServer
+from mowdeck.kit.logging import bound
 from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["Resources", "Service", "run_services", "start_all", "stop_all"]
@@ -261,7 +262,9 @@ async def start_all(services: Sequence[Service]) -> list[Service]:
     try:
         for service in services:
             started.append(service)
-            await service.start()
+            # What the start creates (tasks, listeners, threads) logs as this service.
+            with bound(service=service.name):
+                await service.start()
             log.info("service started", service=service.name)
     except BaseException:
         await stop_all(started, timeout=30.0)
@@ -273,7 +276,8 @@ async def stop_all(services: Sequence[Service], *, timeout: float) -> None:
     """Stop services in reverse start order, each within ``timeout`` seconds."""
     for service in reversed(services):
         try:
-            await asyncio.wait_for(service.stop(), timeout=timeout)
+            with bound(service=service.name):
+                await asyncio.wait_for(service.stop(), timeout=timeout)
             log.info("service stopped", service=service.name)
         except TimeoutError:
             log.error("service did not stop in time", service=service.name, timeout=timeout)

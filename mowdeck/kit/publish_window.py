@@ -11,7 +11,7 @@ An ack that never comes (lost with a reconnect: nats-py fails nothing then) fail
 future after the publisher's ``deadline``. The deadlines are kept in publish order in
 one deque, walked from the left by one timer that runs only while publishes are in
 flight: a timer per publish (``loop.call_at``, cancelled on the ack) costs about seven
-times as much (docs/performance.md).
+times as much (docs/performance-log.md, "Telemetry").
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ A service subclasses ``ServiceShell`` and writes ``_start()``, pushing what it s
 ``self._resources``; ``start()`` stops a start that failed or was cancelled half-way, so
 exactly what was started is released, and ``stop()`` refuses traffic and releases the rest
 in reverse order. A service with a shutdown order of its own overrides ``stop()``.
+
+Both run with ``service`` bound to the service's name (``kit/logging.py``): every line
+logged by the start, and by every task, handler and callback the start creates, says
+which service it is from.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from mowdeck.kit.http import Readiness
 from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.lifecycle import Resources
+from mowdeck.kit.logging import bound
 from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["ServiceShell"]
@@ -48,11 +53,12 @@ class ServiceShell(Generic[S]):
 
     async def start(self) -> None:
         """Start; when that fails or is cancelled, release what was started and re-raise."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
+        with bound(service=self.name):
+            try:
+                await self._start()
+            except BaseException:
+                await self.stop()
+                raise
 
     async def _start(self) -> None:
         raise NotImplementedError
@@ -68,5 +74,6 @@ class ServiceShell(Generic[S]):
 
     async def stop(self) -> None:
         """Refuse traffic, then release everything started, in reverse order."""
-        self.readiness.set_not_ready(self.stopping_reason)
-        await self._resources.close()
+        with bound(service=self.name):
+            self.readiness.set_not_ready(self.stopping_reason)
+            await self._resources.close()

@@ -12,6 +12,7 @@ import structlog
 from nats.js.client import JetStreamContext
 
 from contracts.v1 import MowerState
+from mowdeck.kit.logging import bound
 from mowdeck.realtime.client import Client, Sink
 from mowdeck.realtime.errors import StatesUnavailableError
 from mowdeck.realtime.frames import Frame, frame
@@ -61,6 +62,13 @@ class Streams:
 
         ``resuming`` with no ``since`` is an id that names no position: a resync.
         """
+        # Every line of the stream, and of what it starts, names its reader.
+        with bound(user_id=client.user_id, account_id=client.account_id):
+            return await self._serve(client, sink, since=since, resuming=resuming)
+
+    async def _serve(
+        self, client: Client, sink: Sink, *, since: Position | None, resuming: bool
+    ) -> str:
         hub, metrics = self.hub, self.metrics
         client.conflated_metric = metrics.conflated
         position = hub.register(client)

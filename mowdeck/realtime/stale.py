@@ -5,7 +5,7 @@ statement (the mowers are the caller's visible ones already, so it serves every 
 the columns read are declared in docs/telemetry.md as Realtime's read dependency), an
 in-memory one and none. Telemetry's ``GET /v1/states`` was an adapter too: it answered
 only streams with a bearer token to forward (not a ticket stream, so not a browser's) and
-took 4 to 20 times as long (docs/performance.md, "a snapshot's fallback").
+took 4 to 20 times as long (docs/performance.md, "`realtime_fallback`").
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from nats.aio.msg import Msg
 from contracts.v1 import ContractError, MowerRegistration, decode_event
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import DropMessage
+from mowdeck.kit.logging import bind
 from mowdeck.kit.seed import FleetSeed
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import TelemetryStore
@@ -76,12 +77,14 @@ class DirectoryEvents:
             raise DropMessage(f"malformed event: {err}") from err
         if event.type in ("mower.registered", "mower.updated"):
             payload = event.payload
+            bind(mower_id=payload.mower_id, account_id=payload.account_id)
             await self._store.register_mower(
                 payload.mower_id, payload.account_id, event.occurred_at
             )
             log.info("directory updated", mower_id=str(payload.mower_id), type=event.type)
         elif event.type == "mower.removed":
             mower_id = event.payload.mower_id
+            bind(mower_id=mower_id)
             deleted = await self._store.remove_mower(mower_id, event.occurred_at)
             if self._on_removed is not None:
                 await self._on_removed(mower_id)

@@ -8,6 +8,7 @@ from nats.aio.msg import Msg
 from contracts.v1 import ContractError, decode_result
 from contracts.v1.subjects import mower_id_from_subject
 from mowdeck.kit.consumer import DropMessage, RetryLater, delivery_count
+from mowdeck.kit.logging import bind
 from mowdeck.telemetry.errors import StoreRejectedError
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.model import TimelineRow
@@ -50,6 +51,8 @@ class ResultHandler:
             subject_mower = mower_id_from_subject(msg.subject)
         except ContractError as err:
             raise self._drop("malformed", str(err)) from err
+        # For the rest of the message (``settle``'s scope), its settling line included.
+        bind(mower_id=result.mower_id, command_id=result.command_id)
         if subject_mower != result.mower_id:
             raise self._drop("subject-mismatch", f"{msg.subject} carries {result.mower_id}")
         account = await self._store.directory_account(result.mower_id)

@@ -31,6 +31,7 @@ from mowdeck.kit.http import (
     request_metrics,
     with_ops_routes,
 )
+from mowdeck.kit.logging import bind
 from mowdeck.kit.times import EARLIEST, TimeRefusal, check_time, parse_time
 from mowdeck.telemetry.bins import check_range, parse_step
 from mowdeck.telemetry.errors import (
@@ -80,6 +81,9 @@ async def _visible_mower(request: web.Request) -> tuple[QueryDeps, Principal, uu
         mower_id = uuid.UUID(text)
     except ValueError:
         raise _not_found(text) from None
+    # For the rest of the request (aiohttp runs each in a task of its own): the store's
+    # refusals and timeouts are logged naming the mower.
+    bind(mower_id=mower_id, account_id=caller.account_id)
     try:
         allowed = await deps.authorizer.check(
             user_ref(caller.user_id), "can_view", mower_object(mower_id)

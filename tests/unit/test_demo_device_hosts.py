@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mowdeck.demo_support import device_hosts
+from mowdeck.demo.addresses import device_hosts
 from mowdeck.devices.endpoints import DeviceHosts
 
 

@@ -19,6 +19,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from mowdeck.kit.background import cancel_and_wait
+from mowdeck.kit.logging import service_context
 from mowdeck.kit.ratelimit._bucket import ALLOWED, Limit, Verdict, refused
 from mowdeck.kit.ratelimit._ports import Limiter, LimiterUnavailableError, TokenStore
 
@@ -51,12 +52,18 @@ class BatchingLimiter(Limiter):
         if batch is None:
             batch = self._batches[key] = _Batch(limit, now)
             if self._timeout is not None:
-                batch.deadline = loop.call_later(self._timeout, self._give_up, key, batch)
+                batch.deadline = loop.call_later(
+                    self._timeout, self._give_up, key, batch, context=service_context()
+                )
         else:
             batch.limit, batch.now = limit, max(batch.now, now)
         batch.waiters.append(future)
         if key not in self._writers:
-            self._writers[key] = asyncio.create_task(self._write(key), name="ratelimit-write")
+            # The key's writer answers every take of the batch, not only this one: it logs
+            # without the ids of the request that happened to start it.
+            self._writers[key] = loop.create_task(
+                self._write(key), name="ratelimit-write", context=service_context()
+            )
         return await future
 
     async def _write(self, key: str) -> None:

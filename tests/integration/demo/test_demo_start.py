@@ -23,6 +23,7 @@ from mowdeck.cli import main
 from mowdeck.gateway.service import GatewayService
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.seed import list_mowers
+from tests.integration.demo.commands import command_through
 from tests.support.eventually import eventually
 from tests.support.natscluster import refused_at_connect
 from tests.support.natsserver import NatsServer
@@ -79,7 +80,7 @@ async def test_a_signal_while_the_bus_is_unreachable_stops_and_cleans_up(
         reached.set()
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(demo.Bus, "connect", unreachable)
+    monkeypatch.setattr(Bus, "connect", unreachable)
     running = asyncio.ensure_future(demo.run(_args()))
     await asyncio.wait_for(reached.wait(), 60)
     assert _started_in(demo_tmp)  # the embedded servers run
@@ -128,25 +129,10 @@ async def test_the_demo_bus_refuses_strangers_and_every_service_is_its_own_user(
     with structlog.testing.capture_logs() as logs:
         async with demo.running_demo(_args()) as running:
             await _check_bus_users(running)
-            await _command_through(running)
+            await command_through(running)
             await _check_device_hosts(running)
     refused = [e for e in logs if e["event"] == "nats permission refused"]
     assert refused == []
-
-
-async def _command_through(running: demo.Demo) -> None:
-    # A command crosses four users' permissions: Fleet publishes it, the gateway executes
-    # it and publishes the result, Fleet's waiting request hears the result.
-    example = running.example or running.mowers[0]
-    url = f"{running.fleet_url}/v1/mowers/{example}/commands?wait=20"
-    async with (
-        aiohttp.ClientSession(headers={"Authorization": f"Bearer {running.token}"}) as http,
-        http.post(url, json={"command": {"kind": "set_blade_height", "height_mm": 40}}) as r,
-    ):
-        body = await r.json()
-    # 200 with a final status ("executed", or "failed" by the mower), not 202 "pending".
-    assert r.status == 200, body
-    assert body["status"] in {"executed", "failed", "rejected"}, body
 
 
 async def _check_device_hosts(running: demo.Demo) -> None:

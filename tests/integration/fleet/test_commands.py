@@ -8,6 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import aiohttp
 import asyncpg
+import pytest
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
 
 from contracts.v1 import CommandEnvelope, CommandResult, decode_command, encode
 from contracts.v1.subjects import MSG_ID_HEADER, PRIORITY_HEADER, result_subject
@@ -15,6 +18,7 @@ from mowdeck.authz import Authorizer, grant_tuples
 from mowdeck.fleet import FleetService
 from mowdeck.fleet.results import RECORDER_DURABLE
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.logging import ids_as_text
 from tests.integration.fleet.conftest import Api, start_fleet
 from tests.integration.fleet.test_rest import owner
 
@@ -337,3 +341,32 @@ async def test_a_result_with_a_nul_character_does_not_hold_back_the_others(
             break
         await asyncio.sleep(0.05)
     assert (info.num_ack_pending, info.num_pending) == (0, 0)
+
+
+async def test_a_failed_command_request_is_logged_naming_its_mower_command_and_account(
+    fleet: FleetService,
+    pool: asyncpg.Pool,
+    authorizer: Authorizer,
+    http: aiohttp.ClientSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = await owner(http, fleet, authorizer)
+    mower_id = await registered(api)
+
+    async def broken(envelope: CommandEnvelope, body: bytes) -> None:
+        raise RuntimeError("a bug in publishing")
+
+    monkeypatch.setattr(fleet.fleet.publisher, "publish", broken)
+    with capture_logs(processors=[merge_contextvars, ids_as_text]) as logs:
+        status, _ = await api.call(
+            "POST", f"/v1/mowers/{mower_id}/commands", {"command": {"kind": "pause_mow"}}
+        )
+    assert status == 500
+    [failed] = [line for line in logs if line["event"] == "unhandled error"]
+    # Recorded before it was published: the command the request had issued.
+    recorded = await pool.fetchval(
+        "SELECT command_id FROM fleet_commands WHERE mower_id = $1", uuid.UUID(mower_id)
+    )
+    assert failed["service"] == "fleet"
+    assert (failed["mower_id"], failed["account_id"]) == (mower_id, str(api.account))
+    assert failed["command_id"] == str(recorded)

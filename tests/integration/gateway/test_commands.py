@@ -11,6 +11,8 @@ from typing import Any
 
 import aiohttp
 from nats.aio.msg import Msg
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
 
 from actors import DispatcherActor
 from contracts.v1 import (
@@ -481,8 +483,11 @@ async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
         # not only once another command for the mower comes along.
         held = command(mower, SetBladeHeight(height_mm=35))
         gw.router._open.told(key, Submit(held, 1))
-        gw.router.controller_failed(key, TypeError("bug"), True)
+        with capture_logs(processors=[merge_contextvars]) as logs:
+            gw.router.controller_failed(key, TypeError("bug"), True)
         assert len(gw.router._open) == 0  # answered in the call, not at the next tell
+        [answered] = [e for e in logs if e["event"] == "commands of a failed controller answered"]
+        assert answered["mower_id"] == key
         final = await results.wait_final(held.command_id)
         assert (final.status, final.reason) == ("failed", "the mower's controller is unavailable")
         assert env.command_id not in [c for c, _, _ in received(sim, mower.mower_id)]

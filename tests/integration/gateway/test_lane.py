@@ -13,6 +13,7 @@ from contracts.v1.subjects import PRIORITY_HEADER
 from mowdeck.gateway.intake import EMERGENCY_MARKER
 from mowdeck.gateway.lane import EmergencyLane
 from mowdeck.kit.bus import Bus, header
+from mowdeck.kit.logging import bound
 from mowdeck.kit.loop_scheduling import run_realtime
 from mowdeck.kit.wire import is_fast
 from tests.support.eventually import sentinel_through
@@ -25,9 +26,11 @@ class _Handled:
     def __init__(self) -> None:
         self.msgs: list[Msg] = []
         self.threads: set[str] = set()
+        self.bound: list[dict[str, object]] = []  # what structlog had bound, per message
 
     def __call__(self, msg: Msg) -> None:
         self.threads.add(threading.current_thread().name)
+        self.bound.append(structlog.contextvars.get_contextvars())
         if msg.data == b"boom":
             raise RuntimeError("a handler's own bug")
         self.msgs.append(msg)
@@ -169,5 +172,16 @@ async def test_priority_zero_leaves_the_lane_ordinarily_scheduled(bus: Bus) -> N
     try:
         assert not lane.realtime
         assert os.sched_getscheduler(_lane_thread_id(lane)) == os.SCHED_OTHER
+    finally:
+        await lane.stop()
+
+
+async def test_the_lane_s_thread_logs_as_the_service_that_started_it(bus: Bus) -> None:
+    with bound(service="gateway"):
+        lane, handled = await _lane(bus, EMERGENCY_MARKER)
+    try:
+        await _publish_all(bus, [(b"stop", {PRIORITY_HEADER: "emergency"})])
+        await _settled(bus, handled)
+        assert handled.bound == [{"service": "gateway"}] * 2  # the stop and the sentinel
     finally:
         await lane.stop()

@@ -6,9 +6,12 @@ import uuid
 
 import aiohttp
 import pytest
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
 
 from contracts.v1 import EventEnvelope, NotificationSent
 from mowdeck.kit.bus import Bus
+from mowdeck.kit.logging import ids_as_text
 from mowdeck.realtime.positions import parse_position
 from tests.integration.realtime.conftest import (
     ACCOUNT,
@@ -197,3 +200,20 @@ async def test_a_websocket_frame_has_the_same_id_type_and_data(
         assert set(event) == {"id", "type", "data"}
         assert (event["type"], event["data"]["battery"]) == ("state", 33)
         assert parse_position(event["id"]) is not None
+
+
+async def test_a_stream_s_lines_name_its_reader_and_the_service(
+    make_service: ServiceFactory, open_stream: Opener
+) -> None:
+    with capture_logs(processors=[merge_contextvars, ids_as_text]) as logs:
+        service = await make_service()
+        reader = await open_stream(service)
+        assert (await reader.next()).type == "snapshot"
+        await service.stop()  # the stream is told and ends
+        await reader.ended()
+    [line] = [line for line in logs if line["event"] == "stream ended"]
+    assert (line["service"], line["user_id"], line["account_id"]) == (
+        "realtime",
+        "alice",
+        str(ACCOUNT),
+    )

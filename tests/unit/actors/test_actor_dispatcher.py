@@ -333,3 +333,24 @@ def test_a_start_that_raises_system_exit_costs_that_actor_not_the_worker() -> No
     assert isinstance(failures[0], SystemExit)
     assert not doomed.is_alive()
     assert dispatcher.stop(timeout=5)
+
+
+class ContextProbe(DispatcherActor):
+    """Answers with what structlog has bound on the worker that runs it."""
+
+    def on_receive(self, message: Any) -> Any:
+        return structlog.contextvars.get_contextvars()
+
+
+def test_workers_run_in_the_context_of_the_code_that_started_the_dispatcher() -> None:
+    dispatcher = Dispatcher(workers=2)
+    with structlog.contextvars.bound_contextvars(service="gateway"):
+        dispatcher.start()
+    try:
+        probe = ContextProbe.start(dispatcher=dispatcher)
+        # The teller's own bindings do not travel with a message; the worker's are its owner's.
+        with structlog.contextvars.bound_contextvars(service="elsewhere"):
+            answers = [probe.ask("bound?", timeout=5) for _ in range(10)]
+        assert answers == [{"service": "gateway"}] * 10
+    finally:
+        assert dispatcher.stop(timeout=5)

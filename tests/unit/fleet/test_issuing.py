@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from structlog.contextvars import get_contextvars
 
 from contracts.v1 import CommandEnvelope, CommandResult, decode_command
 from contracts.v1.commands import EmergencyStop, PauseMow
@@ -17,6 +18,7 @@ from mowdeck.fleet.memory import InMemoryCommandLog
 from mowdeck.fleet.ports import CommandRecord
 from mowdeck.fleet.rules import encode_command
 from mowdeck.kit.bus import BusError, ExpiredCommandError
+from mowdeck.kit.logging import bound
 from tests.support.fakes import FakeBus
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -69,6 +71,31 @@ async def test_a_failed_write_fails_its_batch_only() -> None:
     outcomes = await asyncio.gather(*first, return_exceptions=True)
     assert all(isinstance(o, OSError) for o in outcomes)
     assert list(log.commands) == [later.command_id]
+    await journal.stop()
+
+
+class NotingLog(InMemoryCommandLog):
+    """Notes what is bound in the writer when it writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bound: list[dict[str, object]] = []
+
+    async def record(
+        self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
+    ) -> None:
+        self.bound.append(get_contextvars())
+        await super().record(commands, results)
+
+
+async def test_the_journal_s_writer_logs_as_the_service_not_as_the_request_that_started_it() -> (
+    None
+):
+    log = NotingLog()
+    journal = CommandJournal(log)
+    with bound(service="fleet", mower_id="m1", command_id="c1", account_id="a1"):
+        await journal.record(command())
+    assert log.bound == [{"service": "fleet"}]
     await journal.stop()
 
 

@@ -6,6 +6,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from structlog.contextvars import get_contextvars
+
 from contracts.v1 import CommandResult, encode
 from mowdeck.fleet.errors import UnstorableError
 from mowdeck.fleet.memory import InMemoryCommandLog
@@ -29,17 +31,19 @@ def result(reason: str | None = None) -> CommandResult:
 
 class PickyLog(InMemoryCommandLog):
     """Refuses, like a database, every batch holding a result with ``refused`` as reason;
-    fails every write while ``down``."""
+    fails every write while ``down``; notes what was bound for the logs at each write."""
 
     def __init__(self) -> None:
         super().__init__()
         self.batches: list[int] = []
+        self.bound: list[dict[str, object]] = []
         self.down = False
 
     async def record(
         self, commands: Sequence[CommandRecord], results: Sequence[CommandResult]
     ) -> None:
         self.batches.append(len(results))
+        self.bound.append(get_contextvars())
         if self.down:
             raise OSError("database gone")
         if any(r.reason == "refused" for r in results):
@@ -79,3 +83,14 @@ async def test_a_database_that_is_down_gets_the_batch_redelivered() -> None:
     log.down = True
     msgs = await flushed(log, [result(), result()])
     assert [m.outcome for m in msgs] == ["nak", "nak"]
+
+
+async def test_recorded_one_by_one_each_write_logs_naming_its_mower_and_command() -> None:
+    log = PickyLog()
+    good, refused = result(), result("refused")
+    await flushed(log, [good, refused])
+    assert log.bound == [
+        {},  # the batch: about no one result
+        {"mower_id": good.mower_id, "command_id": good.command_id},
+        {"mower_id": refused.mower_id, "command_id": refused.command_id},
+    ]

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
 
 from contracts.v1 import (
     CommandEnvelope,
@@ -33,6 +35,7 @@ from mowdeck.gateway.controller import (
 )
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.kit.logging import ids_as_text
 from tests.support.eventually import eventually
 from tests.support.fakes import FakeBus
 
@@ -196,3 +199,27 @@ async def test_a_link_event_reason_fits_the_contract() -> None:
     decoded = decode_event(encode(event))
     assert decoded.payload.reason == event.payload.reason
     assert len(event.payload.reason) == 500
+
+
+async def test_a_failed_publish_is_logged_naming_the_mower_and_command_it_was_for() -> None:
+    effects = EffectRunner(
+        FakeBus(fail_core=1),  # type: ignore[arg-type]  # its first publish fails
+        GatewayMetrics(CollectorRegistry()),
+        connections={},
+        tell=lambda *_: None,
+        device_timeout=1.0,
+        producer="test",
+        clock=lambda: T0,
+    )
+    await effects.start()
+    env = envelope(30)
+    try:
+        with capture_logs(processors=[merge_contextvars, ids_as_text]) as logs:
+            effects(MOWER, [result_effect(env, "rejected", T0, "unknown mower")])
+            failed = await eventually(
+                lambda: [line for line in logs if line["event"] == "publish failed; retrying"],
+                what="the failed publish's line",
+            )
+    finally:
+        await effects.stop()
+    assert (failed[0]["mower_id"], failed[0]["command_id"]) == (str(MOWER), str(env.command_id))

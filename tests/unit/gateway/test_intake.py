@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.contextvars import get_contextvars, merge_contextvars
+from structlog.testing import capture_logs
 
 from contracts.v1 import (
     CommandEnvelope,
@@ -324,3 +326,24 @@ async def test_release_holds_queued_redeliveries_of_running_commands_and_gives_b
     assert (queued_again.settled, queued_new.settled) == ([], ["nak"])
     await stored(it, admitted)
     assert queued_again.settled == ["ack"]
+
+
+async def test_a_refused_command_s_lines_and_result_name_it_and_nothing_stays_bound() -> None:
+    unknown = uuid.UUID("00000000-0000-4000-8000-000000000004")  # shard 0 of 1, not registered
+    it, _, _, _ = intake()
+    bound_at_result: list[dict[str, object]] = []
+    it._effects = lambda *_: bound_at_result.append(get_contextvars())
+    env = CommandEnvelope.issue(
+        mower_id=unknown,
+        account_id=ACCOUNT,
+        command=StartMow(),
+        issued_by="user:a",
+        now=datetime.now(UTC),
+    )
+    with capture_logs(processors=[merge_contextvars]) as logs:
+        await admit(it, delivery(env))
+    ids = {"mower_id": unknown, "command_id": env.command_id, "account_id": ACCOUNT}
+    assert bound_at_result == [ids]
+    [rejected] = [line for line in logs if line["event"] == "command rejected"]
+    assert rejected["account_id"] == ACCOUNT  # the one its call did not pass
+    assert get_contextvars() == {}

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 from typing import cast
 
 import pytest
+from structlog.contextvars import get_contextvars
 from structlog.testing import capture_logs
 
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.lifecycle import Resources, run_services, start_all
+from mowdeck.kit.lifecycle import Resources, run_services, start_all, stop_all
 
 
 class Recorded:
@@ -171,3 +172,29 @@ async def test_an_entered_context_is_exited_at_close_and_borrowed_parts_are_kept
     assert await resources.bus(given, "nats://nowhere:1", name="x") is given
     await resources.close()
     assert events == ["enter", "exit"]
+
+
+class Bindings:
+    """Any service: notes what is bound while it starts and stops."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: list[tuple[str, dict[str, object]]] = []
+
+    async def start(self) -> None:
+        self.seen.append(("start", get_contextvars()))
+
+    async def stop(self) -> None:
+        self.seen.append(("stop", get_contextvars()))
+
+
+async def test_each_service_starts_and_stops_with_its_own_name_bound() -> None:
+    simulator, realtime = Bindings("simulator"), Bindings("realtime")
+    started = await start_all([simulator, realtime])
+    assert get_contextvars() == {}
+    await stop_all(started, timeout=5)
+    assert simulator.seen == [
+        ("start", {"service": "simulator"}),
+        ("stop", {"service": "simulator"}),
+    ]
+    assert realtime.seen == [("start", {"service": "realtime"}), ("stop", {"service": "realtime"})]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from structlog.contextvars import get_contextvars
 
+from mowdeck.kit.logging import bound
 from mowdeck.kit.ratelimit import (
     BatchingLimiter,
     Limit,
@@ -121,3 +123,23 @@ async def test_a_batch_without_an_answer_in_time_fails_as_unavailable_and_the_ke
     assert (await limiter.take("a", LIMIT, 100.0)).allowed
     # Takes given up before their write took no tokens: only the first write's one did.
     assert store.writes == [("a", 1), ("a", 1)]
+
+
+class Noting(Store):
+    """Notes what is bound in the writer when it writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bound: list[dict[str, object]] = []
+
+    async def take_many(self, key: str, limit: Limit, now: float, count: int) -> tuple[float, int]:
+        self.bound.append(get_contextvars())
+        return await super().take_many(key, limit, now, count)
+
+
+async def test_the_key_s_writer_logs_as_the_service_not_as_the_request_that_started_it() -> None:
+    store = Noting()
+    limiter = BatchingLimiter(store)
+    with bound(service="fleet", mower_id="m1", account_id="a1"):
+        assert (await limiter.take("account:a1", LIMIT, 100.0)).allowed
+    assert store.bound == [{"service": "fleet"}]

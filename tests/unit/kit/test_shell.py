@@ -9,6 +9,7 @@ from typing import cast
 import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.contextvars import get_contextvars
 
 from mowdeck.authz import Authorizer, AuthzSettings, LocalAuthorizer
 from mowdeck.kit.bus import Bus
@@ -153,3 +154,33 @@ async def test_an_authorizer_built_from_the_settings_on_the_pool_is_closed_at_cl
     assert closed == [built]
     with pytest.raises(SettingsError, match="pass a pool"):
         resources.authorizer(None, AuthzSettings(authz="local"), None)
+
+
+class Remembers(ServiceShell[BaseSettings]):
+    """A service whose start leaves a task behind, and whose stop notes what is bound."""
+
+    name = "remembers"
+
+    def __init__(self) -> None:
+        super().__init__(BaseSettings(), None)
+        self.at_stop: list[dict[str, object]] = []
+        self.task: asyncio.Task[dict[str, object]] | None = None
+
+    async def _start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(_bound_later())
+        self._resources.push_sync(lambda: self.at_stop.append(get_contextvars()), name="probe")
+
+
+async def _bound_later() -> dict[str, object]:
+    await asyncio.sleep(0)  # after the start has returned
+    return get_contextvars()
+
+
+async def test_what_the_start_creates_and_what_the_stop_runs_log_as_the_service() -> None:
+    service = Remembers()
+    await service.start()
+    assert get_contextvars() == {}  # the caller's own context is as it was
+    assert service.task is not None
+    assert await service.task == {"service": "remembers"}
+    await service.stop()
+    assert service.at_stop == [{"service": "remembers"}]

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from actors import Dispatcher, LoopBridge, ShardSupervisor
 from contracts.v1 import MowerState, encode
 from contracts.v1.subjects import telemetry_subject
+from mowdeck.kit.logging import ids_as_text
 from mowdeck.telemetry import postgres
 from mowdeck.telemetry.actor import LatestRowSnapshots, actor_factory
 from mowdeck.telemetry.errors import StoreConflictError, StoreError, StoreRejectedError
@@ -270,7 +271,8 @@ async def test_a_mower_the_store_refuses_is_split_off_and_terminated(rig: Rig) -
         ]
         for m in mowers
     }
-    with structlog.testing.capture_logs() as logs:
+    bound = [structlog.contextvars.merge_contextvars, ids_as_text]
+    with structlog.testing.capture_logs(processors=bound) as logs:
         counts = await rig.process(*(msg for m in mowers for msg in msgs[m]))
     assert {m: [msg.outcome for msg in msgs[m]] for m in mowers} == {
         m: ["term", "term"] if m == refused else ["ack", "ack"] for m in mowers
@@ -288,6 +290,7 @@ async def test_a_mower_the_store_refuses_is_split_off_and_terminated(rig: Rig) -
         2,
     )
     assert entry["log_level"] == "warning"
+    assert entry["account_id"] == str(ACCOUNT)  # bound while the mower's states are settled
     # Its actor decided against a memory that was never stored: it restarts from the row.
     assert supervisor.get(str(refused)) is None
     assert all(supervisor.get(str(m)) is not None for m in mowers if m != refused)

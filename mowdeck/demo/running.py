@@ -1,7 +1,7 @@
-"""``mowdeck demo``: every service and simulated mowers in one process, on embedded servers.
+"""A running demo: every service and simulated mowers in one process, on embedded servers.
 
 Without ``MOWDECK_NATS_URL`` an embedded NATS server is started (one user per service,
-each service on its own connection: ``demo_bus.py``), without ``MOWDECK_DATABASE_URL`` an
+each service on its own connection: ``bus.py``), without ``MOWDECK_DATABASE_URL`` an
 embedded PostgreSQL; both are removed again on exit.
 """
 
@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -26,10 +25,12 @@ import structlog
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
-from mowdeck.demo_bus import DemoBus, start_demo_nats
-from mowdeck.demo_scenario import run_scenario
-from mowdeck.demo_support import console_origins, demo_auth, free_port, ready_mower
-from mowdeck.demo_support import device_hosts as demo_device_hosts
+from mowdeck.demo.addresses import console_origins, free_port
+from mowdeck.demo.addresses import device_hosts as demo_device_hosts
+from mowdeck.demo.auth import DEMO_ACCOUNT, DEMO_USER, demo_auth
+from mowdeck.demo.banner import ready_mower
+from mowdeck.demo.bus import DemoBus, start_demo_nats
+from mowdeck.demo.scenario import run_scenario
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -38,7 +39,7 @@ from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
-from mowdeck.kit.logging import configure_logging
+from mowdeck.kit.logging import bound
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.pg import session_settings
 from mowdeck.kit.settings import BaseSettings, load_settings
@@ -56,35 +57,11 @@ from mowdeck.telemetry.settings import load_telemetry_settings
 from simulator import FleetConfig, SimulatorServer
 from simulator.cli import register
 
-__all__ = ["Demo", "DemoError", "configure", "run"]
+__all__ = ["Demo", "DemoError", "running_demo"]
 
 log = structlog.get_logger("mowdeck.demo")
 
-DEMO_ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000de30")
-DEMO_USER = "demo"
 SERVICES = ["authz", "fleet", "telemetry", "notifications"]
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``mowdeck demo``."""
-    parser.add_argument("--mowers", type=int, default=20, help="simulated mowers (default 20)")
-    parser.add_argument(
-        "--speed", type=float, default=10.0, help="simulated seconds per second (default 10)"
-    )
-    parser.add_argument("--seed", type=int, default=1, help="reproducible mowers")
-    parser.add_argument("--host", default="127.0.0.1", help="address every service listens on")
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=8080,
-        help="Fleet's port; Telemetry (+1), the gateway (+2), Notifications (+3), Realtime "
-        "with the console (+4) and the simulator (+10) use the next ones (0: free ports)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        default=".mowdeck",
-        help="where the demo keeps its token signing key across runs (default .mowdeck)",
-    )
 
 
 @dataclass
@@ -154,6 +131,8 @@ def _realtime(
 async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa: PLR0915 - one ordered start of every part, read top to bottom
     """Start everything; stop it all and remove what was started on exit."""
     async with contextlib.AsyncExitStack() as stack:
+        # The demo's own lines say so; each service binds its own name over it.
+        stack.enter_context(bound(service="demo"))
         # Each server's removal is registered before its start: a start that fails or is
         # interrupted half way still leaves no process and no temp folder behind.
         nats_url = os.environ.get("MOWDECK_NATS_URL")
@@ -381,98 +360,3 @@ class _Sim:
 
     async def stop(self) -> None:
         await self.server.stop()
-
-
-def banner(demo: Demo) -> str:
-    """What to print for a person: the console, the token, the URLs and commands to paste."""
-    m = demo.example or (demo.mowers[0] if demo.mowers else uuid.UUID(int=0))
-    cmd = f"{demo.fleet_url}/v1/mowers/{m}/commands?wait=10"
-    json_body = "-H 'Content-Type: application/json' -d"
-    if demo.key_file:
-        lasting = (
-            f"  It is signed with the key in {demo.key_file}: tokens of earlier runs keep\n"
-            "  working for their 24 hours (delete the file for a new key)."
-        )
-    else:
-        lasting = "  It is signed with the key MOWDECK_JWT_* configures."
-    waits = f"\n  ({demo.example_waits})" if demo.example_waits else ""
-    return f"""
-Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
-
-  Console        {demo.console_url}
-                 (open it in a browser: the code signs you in once, within 10 minutes;
-                 afterwards open {demo.realtime_url}/ and paste the token below)
-
-  Fleet          {demo.fleet_url}
-  Telemetry      {demo.telemetry_url}
-  Notifications  {demo.notifications_url}
-  Gateway        {demo.gateway_url}/metrics
-  Simulator      {demo.sim_url}/sim/mowers
-  Realtime       {demo.realtime_url}/v1/stream
-
-Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
-  export TOKEN={demo.token}
-  export AUTH="Authorization: Bearer $TOKEN"
-{lasting}
-
-Try (command kinds: start_mow, pause_mow, resume_mow, return_to_dock, emergency_stop,
-set_blade_height, set_speed, manual_drive; see docs/fleet.md):
-  curl -s {demo.fleet_url}/v1/mowers -H "$AUTH"
-  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "start_mow"}}}}'{waits}
-  curl -s {demo.telemetry_url}/v1/mowers/{m}/state -H "$AUTH"
-  curl -s {demo.telemetry_url}/v1/mowers/{m}/commands -H "$AUTH"
-  curl -s "{demo.telemetry_url}/v1/mowers/{m}/history?step=1m" -H "$AUTH"
-  curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
-  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
-  curl -s {demo.sim_url}/sim/mowers/{m}
-  curl -sN {demo.realtime_url}/v1/stream -H "$AUTH"
-
-Notifications: user "{DEMO_USER}" is subscribed to all mowers. Within a few minutes a
-short job finishes, a mower runs low on battery and one gets stuck (an injected fault):
-  curl -s {demo.notifications_url}/v1/notifications/inbox -H "$AUTH"
-  curl -s {demo.notifications_url}/metrics | grep mowdeck_notifications_events_total
-
-Ctrl-C stops everything and removes what the demo started.
-"""
-
-
-async def run(args: argparse.Namespace) -> int:
-    """Run the demo until Ctrl-C or SIGTERM."""
-    configure_logging(
-        os.environ.get("MOWDECK_LOG_LEVEL", "warning"),
-        "console" if os.environ.get("MOWDECK_LOG_FORMAT") is None else "json",
-    )
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    started = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        # The start can wait long (NATS or PostgreSQL not reachable yet): a signal meanwhile
-        # cancels it, and what had started is stopped and removed again.
-        serving = asyncio.ensure_future(_serve(args, stop, started))
-        signalled = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({serving, signalled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            signalled.cancel()
-        if not serving.done() and not started.is_set():
-            print("stopping while starting...", flush=True)
-            serving.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
-        else:
-            await serving
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-    print("stopped.", flush=True)
-    return 0
-
-
-async def _serve(args: argparse.Namespace, stop: asyncio.Event, started: asyncio.Event) -> None:
-    async with running_demo(args) as demo:
-        print(banner(demo), flush=True)
-        started.set()
-        await stop.wait()
-        print("stopping...", flush=True)

@@ -1,0 +1,90 @@
+"""What the demo prints for a person: the console, the token, the URLs and commands to paste."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from mowdeck.demo.auth import DEMO_ACCOUNT, DEMO_USER
+from simulator.fleet import SimulatorFleet
+
+if TYPE_CHECKING:
+    from mowdeck.demo.running import Demo
+
+__all__ = ["banner", "ready_mower"]
+
+
+def ready_mower(
+    fleet: SimulatorFleet, busy: Collection[uuid.UUID] = ()
+) -> tuple[uuid.UUID | None, str]:
+    """The mower the banner's examples use: one that leaves the dock at once, if any.
+
+    A docked mower below its resume level charges first; a start is executed at once but
+    the state reads ``charging`` until the battery reaches that level. Mowers in ``busy``
+    (the demo's scenario commands them) are taken only when no other is left.
+    """
+    free = [m for m in fleet.mowers if m.mower_id not in busy] or fleet.mowers
+    if not free:
+        return None, ""
+    fullest = max(free, key=lambda m: m.body.battery)
+    level = fullest.params.resume_level
+    if fullest.body.battery >= level:
+        return fullest.mower_id, ""
+    return fullest.mower_id, (
+        f"this mower is charging at {fullest.body.battery:.0f} %: it leaves the dock at "
+        f"{level:.0f} %, so its state reads charging for a while after executed"
+    )
+
+
+def banner(demo: Demo) -> str:
+    """What to print for a person: the console, the token, the URLs and commands to paste."""
+    m = demo.example or (demo.mowers[0] if demo.mowers else uuid.UUID(int=0))
+    cmd = f"{demo.fleet_url}/v1/mowers/{m}/commands?wait=10"
+    json_body = "-H 'Content-Type: application/json' -d"
+    if demo.key_file:
+        lasting = (
+            f"  It is signed with the key in {demo.key_file}: tokens of earlier runs keep\n"
+            "  working for their 24 hours (delete the file for a new key)."
+        )
+    else:
+        lasting = "  It is signed with the key MOWDECK_JWT_* configures."
+    waits = f"\n  ({demo.example_waits})" if demo.example_waits else ""
+    return f"""
+Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
+
+  Console        {demo.console_url}
+                 (open it in a browser: the code signs you in once, within 10 minutes;
+                 afterwards open {demo.realtime_url}/ and paste the token below)
+
+  Fleet          {demo.fleet_url}
+  Telemetry      {demo.telemetry_url}
+  Notifications  {demo.notifications_url}
+  Gateway        {demo.gateway_url}/metrics
+  Simulator      {demo.sim_url}/sim/mowers
+  Realtime       {demo.realtime_url}/v1/stream
+
+Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
+  export TOKEN={demo.token}
+  export AUTH="Authorization: Bearer $TOKEN"
+{lasting}
+
+Try (command kinds: start_mow, pause_mow, resume_mow, return_to_dock, emergency_stop,
+set_blade_height, set_speed, manual_drive; see docs/fleet.md):
+  curl -s {demo.fleet_url}/v1/mowers -H "$AUTH"
+  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "start_mow"}}}}'{waits}
+  curl -s {demo.telemetry_url}/v1/mowers/{m}/state -H "$AUTH"
+  curl -s {demo.telemetry_url}/v1/mowers/{m}/commands -H "$AUTH"
+  curl -s "{demo.telemetry_url}/v1/mowers/{m}/history?step=1m" -H "$AUTH"
+  curl -s "{demo.telemetry_url}/v1/mowers/{m}/track" -H "$AUTH"
+  curl -s -X POST "{cmd}" -H "$AUTH" {json_body} '{{"command": {{"kind": "emergency_stop"}}}}'
+  curl -s {demo.sim_url}/sim/mowers/{m}
+  curl -sN {demo.realtime_url}/v1/stream -H "$AUTH"
+
+Notifications: user "{DEMO_USER}" is subscribed to all mowers. Within a few minutes a
+short job finishes, a mower runs low on battery and one gets stuck (an injected fault):
+  curl -s {demo.notifications_url}/v1/notifications/inbox -H "$AUTH"
+  curl -s {demo.notifications_url}/metrics | grep mowdeck_notifications_events_total
+
+Ctrl-C stops everything and removes what the demo started.
+"""
