@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 import structlog
 
 from mowdeck.kit.background import cancel_and_wait
+from mowdeck.kit.logging import bound
 from mowdeck.kit.periodic import Periodic
 from mowdeck.notifications.delivery.channels import Delivery, DeliveryResult
 from mowdeck.notifications.delivery.channels.loader import ChannelLookup
@@ -167,6 +168,11 @@ class DeliveryWorker:
             self._wakeup.set()
 
     async def _deliver(self, claimed: ClaimedDelivery) -> None:
+        # What the delivery and its channel log names the mower it is about.
+        with bound(mower_id=claimed.mower_id):
+            await self._deliver_bound(claimed)
+
+    async def _deliver_bound(self, claimed: ClaimedDelivery) -> None:
         result = await self._send(claimed)
         outcome = outcome_of(claimed, result, self._clock(), self._backoff)
         self._metrics.deliveries.labels(claimed.channel, outcome.outcome).inc()

@@ -27,6 +27,7 @@ import structlog
 
 from contracts.v1 import EventEnvelope, NotificationSent
 from mowdeck.authz import DecisionCache, mower_object, user_ref
+from mowdeck.kit.logging import bound
 from mowdeck.kit.publisher import Publisher
 from mowdeck.notifications.errors import StoreRejectedError
 from mowdeck.notifications.inbox.model import Completion, InboxEntry, InboxItem, PendingEvent
@@ -148,20 +149,23 @@ class FanOut:
             return
         if dropped:
             self._metrics.fanout_discarded.inc()
-            log.error("pending event dropped after too many attempts", pending_id=pending.id)
+            event = pending.event
+            with bound(mower_id=event.mower_id, account_id=event.account_id):
+                log.error("pending event dropped after too many attempts", pending_id=pending.id)
 
     def _failed(self, events: Sequence[PendingEvent], stage: str, err: Exception) -> None:
         """Count and log events left claimed: they are tried again after the lease."""
         self._metrics.fanout_failures.inc(len(events))
         for pending in events:
-            log.error(
-                "fan-out failed; tried again after the lease",
-                stage=stage,
-                exc_info=err,
-                pending_id=pending.id,
-                mower_id=str(pending.event.mower_id),
-                attempts=pending.attempts,
-            )
+            event = pending.event
+            with bound(mower_id=event.mower_id, account_id=event.account_id):
+                log.error(
+                    "fan-out failed; tried again after the lease",
+                    stage=stage,
+                    exc_info=err,
+                    pending_id=pending.id,
+                    attempts=pending.attempts,
+                )
 
     async def _pick(self, events: list[PendingEvent]) -> list[_Picked]:
         """The recipients of a round's events: the subscribers of its accounts in one

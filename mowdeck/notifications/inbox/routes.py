@@ -193,7 +193,9 @@ def _item_body(item: InboxItem, prefs: Preferences) -> dict[str, Any]:
         title, body = render(item.message_key, item.params, prefs.locale, prefs.timezone)
     except (TemplateError, zoneinfo.ZoneInfoNotFoundError) as err:
         # One item a release can no longer render must not hide the whole inbox.
-        log.error("inbox item not rendered", item_id=str(item.id), error=str(err))
+        log.error(
+            "inbox item not rendered", item_id=str(item.id), mower_id=item.mower_id, error=str(err)
+        )
         title, body = item.message_key, ""
     return {
         "id": item.id,

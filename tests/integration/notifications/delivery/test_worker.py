@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import asyncpg
 import pytest
+import structlog
 
+from mowdeck.kit.logging import ids_as_text
 from mowdeck.notifications.delivery.targets import NtfyTarget, TargetPolicy
 from mowdeck.notifications.inbox.model import InboxEntry
 from mowdeck.notifications.inbox.preferences import Preferences
@@ -23,7 +25,7 @@ from tests.integration.notifications.delivery.worker_support import (
 )
 from tests.support.ntfy_receiver import NtfyReceiver
 from tests.support.webpush_receiver import Answer, WebPushReceiver
-from tests.unit.notifications.samples import ACCOUNT, Clock, at
+from tests.unit.notifications.samples import ACCOUNT, MOWER, Clock, at
 from tests.unit.notifications.stores import fan_out
 
 SETTINGS = delivery_settings()
@@ -126,6 +128,21 @@ async def test_backoff_doubles_then_fails_after_8_attempts(
     assert (row["state"], row["attempts"]) == ("failed", 8)
     assert "gave up after 8 attempts" in row["last_error"]
     assert len(receiver.received_by(sub)) == 8
+
+
+async def test_what_a_delivery_logs_names_the_mower_it_is_about(
+    stores: Stores, receiver: WebPushReceiver
+) -> None:
+    sub = receiver.subscribe()
+    receiver.answer(sub, Answer(503))
+    await register(stores, "ann", sub)
+    await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
+    processors = [structlog.contextvars.merge_contextvars, ids_as_text]
+    with structlog.testing.capture_logs(processors=processors) as logs:
+        async with worker_for(stores.deliveries, SETTINGS, Clock(at(20_000))) as running:
+            await running.worker.run_once()
+    [entry] = [e for e in logs if e["event"] == "delivery not sent"]
+    assert str(entry["mower_id"]) == str(MOWER)
 
 
 async def test_a_refused_connection_is_retried(
