@@ -1,4 +1,5 @@
-"""The relay's publisher on a fake bus (size limit, refusals, lost acks) and setting aside."""
+"""The events relay: in order and again after a failure; its publisher on a fake bus (size
+limit, refusals, lost acks) and setting aside."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from mowdeck.fleet.memory import InMemoryMowerRepository
 from mowdeck.fleet.ports import MowerRecord, RegistryEvent
 from mowdeck.fleet.rules import registry_event
 from mowdeck.kit.bus import BusError
+from tests.support.eventually import eventually
 from tests.support.fakes import NO_STREAM, STORED, FakeBus, PubAnswer, refusal_of
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -33,6 +35,48 @@ def sent(bus: FakeBus) -> list[str | None]:
 
 def event(size: int = 100) -> RegistryEvent:
     return RegistryEvent(uuid.uuid4(), "event.mower.registered", b"x" * size, NOW)
+
+
+def _reg(name: str) -> MowerRegistration:
+    return MowerRegistration(
+        mower_id=uuid.uuid4(),
+        account_id=uuid.uuid4(),
+        name=name,
+        connection=Connection(kind="simulator"),
+    )
+
+
+async def test_the_relay_publishes_in_order_and_retries_what_failed() -> None:
+    repo = InMemoryMowerRepository()
+    for name in ("a", "b", "c"):
+        reg = _reg(name)
+        await repo.add(MowerRecord(reg, NOW, NOW), registry_event("mower.registered", reg, now=NOW))
+    sent: list[RegistryEvent] = []
+    fail = True
+    failed_rounds = 0
+
+    async def publish(events: list[RegistryEvent]) -> dict[uuid.UUID, str]:
+        nonlocal failed_rounds
+        if fail:
+            failed_rounds += 1
+            raise ConnectionError("bus down")
+        sent.extend(events)
+        return {}
+
+    relay = EventsRelay(repo, publish, batch=2, poll_seconds=0.01)
+    relay.start()
+    # No message path here: the synchronisation point is the relay coming back for a
+    # second round, after the first one failed and was handled.
+    await eventually(lambda: failed_rounds >= 2)
+    assert (await repo.relay_stats()).pending == 3
+    fail = False
+
+    async def drained() -> bool:
+        return (await repo.relay_stats()).pending == 0
+
+    await eventually(drained, 2.0)
+    await relay.stop()
+    assert [e.event_id for e in sent] == [e.event_id for e, _ in repo.events]
 
 
 async def test_an_event_larger_than_the_max_payload_is_refused_without_being_sent() -> None:

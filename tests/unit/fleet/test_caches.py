@@ -1,4 +1,4 @@
-"""Caches (expiry, single flight, invalidation) and the relay over the in-memory events."""
+"""Caches: expiry, single flight, invalidation."""
 
 from __future__ import annotations
 
@@ -12,11 +12,9 @@ import msgspec
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.authz import Tuple
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache, SingleFlight
-from mowdeck.fleet.events_relay import EventsRelay
 from mowdeck.fleet.memory import InMemoryMowerRepository
-from mowdeck.fleet.ports import MowerRecord, RegistryEvent
+from mowdeck.fleet.ports import MowerRecord
 from mowdeck.fleet.rules import registry_event
-from tests.support.eventually import eventually
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -174,36 +172,3 @@ def _reg(name: str) -> MowerRegistration:
         name=name,
         connection=Connection(kind="simulator"),
     )
-
-
-async def test_the_relay_publishes_in_order_and_retries_what_failed() -> None:
-    repo = InMemoryMowerRepository()
-    for name in ("a", "b", "c"):
-        reg = _reg(name)
-        await repo.add(MowerRecord(reg, NOW, NOW), registry_event("mower.registered", reg, now=NOW))
-    sent: list[RegistryEvent] = []
-    fail = True
-    failed_rounds = 0
-
-    async def publish(events: list[RegistryEvent]) -> dict[uuid.UUID, str]:
-        nonlocal failed_rounds
-        if fail:
-            failed_rounds += 1
-            raise ConnectionError("bus down")
-        sent.extend(events)
-        return {}
-
-    relay = EventsRelay(repo, publish, batch=2, poll_seconds=0.01)
-    relay.start()
-    # No message path here: the synchronisation point is the relay coming back for a
-    # second round, after the first one failed and was handled.
-    await eventually(lambda: failed_rounds >= 2)
-    assert (await repo.relay_stats()).pending == 3
-    fail = False
-
-    async def drained() -> bool:
-        return (await repo.relay_stats()).pending == 0
-
-    await eventually(drained, 2.0)
-    await relay.stop()
-    assert [e.event_id for e in sent] == [e.event_id for e, _ in repo.events]

@@ -22,7 +22,7 @@ from mowdeck.authz import (
     user_ref,
 )
 from mowdeck.authz.fgatest import default_test_file, load_test_file
-from tests.unit.authz.test_conformance import GENERIC, fga_transform
+from tests.unit.authz.test_model_conformance import GENERIC, fga_transform
 
 
 async def _check_many_failures(path: Path, model: AuthorizationModel) -> tuple[int, list[str]]:

@@ -24,7 +24,7 @@ from contracts.v1 import (
 from contracts.v1.schema import stale_schemas
 from tests.unit.contracts.samples import SAMPLES
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent.parent / "golden"
 
 
 def _decode(data: bytes, sample: Struct) -> Struct:
