@@ -1,0 +1,1 @@
+"""Mowdeck: a backend for fleets of robotic lawn mowers: its services, their kit and the CLI."""

@@ -30,7 +30,7 @@ _OPTIONAL: tuple[tuple[str, str, str], ...] = (
     ("realtime", "mowdeck.realtime.cli", "Run the Realtime service (SSE and WebSocket streams)."),
     ("sim", "simulator.cli", "Run virtual mowers."),
     ("token", "mowdeck.authn.cli", "Mint a development JWT."),
-    ("grant", "mowdeck.authz.cli", "Grant a user a role on an account or group."),
+    ("grant", "mowdeck.commands.grant", "Grant a user a role on an account or group."),
     ("demo", "mowdeck.demo.cli", "Run everything with simulated mowers."),
 )
 

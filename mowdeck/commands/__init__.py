@@ -1,0 +1,1 @@
+"""The admin commands of `mowdeck`: migrations, streams, NATS configuration, grants, users."""

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "tests" / "unit"
 TOP_LEVEL_PACKAGES = ("actors", "contracts", "simulator")
 PROJECT_CHECKS = {
+    "test_architecture.py": "docs/architecture.md's layout against the packages",
     "test_compose.py": "compose.yaml against the commands and settings",
     "test_docs.py": "the performance pages and their citations",
     "test_import_boundaries.py": "which package may import which",
