@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import asyncpg
 
 from mowdeck.kit.bus import Bus
@@ -121,12 +123,18 @@ async def test_nats_outage_does_not_count_as_silence(
     await publish_states(bus, [state(0)])
     await eventually(lambda: counted(service, "states_evaluated") == 1)
     before = service.parts.ingest.consuming.since
-    # The connection drops and comes back while the clock runs past offline_after.
+    # The connection drops and comes back while the clock runs past offline_after. The
+    # clock moves only once the client knows it is down: a scan in between the cut and
+    # the client noticing could not know of an outage that, for it, had not begun.
     nc = service.parts.infra.bus.nc
     transport = nc._transport  # cut the socket under the client; it reconnects
-    assert transport is not None
-    clock.now = at(200)
+    assert transport is not None and nc._current_server is not None
+    # Held down for a moment (nats-py waits reconnect_time_wait after an attempt).
+    nc.options["reconnect_time_wait"] = 0.5
+    nc._current_server.last_attempt = time.monotonic()
     transport.close()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
+    await eventually(lambda: not nc.is_connected, what="the client down")
+    clock.now = at(200)
     await eventually(lambda: nc.stats["reconnects"] >= 1, what="a reconnect")
     await eventually(lambda: service.parts.ingest.consuming.since > before)
     await scan_rounds_pass(service)
