@@ -17,7 +17,7 @@ from collections.abc import Iterable
 import structlog
 
 from mowdeck.authz import Authorizer, AuthzUnavailableError, user_ref
-from mowdeck.kit.background import cancel_and_wait
+from mowdeck.kit.periodic import Periodic
 from mowdeck.realtime.client import Client
 from mowdeck.realtime.hub import Hub
 from mowdeck.realtime.metrics import RealtimeMetrics
@@ -48,8 +48,10 @@ class Access:
         self.refresh_seconds = refresh
         self._dirty: set[Client] = set()
         self._everyone = False
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._due = 0.0  # when everyone's sets are looked at again (set at start)
+        # Woken at once for the clients an event concerns; everyone at least every
+        # ``refresh`` seconds.
+        self._timer = Periodic("realtime-authz", refresh, self._round)
         hub.on_refresh = self.request
 
     async def visible(self, user_id: str, account_id: uuid.UUID) -> frozenset[uuid.UUID]:
@@ -69,43 +71,37 @@ class Access:
             self._everyone = True
         else:
             self._dirty.update(clients)
-        self._wake.set()
+        self._timer.wake()
 
     def start(self) -> None:
         """Start the refresh loop."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="realtime-authz")
+        self._due = asyncio.get_running_loop().time() + self.refresh_seconds
+        self._timer.start()
 
     @property
     def task(self) -> asyncio.Task[None] | None:
         """The refresh loop's task (for a ``/healthz`` watch)."""
-        return self._task
+        return self._timer.task
 
     async def stop(self) -> None:
         """Stop the refresh loop."""
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-            self._task = None
+        await self._timer.stop()
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        due = loop.time() + self.refresh_seconds
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, due - loop.time()))
-            self._wake.clear()
-            if loop.time() >= due:
-                self._everyone = True
-                due = loop.time() + self.refresh_seconds
-            if self._everyone:
-                clients, self._everyone = set(self._hub.clients), False
-                self._dirty.clear()
-            else:
-                clients, self._dirty = self._dirty, set()
-            try:
-                await self.refresh(clients)
-            except Exception:
-                log.exception("visibility refresh failed")
+    async def _round(self) -> None:
+        # Woken for the clients an event concerns, or due: everyone.
+        now = asyncio.get_running_loop().time()
+        if now >= self._due:
+            self._everyone = True
+            self._due = now + self.refresh_seconds
+        if self._everyone:
+            clients, self._everyone = set(self._hub.clients), False
+            self._dirty.clear()
+        else:
+            clients, self._dirty = self._dirty, set()
+        try:
+            await self.refresh(clients)
+        except Exception:
+            log.exception("visibility refresh failed")
 
     async def refresh(self, clients: Iterable[Client]) -> None:
         """Look up the visible mowers of ``clients``' users and apply them."""
