@@ -7,8 +7,8 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
@@ -31,6 +31,7 @@ __all__ = [
     "problem_middleware",
     "read_json",
     "request_metrics",
+    "service_app",
     "task_alive",
     "with_ops_routes",
 ]
@@ -342,6 +343,35 @@ async def _ready(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     body = generate_latest(request.app[REGISTRY])
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def service_app(
+    service: str,
+    readiness: Readiness,
+    registry: CollectorRegistry,
+    *,
+    middlewares: Sequence[Middleware] = (),
+    cors: CorsInstaller | None = None,
+) -> web.Application:
+    """A service's HTTP application: every answer counted and timed (``request_metrics``),
+    every error a problem (``problem_middleware``), then ``middlewares`` (authentication,
+    the service's own error translation), CORS, and ``/healthz``, ``/readyz``,
+    ``/metrics``."""
+    app = web.Application(
+        middlewares=[request_metrics(registry, service=service), problem_middleware, *middlewares]
+    )
+    if cors is not None:
+        cors.install(app)
+    with_ops_routes(app, readiness, registry)
+    return app
+
+
+class CorsInstaller(Protocol):
+    """What installs a CORS policy on an application (``kit.cors.CorsPolicy``)."""
+
+    def install(self, app: web.Application) -> None:
+        """Answer preflights and mark answers to allowed origins."""
+        ...
 
 
 def with_ops_routes(

@@ -28,9 +28,7 @@ from mowdeck.kit.http import (
     Readiness,
     authz_unavailable,
     json_response,
-    problem_middleware,
-    request_metrics,
-    with_ops_routes,
+    service_app,
 )
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.buffer import SendBuffer
@@ -296,16 +294,14 @@ def create_app(
     ops routes; tickets and sign-ins under ``limits``."""
     # The streams check their callers themselves; a signed-out browser loads the console.
     public = ("/healthz", "/readyz", "/metrics", *STREAM_PATHS, *CONSOLE_PUBLIC_PATHS)
-    app = web.Application(
-        middlewares=[
-            request_metrics(registry, service="realtime"),
-            problem_middleware,
-            auth_middleware(verifier, denylist=deps.denylist, public_paths=public),
-        ]
+    app = service_app(
+        "realtime",
+        readiness,
+        registry,
+        middlewares=[auth_middleware(verifier, denylist=deps.denylist, public_paths=public)],
+        cors=deps.cors,
     )
-    deps.cors.install(app)
     app[DEPS] = deps
-    with_ops_routes(app, readiness, registry)
     app.add_routes(
         [
             web.get("/v1/stream", get_stream),

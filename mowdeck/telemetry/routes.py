@@ -27,9 +27,7 @@ from mowdeck.kit.http import (
     Readiness,
     authz_unavailable,
     json_response,
-    problem_middleware,
-    request_metrics,
-    with_ops_routes,
+    service_app,
 )
 from mowdeck.kit.logging import bind
 from mowdeck.kit.times import EARLIEST, TimeRefusal, check_time, parse_time
@@ -258,17 +256,14 @@ def create_app(
     denylist: DenyList | None = None,
 ) -> web.Application:
     """The Telemetry HTTP application with ops routes."""
-    app = web.Application(
-        middlewares=[
-            request_metrics(registry, service="telemetry"),
-            problem_middleware,
-            auth_middleware(verifier, denylist=denylist),
-            store_errors,
-        ]
+    app = service_app(
+        "telemetry",
+        readiness,
+        registry,
+        middlewares=[auth_middleware(verifier, denylist=denylist), store_errors],
+        cors=CorsPolicy(deps.settings.http_cors_origins),
     )
-    CorsPolicy(deps.settings.http_cors_origins).install(app)
     app[DEPS] = deps
-    with_ops_routes(app, readiness, registry)
     app.add_routes(
         [
             web.get("/v1/mowers/{mower_id}/state", get_state),

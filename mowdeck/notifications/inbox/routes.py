@@ -27,10 +27,8 @@ from mowdeck.kit.http import (
     Readiness,
     authz_unavailable,
     json_response,
-    problem_middleware,
     read_json,
-    request_metrics,
-    with_ops_routes,
+    service_app,
 )
 from mowdeck.notifications.errors import StoreError, TemplateError
 from mowdeck.notifications.inbox import preferences as prefs_doc
@@ -281,17 +279,14 @@ def create_app(
     """The Notifications HTTP application: ``routes()``, ``extra_routes`` and ops routes; the
     delivery's target routes are added to it (``delivery.routes.add_target_routes``) behind
     ``viewers_only``."""
-    app = web.Application(
-        middlewares=[
-            request_metrics(metrics_registry, service="notifications"),
-            problem_middleware,
-            auth_middleware(verifier, denylist=denylist),
-            _store_errors,
-        ]
+    app = service_app(
+        "notifications",
+        readiness,
+        metrics_registry,
+        middlewares=[auth_middleware(verifier, denylist=denylist), _store_errors],
+        cors=CorsPolicy(deps.settings.http_cors_origins),
     )
-    CorsPolicy(deps.settings.http_cors_origins).install(app)
     app[DEPS] = deps
-    with_ops_routes(app, readiness, metrics_registry)
     app.add_routes([*routes(), *extra_routes])
     return app
 
