@@ -18,7 +18,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-PACKAGES = ("gateway", "fleet", "realtime", "telemetry", "kit", "devices")
+PACKAGES = (
+    "gateway",
+    "fleet",
+    "realtime",
+    "telemetry",
+    "notifications",
+    "kit",
+    "devices",
+    "authn",
+    "authz",
+    "demo",
+    "commands",
+)
 
 # Calls that build something that holds or changes state.
 LIVE = frozenset(
@@ -50,7 +62,17 @@ MUTABLE_DISPLAYS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast
 # Found and kept, with the reason: "path:name".
 KEPT = {
     "mowdeck/fleet/rules.py:_decoders": "a fixed table of msgspec decoders, built at import",
+    "mowdeck/kit/logging.py:_message_vars": "the context variables of the message keys, made once",
+    "mowdeck/notifications/rules/quiet.py:zone": "IANA zones by name: immutable, bounded (512)",
+    "mowdeck/notifications/rules/templates.py:default_catalogue": (
+        "the message templates shipped in the package, read once"
+    ),
+    "mowdeck/notifications/delivery/channels/http.py:_timeout": (
+        "aiohttp timeouts by their seconds: immutable values, bounded (64)"
+    ),
 }
+# A memo at module level is state too: every instance in the process shares what it holds.
+MEMOS = frozenset({"cache", "lru_cache", "functools.cache", "functools.lru_cache"})
 
 
 def _holds_state(value: ast.expr) -> bool:
@@ -86,9 +108,23 @@ def _assignments(body: list[ast.stmt], cls: ast.ClassDef | None) -> Iterator[tup
             yield ast.unparse(node.target), node.value
 
 
+def _memoised(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    for decorator in node.decorator_list:
+        call = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if ast.unparse(call) in MEMOS:
+            return True
+    return False
+
+
 def found_state(source: str, where: str) -> Iterator[str]:
-    """``where:name`` of each module-level or class-level assignment that holds state."""
+    """``where:name`` of each module-level or class-level assignment that holds state, and
+    of each function memoised at module level."""
     tree = ast.parse(source)
+    for node in tree.body:
+        if _memoised(node):
+            yield f"{where}:{node.name}"  # type: ignore[attr-defined]
     scopes: list[tuple[list[ast.stmt], ast.ClassDef | None]] = [(tree.body, None)]
     scopes += [(n.body, n) for n in tree.body if isinstance(n, ast.ClassDef)]
     for body, cls in scopes:
@@ -108,6 +144,7 @@ def found_state(source: str, where: str) -> Iterator[str]:
         ("@dataclass\nclass A:\n    items: list[int] = field(default_factory=list)\n", []),
         ("class S(msgspec.Struct):\n    origins: list[str] = []\n", []),
         ("TABLE = {'s': 1}\n_WORD = re.compile('x')\nlog = structlog.get_logger()\n", []),
+        ("@functools.lru_cache(maxsize=8)\ndef keys(s):\n    return s\n", ["keys"]),
     ],
     ids=[
         "task-set",
@@ -117,6 +154,7 @@ def found_state(source: str, where: str) -> Iterator[str]:
         "dataclass-field",
         "struct-field",
         "constants",
+        "memo",
     ],
 )
 def test_the_check(source: str, found: list[str]) -> None:
