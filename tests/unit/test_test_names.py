@@ -20,6 +20,7 @@ PROJECT_CHECKS = {
     "test_architecture.py": "docs/architecture.md's layout against the packages",
     "test_compose.py": "compose.yaml against the commands and settings",
     "test_docs.py": "the performance pages and their citations",
+    "test_composition.py": "every service composes in the same small shape",
     "test_import_boundaries.py": "which package may import which",
     "test_module_state.py": "no module-level mutable state",
     "test_test_names.py": "this rule",
