@@ -20,6 +20,7 @@ from mowdeck.kit.bus import Bus
 from mowdeck.kit.compose import Given, Needs, Step
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.shell import ServiceShell
+from mowdeck.notifications.alarms.routes import ALARM_DEPS, AlarmDeps, alarm_routes
 from mowdeck.notifications.delivery.limits import target_creations
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
 from mowdeck.notifications.delivery.targets import TargetPolicy
@@ -66,6 +67,7 @@ def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]
         Step("channels", delivery.channels.start, delivery.channels.stop),
         Step("delivery worker", worker.start, worker.stop, task_alive(lambda: worker.task)),
         Step("delivery pruning", delivery.pruning.start, delivery.pruning.stop),
+        Step("alarm round", parts.alarms.start, parts.alarms.stop),
     ]
 
 
@@ -82,6 +84,10 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
         creations=target_creations(s, infra.registry),
     )
     add_target_routes(app, targets, guard=viewers_only)
+    app[ALARM_DEPS] = AlarmDeps(
+        stores.alarms, infra.authorizer, names.account, infra.metrics, infra.clock
+    )
+    app.add_routes(alarm_routes())
     return app
 
 

@@ -22,13 +22,20 @@ from mowdeck.notifications.ingest import sql
 from mowdeck.notifications.ingest.model import Stamp, WatchWrite
 from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.pg import delete_rows, translated
-from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.events import AlarmChange, RuleEvent
 from mowdeck.notifications.rules.watch import MowerWatch, decode_watch
 
 __all__ = ["PendingWriter", "PostgresWatches"]
 
 PendingWriter = Callable[[asyncpg.Connection, Sequence[RuleEvent]], Awaitable[object]]
 """Writes pending events on a connection, inside the transaction that holds it."""
+AlarmWriter = Callable[[asyncpg.Connection, Sequence[AlarmChange]], Awaitable[object]]
+"""Writes alarm changes on a connection, inside the transaction that holds it."""
+
+
+async def _no_alarms(_conn: asyncpg.Connection, _changes: Sequence[AlarmChange]) -> None:
+    return None
+
 
 _uuid_int = operator.attrgetter("int")
 _replace = msgspec.structs.replace
@@ -45,16 +52,19 @@ def _watch(row: asyncpg.Record) -> MowerWatch:
 class PostgresWatches(WatchStore):
     """``notification_watches`` through an asyncpg pool; events go to ``pending``."""
 
-    def __init__(self, pool: asyncpg.Pool, *, pending: PendingWriter) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, *, pending: PendingWriter, alarms: AlarmWriter = _no_alarms
+    ) -> None:
         self._pool = pool
         self._pending = pending
+        self._alarms = alarms
 
     @asynccontextmanager
     async def watches(self) -> AsyncIterator[_WatchTransaction]:
         """One transaction for a batch of states, link events or a scan round."""
         with translated("watch transaction"):
             async with self._pool.acquire() as conn, conn.transaction():
-                yield _WatchTransaction(conn, self._pending)
+                yield _WatchTransaction(conn, self._pending, self._alarms)
 
     async def read_watches(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MowerWatch]:
         """The stored watches of ``mower_ids``."""
@@ -72,9 +82,12 @@ class PostgresWatches(WatchStore):
 
 
 class _WatchTransaction:
-    def __init__(self, conn: asyncpg.Connection, pending: PendingWriter) -> None:
+    def __init__(
+        self, conn: asyncpg.Connection, pending: PendingWriter, alarms: AlarmWriter
+    ) -> None:
         self._conn = conn
         self._pending = pending
+        self._alarms = alarms
         # Mowers whose row this transaction holds, and those it may create.
         self._held: set[uuid.UUID] = set()
         self._claimed: set[uuid.UUID] = set()
@@ -111,7 +124,12 @@ class _WatchTransaction:
         if watches:
             await self._conn.execute(sql.TOUCH_WATCHES, *sql.touch_columns(watches))
 
-    async def write(self, watches: Sequence[WatchWrite], events: Sequence[RuleEvent]) -> None:
+    async def write(
+        self,
+        watches: Sequence[WatchWrite],
+        events: Sequence[RuleEvent],
+        alarms: Sequence[AlarmChange] = (),
+    ) -> None:
         update: list[WatchWrite] = []
         insert: list[WatchWrite] = []
         # The last write of a mower wins: ``unnest`` keys must be distinct per statement.
@@ -137,3 +155,5 @@ class _WatchTransaction:
             self._held.update(w.watch.mower_id for w in insert)
         if events:
             await self._pending(conn, events)
+        if alarms:
+            await self._alarms(conn, alarms)

@@ -75,11 +75,14 @@ def alarm_changes(
             changes.append(
                 AlarmChange(
                     change="cleared",
+                    mower_id=after.mower_id,
+                    account_id=after.account_id,
                     condition=condition,
                     kind=kind,
                     severity=SEVERITY[kind],
                     at=at,
                     code=_code_of(condition),
+                    raised_at=raised[condition],
                 )
             )
     for event in events:
@@ -94,6 +97,8 @@ def alarm_changes(
         changes.append(
             AlarmChange(
                 change=change,
+                mower_id=after.mower_id,
+                account_id=after.account_id,
                 condition=condition,
                 kind=kind,
                 severity=SEVERITY[kind],

@@ -100,7 +100,9 @@ class Emitter:
 
     def outcome(self, watch: MowerWatch) -> Outcome[MowerWatch]:
         """The outcome with ``watch`` as the new watch, its alarms decided."""
+        if not self.events and not self.watch.alarms:  # most states: nothing to decide
+            return Outcome(watch, self.events, self.suppressed)
         raised, alarms = alarm_changes(self.watch, watch, self.events, self.at)
         if raised is not watch.alarms:
             watch = msgspec.structs.replace(watch, alarms=raised)
-        return Outcome(watch, self.events, self.suppressed, alarms=alarms)
+        return Outcome(watch, self.events, self.suppressed, alarms=tuple(alarms))

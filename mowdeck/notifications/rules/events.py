@@ -72,12 +72,16 @@ class AlarmChange(msgspec.Struct, frozen=True, kw_only=True):
     """An alarm raised, updated by another firing, or cleared, for one mower's condition."""
 
     change: AlarmChangeKind
+    mower_id: uuid.UUID
+    account_id: uuid.UUID
     condition: str
     kind: Kind
     severity: Severity
     at: datetime
     # The mower's error code, for an ``error:<code>`` condition.
     code: str | None = None
+    # For a cleared alarm: when it was raised (its time to clear).
+    raised_at: datetime | None = None
     params: dict[str, Param] = msgspec.field(default_factory=dict)
 
 
@@ -96,4 +100,4 @@ class Outcome(msgspec.Struct, Generic[W_co], frozen=True):
     suppressed: list[Suppressed] = msgspec.field(default_factory=list)
     ignored: IgnoreReason | None = None
     # The alarms raised, updated or cleared (``rules/alarms.py``), stored with the watch.
-    alarms: list[AlarmChange] = msgspec.field(default_factory=list)
+    alarms: tuple[AlarmChange, ...] = ()
