@@ -21,6 +21,7 @@ PROJECT_CHECKS = {
     "test_compose.py": "compose.yaml against the commands and settings",
     "test_docs.py": "the performance pages and their citations",
     "test_import_boundaries.py": "which package may import which",
+    "test_kubernetes.py": "deploy/kubernetes rendered and validated",
     "test_module_state.py": "no module-level mutable state",
     "test_test_names.py": "this rule",
 }
