@@ -269,7 +269,9 @@ class ComposeHost:
             except OSError as err:
                 last = str(err)
             time.sleep(0.3)
-        raise AssertionError(f"{process.name} not ready at {url}: {last}\n{process.tail()}")
+        restarts = [r for r in self.restarts if r[0] == process.name]
+        why = f", restarted {len(restarts)} times, last exit {restarts[-1][1]}" if restarts else ""
+        raise AssertionError(f"{process.name} not ready at {url}: {last}{why}\n{process.tail()}")
 
     def stop_all(self) -> dict[str, int]:
         """Stop every process, the last started first; the exit code of each one's last run."""

@@ -209,3 +209,24 @@ def test_grafana_is_provisioned_with_the_prometheus_and_the_committed_dashboards
         "realtime.json",
         "telemetry.json",
     ]
+
+
+def test_the_docs_say_where_compose_keeps_the_vapid_key(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    env = services["notifications"]["environment"]
+    key_file = Path(env["MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE"])
+    [volume] = [
+        v.split(":")[0]
+        for v in services["notifications"]["volumes"]
+        if v.split(":")[1] == str(key_file.parent)
+    ]
+    assert volume in (yaml.safe_load(COMPOSE.read_text())["volumes"] or {})
+    docs = COMPOSE.parent / "docs"
+    # Whitespace as one space: the pages wrap their lines anywhere.
+    operations = " ".join((docs / "operations.md").read_text().split())
+    channels = " ".join((docs / "notifications-channels.md").read_text().split())
+    assert f"MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE={key_file}" in operations
+    assert f"`{volume}` volume" in operations
+    assert f"`{volume}` volume (`{key_file}`" in channels
+    assert env["MOWDECK_NOTIFICATIONS_VAPID_SUBJECT"].startswith("mailto:")
