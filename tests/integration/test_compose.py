@@ -79,6 +79,9 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
         codes = host.stop_all()
         cluster.close()
         drop_database(database)
+    print(
+        "stopped: " + ", ".join(f"{n} {s:.1f} s" for n, s in host.stop_seconds.items())
+    )
     failed = {name: code for name, code in codes.items() if code not in (0, None)}
     assert failed == {}, "\n".join(
         f"{p.name} exited {p.proc.returncode}:\n{p.tail()}"

@@ -80,14 +80,19 @@ class Process:
         return "\n".join(self.output().splitlines()[-lines:])
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM, as ``docker compose stop`` sends; SIGKILL after ``timeout``."""
+        """SIGTERM, as ``docker compose stop`` sends; after ``timeout`` SIGABRT, whose
+        faulthandler dump shows in the output where every thread stood, then SIGKILL."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+                os.killpg(self.proc.pid, signal.SIGABRT)
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
         return self.proc.returncode
 
 
@@ -104,6 +109,8 @@ class ComposeHost:
     processes: list[Process] = field(default_factory=list)
     # (service, exit code, its last lines) of every restart.
     restarts: list[tuple[str, int, str]] = field(default_factory=list)
+    # How long each process took to stop (``stop_all``).
+    stop_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def services(self) -> dict[str, dict[str, Any]]:
@@ -213,6 +220,8 @@ class ComposeHost:
         """
         base = {k: v for k, v in os.environ.items() if not k.startswith("MOWDECK_")}
         base["PATH"] = f"{BIN}{os.pathsep}{base.get('PATH', '')}"
+        # A process that does not stop is dumped on SIGABRT (``stop``).
+        base["PYTHONFAULTHANDLER"] = "1"
         runs = sum(p.name == name for p in self.processes)
         log = self.workdir / (f"{name}.{runs}.log" if runs else f"{name}.log")
         with log.open("wb") as out:
@@ -277,6 +286,8 @@ class ComposeHost:
         """Stop every process, the last started first; the exit code of each one's last run."""
         codes: dict[str, int] = {}
         for process in reversed(self.processes):
+            started = time.monotonic()
             code = process.stop()
+            self.stop_seconds.setdefault(process.name, time.monotonic() - started)
             codes.setdefault(process.name, code)
         return codes
