@@ -85,7 +85,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
     # its dropping the links and its listener closing, and its HTTP server waits for that
     # link up to aiohttp's shutdown timeout). The SIGABRT dump in its output tells.
     if codes.get("simulator") not in (0, None):
-        [simulator] = [p for p in host.processes if p.name == "simulator"]
+        simulator = [p for p in host.processes if p.name == "simulator"][-1]
         print(f"simulator exited {codes.pop('simulator')} when stopped:\n{simulator.tail(80)}")
     failed = {name: code for name, code in codes.items() if code not in (0, None)}
     assert failed == {}, "\n".join(
