@@ -22,6 +22,7 @@ PROJECT_CHECKS = {
     "test_docs.py": "the performance pages and their citations",
     "test_composition.py": "every service composes in the same small shape",
     "test_import_boundaries.py": "which package may import which",
+    "test_kubernetes.py": "deploy/kubernetes rendered and validated",
     "test_module_state.py": "no module-level mutable state",
     "test_test_names.py": "this rule",
 }
