@@ -20,6 +20,9 @@ __all__ = ["Datum", "OpenMowerOptions", "normalised_prefix"]
 # No MQTT wildcard, no NUL, no leading slash (xbot_monitoring's topics start with the
 # prefix itself): a prefix is plain topic levels.
 _PREFIX = r"^([^+#/\u0000][^+#\u0000]*)?$"
+# A broker with its port (MQTT has no default a URL parser knows, and the endpoint key must
+# read one broker one way); no user information, which would be a secret in the options.
+_BROKER = r"^mqtts?://[^/?#@]+:[0-9]{1,5}/?$"
 
 
 class Datum(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -37,7 +40,9 @@ class OpenMowerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     ``MOWDECK_GATEWAY_CREDENTIALS_DIR`` holding the broker's username and password.
     """
 
-    broker: Annotated[str, msgspec.Meta(pattern=r"^mqtts?://[^/?#@]+:[0-9]{1,5}/?$", max_length=300)]
+    broker: Annotated[
+        str, msgspec.Meta(pattern=_BROKER, max_length=300)
+    ]
     prefix: Annotated[str, msgspec.Meta(pattern=_PREFIX, max_length=200)] = ""
     credentials: CredentialName | None = None
     datum: Datum | None = None
