@@ -40,9 +40,7 @@ class OpenMowerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     ``MOWDECK_GATEWAY_CREDENTIALS_DIR`` holding the broker's username and password.
     """
 
-    broker: Annotated[
-        str, msgspec.Meta(pattern=_BROKER, max_length=300)
-    ]
+    broker: Annotated[str, msgspec.Meta(pattern=_BROKER, max_length=300)]
     prefix: Annotated[str, msgspec.Meta(pattern=_PREFIX, max_length=200)] = ""
     credentials: CredentialName | None = None
     datum: Datum | None = None

@@ -217,9 +217,7 @@ def plan(
         return CommandOutcome("rejected", f"{command_kind(command)} is not offered by {PROTOCOL}")
     action, confirms = known
     found = _enabled((action,), actions, rs)
-    if isinstance(found, CommandOutcome):
-        return found
-    return Plan("action", action_id=found, confirms=confirms)
+    return found if isinstance(found, CommandOutcome) else Plan("action", found, confirms=confirms)
 
 
 def _stop(rs: RobotState, actions: dict[str, bool] | None) -> Plan | CommandOutcome:
