@@ -60,6 +60,7 @@ class StandInOpenMower:
         self.silent = False
         self.deaf = False
         self.disabled: set[str] = set()
+        self.login: tuple[str, str] | None = None  # the broker's username and password
         self.actions_received: list[str] = []
         self.teleops: list[tuple[float, float]] = []
         self._client: aiomqtt.Client | None = None
@@ -102,7 +103,8 @@ class StandInOpenMower:
         )
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
-        async with aiomqtt.Client(self.host, self.port) as client:
+        user, password = self.login or (None, None)
+        async with aiomqtt.Client(self.host, self.port, username=user, password=password) as client:
             self._client = client
             await client.subscribe(self.topics.action, qos=1)
             await client.subscribe(self.topics.teleop, qos=0)
