@@ -13,7 +13,7 @@ import pytest
 from simulator.openmower import StandInOpenMower
 from tests.support.mosquitto import Mosquitto, running_mosquitto
 
-__all__ = ["broker", "mower"]
+__all__ = ["broker", "openmower"]
 
 PREFIX = "yard/om1/"
 
@@ -26,7 +26,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Mosquitto]:
 
 
 @pytest.fixture
-async def mower(broker: Mosquitto) -> AsyncIterator[StandInOpenMower]:
+async def openmower(broker: Mosquitto) -> AsyncIterator[StandInOpenMower]:
     """One stand-in OpenMower under the prefix ``yard/om1``, docked and charging."""
     standin = StandInOpenMower("127.0.0.1", broker.port, prefix=PREFIX, period=0.05)
     await standin.start()

@@ -37,7 +37,7 @@ async def test_an_openmower_through_the_gateway(  # noqa: PLR0917 - fixtures
     bus: Bus,
     nats_server: Any,
     broker: Mosquitto,
-    mower: StandInOpenMower,
+    openmower: StandInOpenMower,
     results: ResultLog,
     events: EventLog,
 ) -> None:
@@ -79,7 +79,7 @@ async def test_an_openmower_through_the_gateway(  # noqa: PLR0917 - fixtures
             await bus.publish_command(start, now=datetime.now(UTC))
             final = await results.wait_final(start.command_id)
             assert final.status == "executed"
-            assert mower.actions_received == [ACTION_START]
+            assert openmower.actions_received == [ACTION_START]
             await eventually(lambda: states[-1].activity == "mowing", 5)
 
             blade = command(reg, SetBladeHeight(height_mm=40))
@@ -92,7 +92,7 @@ async def test_an_openmower_through_the_gateway(  # noqa: PLR0917 - fixtures
             await bus.publish_command(stop, now=datetime.now(UTC))
             stopped = await results.wait_final(stop.command_id)
             assert stopped.status == "executed"
-            assert mower.actions_received[-1] == ACTION_PAUSE
+            assert openmower.actions_received[-1] == ACTION_PAUSE
             await eventually(lambda: states[-1].activity == "paused", 5)
     finally:
         await sub.unsubscribe()

@@ -92,7 +92,7 @@ async def opened(
 
 @pytest.fixture
 async def link(
-    broker: Mosquitto, mower: StandInOpenMower
+    broker: Mosquitto, openmower: StandInOpenMower
 ) -> AsyncIterator[tuple[OpenMowerConnection, Recorder, MowerRegistration]]:
     reg = registration(broker)
     conn, rec = await opened(reg)
@@ -120,15 +120,15 @@ async def test_states_arrive_mapped_with_the_link_up(
 
 
 async def test_start_pause_continue_dock_each_confirmed_by_the_next_states(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, rec, reg = link
     started = await conn.send(envelope(reg, StartMow()), timeout=5)
     assert started == CommandOutcome("executed", None)
-    assert mower.actions_received == [ACTION_START]
+    assert openmower.actions_received == [ACTION_START]
     await eventually(lambda: conn.actions is not None and conn.actions.get(ACTION_PAUSE))
     assert (await conn.send(envelope(reg, PauseMow()), timeout=5)).status == "executed"
-    assert mower.state == "PAUSED"
+    assert openmower.state == "PAUSED"
     await eventually(lambda: conn.actions is not None and conn.actions.get(ACTION_PAUSE) is False)
     assert (await conn.send(envelope(reg, ResumeMow()), timeout=5)).status == "executed"
     await eventually(lambda: conn.actions is not None and conn.actions.get(ACTION_PAUSE))
@@ -137,40 +137,40 @@ async def test_start_pause_continue_dock_each_confirmed_by_the_next_states(
 
 
 async def test_an_action_not_enabled_fails_without_being_sent(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, _, reg = link
     outcome = await conn.send(envelope(reg, PauseMow()), timeout=5)
     assert outcome.status == "failed"
     assert "mower_logic:mowing/pause is not enabled" in (outcome.reason or "")
     assert "state IDLE" in (outcome.reason or "")
-    assert mower.actions_received == []
+    assert openmower.actions_received == []
 
 
 async def test_kinds_openmower_cannot_do_are_rejected_naming_kind_and_protocol(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, _, reg = link
     outcome = await conn.send(envelope(reg, SetBladeHeight(height_mm=40)), timeout=5)
     assert outcome.status == "rejected"
     assert "set_blade_height" in (outcome.reason or "")
     assert "OpenMower" in (outcome.reason or "")
-    assert mower.actions_received == []
+    assert openmower.actions_received == []
 
 
 async def test_an_ignored_action_fails_with_the_state_the_mower_kept(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, _, reg = link
-    mower.deaf = True
+    openmower.deaf = True
     outcome = await conn.send(envelope(reg, StartMow()), timeout=0.5)
     assert outcome.status == "failed"
     assert "still reports IDLE" in (outcome.reason or "")
-    assert mower.actions_received == [ACTION_START]
+    assert openmower.actions_received == [ACTION_START]
 
 
 async def test_a_repeated_command_id_gets_its_first_outcome_and_no_second_action(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, _, reg = link
     start = envelope(reg, StartMow())
@@ -178,70 +178,74 @@ async def test_a_repeated_command_id_gets_its_first_outcome_and_no_second_action
     again = await conn.send(start, timeout=5)
     assert first == again
     assert first.status == "executed"
-    assert mower.actions_received == [ACTION_START]
+    assert openmower.actions_received == [ACTION_START]
 
 
 async def test_emergency_stop_is_a_pause_executed_once_the_mower_reports_it_stopped(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, _, reg = link
     await conn.send(envelope(reg, StartMow()), timeout=5)
     await eventually(
         lambda: (
-            mower.state == "MOWING" and conn.actions is not None and conn.actions.get(ACTION_PAUSE)
+            openmower.state == "MOWING"
+            and conn.actions is not None
+            and conn.actions.get(ACTION_PAUSE)
         )
     )
     outcome = await conn.send(envelope(reg, EmergencyStop(reason="child")), timeout=5)
     assert outcome == CommandOutcome("executed", None)
-    assert mower.actions_received[-1] == ACTION_PAUSE
-    assert mower.teleops[-1] == (0.0, 0.0)  # and any held drive is zeroed first
-    assert mower.state == "PAUSED"
+    assert openmower.actions_received[-1] == ACTION_PAUSE
+    assert openmower.teleops[-1] == (0.0, 0.0)  # and any held drive is zeroed first
+    assert openmower.state == "PAUSED"
 
 
 async def test_emergency_stop_that_the_mower_does_not_carry_out_is_not_executed(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, _, reg = link
     await conn.send(envelope(reg, StartMow()), timeout=5)
     await eventually(
         lambda: (
-            mower.state == "MOWING" and conn.actions is not None and conn.actions.get(ACTION_PAUSE)
+            openmower.state == "MOWING"
+            and conn.actions is not None
+            and conn.actions.get(ACTION_PAUSE)
         )
     )
-    mower.deaf = True
+    openmower.deaf = True
     outcome = await conn.send(envelope(reg, EmergencyStop()), timeout=0.5)
     assert outcome.status == "failed"
     assert "still reports MOWING" in (outcome.reason or "")
 
 
 async def test_manual_drive_holds_the_velocity_for_its_ttl_then_sends_zero(
-    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], mower: StandInOpenMower
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
 ) -> None:
     conn, _, reg = link
     outcome = await conn.send(
         envelope(reg, ManualDrive(linear_mps=0.4, angular_rps=0.5, ttl_ms=500)), timeout=5
     )
     assert outcome.status == "executed"
-    await eventually(lambda: mower.teleops and mower.teleops[-1] == (0.0, 0.0), 3)
-    held = [t for t in mower.teleops if t == (0.4, 0.5)]
+    await eventually(lambda: openmower.teleops and openmower.teleops[-1] == (0.0, 0.0), 3)
+    held = [t for t in openmower.teleops if t == (0.4, 0.5)]
     assert len(held) >= 2  # repeated while the ttl ran
-    assert (mower.vx, mower.vz) == (0.0, 0.0)
+    assert (openmower.vx, openmower.vz) == (0.0, 0.0)
 
 
 async def test_the_link_goes_down_when_robot_state_goes_stale_and_up_when_it_resumes(
-    broker: Mosquitto, mower: StandInOpenMower
+    broker: Mosquitto, openmower: StandInOpenMower
 ) -> None:
     reg = registration(broker, stale_seconds=1)
     conn, rec = await opened(reg)
     try:
         await eventually(lambda: conn.connected)
-        mower.silent = True
+        openmower.silent = True
         await eventually(lambda: not conn.connected, 5)
         assert rec.links[-1][0] is False
         assert "no robot_state for 1 s" in (rec.links[-1][1] or "")
         with pytest.raises(LinkDownError):
             await conn.send(envelope(reg, StartMow()), timeout=1)
-        mower.silent = False
+        openmower.silent = False
         await eventually(lambda: conn.connected, 5)
         assert rec.links[-1] == (True, None)
     finally:
@@ -249,7 +253,7 @@ async def test_the_link_goes_down_when_robot_state_goes_stale_and_up_when_it_res
 
 
 async def test_a_broker_the_device_hosts_do_not_allow_is_never_dialled(
-    broker: Mosquitto, mower: StandInOpenMower
+    broker: Mosquitto, openmower: StandInOpenMower
 ) -> None:
     reg = registration(broker)
     conn, rec = await opened(reg, ConnectionDeps(DeviceHosts(["10.0.0.0/8"])))
@@ -264,7 +268,7 @@ async def test_a_broker_the_device_hosts_do_not_allow_is_never_dialled(
 
 
 async def test_a_missing_credential_keeps_the_link_down_with_a_clear_reason(
-    broker: Mosquitto, mower: StandInOpenMower, tmp_path: Path
+    broker: Mosquitto, openmower: StandInOpenMower, tmp_path: Path
 ) -> None:
     reg = registration(broker, credentials="yard")
     conn, _rec = await opened(reg, ConnectionDeps(HOSTS, Credentials(tmp_path)))
@@ -303,3 +307,8 @@ async def test_a_broker_with_logins_is_reached_with_the_named_credential(
             await good.close()
             await bad.close()
             await standin.stop()
+
+
+def mowing_offered(conn: OpenMowerConnection) -> bool:
+    """The link has seen mower_logic offer its mowing actions."""
+    return conn.actions is not None and bool(conn.actions.get(ACTION_PAUSE))
