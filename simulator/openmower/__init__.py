@@ -4,6 +4,7 @@ The gateway's ``openmower`` adapter reads the messages through ``protocol``; tes
 ``mowdeck sim --protocol openmower`` run ``standin`` mowers against a real broker.
 """
 
+from simulator.openmower.fleet import OpenMowerFleet
 from simulator.openmower.protocol import (
     ACTION_ABORT_DOCKING,
     ACTION_ABORT_MOWING,
@@ -28,6 +29,7 @@ __all__ = [
     "ACTION_PAUSE",
     "ACTION_START",
     "Action",
+    "OpenMowerFleet",
     "Pose",
     "RobotState",
     "StandInOpenMower",

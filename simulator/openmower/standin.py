@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections import deque
 
 import aiomqtt
 import msgspec
@@ -61,8 +62,9 @@ class StandInOpenMower:
         self.deaf = False
         self.disabled: set[str] = set()
         self.login: tuple[str, str] | None = None  # the broker's username and password
-        self.actions_received: list[str] = []
-        self.teleops: list[tuple[float, float]] = []
+        # What came in, the newest last (bounded: a simulator runs for days).
+        self.actions_received: deque[str] = deque(maxlen=256)
+        self.teleops: deque[tuple[float, float]] = deque(maxlen=256)
         self._client: aiomqtt.Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -151,7 +153,12 @@ class StandInOpenMower:
             return
         action = payload.decode(errors="replace")
         self.actions_received.append(action)
-        if self.deaf or action not in self.enabled_actions():
+        if not self.deaf:
+            await self.obey(action)
+
+    async def obey(self, action: str) -> None:
+        """Carry out ``action`` as mower_logic would, if its behaviour offers it now."""
+        if action not in self.enabled_actions():
             return  # mower_logic ignores an action its current behaviour does not offer
         if action == ACTION_START:
             await self._enter("UNDOCKING")

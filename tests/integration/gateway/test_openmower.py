@@ -79,7 +79,7 @@ async def test_an_openmower_through_the_gateway(  # noqa: PLR0917 - fixtures
             await bus.publish_command(start, now=datetime.now(UTC))
             final = await results.wait_final(start.command_id)
             assert final.status == "executed"
-            assert openmower.actions_received == [ACTION_START]
+            assert list(openmower.actions_received) == [ACTION_START]
             await eventually(lambda: states[-1].activity == "mowing", 5)
 
             blade = command(reg, SetBladeHeight(height_mm=40))

@@ -125,7 +125,7 @@ async def test_start_pause_continue_dock_each_confirmed_by_the_next_states(
     conn, rec, reg = link
     started = await conn.send(envelope(reg, StartMow()), timeout=5)
     assert started == CommandOutcome("executed", None)
-    assert openmower.actions_received == [ACTION_START]
+    assert list(openmower.actions_received) == [ACTION_START]
     await eventually(lambda: conn.actions is not None and conn.actions.get(ACTION_PAUSE))
     assert (await conn.send(envelope(reg, PauseMow()), timeout=5)).status == "executed"
     assert openmower.state == "PAUSED"
@@ -144,7 +144,7 @@ async def test_an_action_not_enabled_fails_without_being_sent(
     assert outcome.status == "failed"
     assert "mower_logic:mowing/pause is not enabled" in (outcome.reason or "")
     assert "state IDLE" in (outcome.reason or "")
-    assert openmower.actions_received == []
+    assert list(openmower.actions_received) == []
 
 
 async def test_kinds_openmower_cannot_do_are_rejected_naming_kind_and_protocol(
@@ -155,7 +155,7 @@ async def test_kinds_openmower_cannot_do_are_rejected_naming_kind_and_protocol(
     assert outcome.status == "rejected"
     assert "set_blade_height" in (outcome.reason or "")
     assert "OpenMower" in (outcome.reason or "")
-    assert openmower.actions_received == []
+    assert list(openmower.actions_received) == []
 
 
 async def test_an_ignored_action_fails_with_the_state_the_mower_kept(
@@ -166,7 +166,7 @@ async def test_an_ignored_action_fails_with_the_state_the_mower_kept(
     outcome = await conn.send(envelope(reg, StartMow()), timeout=0.5)
     assert outcome.status == "failed"
     assert "still reports IDLE" in (outcome.reason or "")
-    assert openmower.actions_received == [ACTION_START]
+    assert list(openmower.actions_received) == [ACTION_START]
 
 
 async def test_a_repeated_command_id_gets_its_first_outcome_and_no_second_action(
@@ -178,7 +178,7 @@ async def test_a_repeated_command_id_gets_its_first_outcome_and_no_second_action
     again = await conn.send(start, timeout=5)
     assert first == again
     assert first.status == "executed"
-    assert openmower.actions_received == [ACTION_START]
+    assert list(openmower.actions_received) == [ACTION_START]
 
 
 async def test_emergency_stop_is_a_pause_executed_once_the_mower_reports_it_stopped(
