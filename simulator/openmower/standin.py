@@ -74,7 +74,11 @@ class StandInOpenMower:
         """Connect, publish the retained topics and start the state stream."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._run(ready), name="openmower-standin")
-        await ready
+        # Ready, or the connect's error: whichever comes first.
+        await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            self._task.result()  # raises what ended it (aiomqtt.MqttError)
 
     async def stop(self) -> None:
         """Stop publishing and disconnect."""
@@ -82,7 +86,8 @@ class StandInOpenMower:
             self._timer.cancel()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # A stand-in whose connect failed has reported it from ``start`` already.
+            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
                 await self._task
 
     def enabled_actions(self) -> frozenset[str]:

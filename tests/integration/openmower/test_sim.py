@@ -9,11 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState, StartMow
 from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import ConnectionDeps
 from mowdeck.gateway.connections.openmower import OpenMowerConnection
+from tests.integration.simulator.test_sim_api import sim_cli
 from tests.support.eventually import eventually
 from tests.support.mosquitto import Mosquitto
 
@@ -68,3 +70,18 @@ async def test_the_simulator_speaks_openmower_through_a_broker(
     finally:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 10) == 0
+
+
+@pytest.mark.parametrize(
+    ("broker_url", "says"),
+    [
+        ("mqtt://127.0.0.1:1", "mowdeck sim: cannot reach the broker mqtt://127.0.0.1:1:"),
+        ("http://127.0.0.1:1883", "mowdeck sim: --broker: expected mqtt://HOST:PORT"),
+    ],
+    ids=["unreachable", "not-mqtt"],
+)
+async def test_a_broker_problem_is_a_one_line_error(broker_url: str, says: str) -> None:
+    code, err = await sim_cli("--protocol", "openmower", "--broker", broker_url)
+    assert code == 2
+    assert says in err
+    assert "Traceback" not in err
