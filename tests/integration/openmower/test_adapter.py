@@ -312,3 +312,20 @@ async def test_a_broker_with_logins_is_reached_with_the_named_credential(
 def mowing_offered(conn: OpenMowerConnection) -> bool:
     """The link has seen mower_logic offer its mowing actions."""
     return conn.actions is not None and bool(conn.actions.get(ACTION_PAUSE))
+
+
+async def test_a_held_drive_ends_with_zero_when_the_mower_goes_silent(
+    broker: Mosquitto, openmower: StandInOpenMower
+) -> None:
+    reg = registration(broker, stale_seconds=1)
+    conn, _ = await opened(reg)
+    try:
+        await eventually(lambda: conn.connected)
+        drive = ManualDrive(linear_mps=0.3, angular_rps=0.0, ttl_ms=2000)
+        assert (await conn.send(envelope(reg, drive), timeout=5)).status == "executed"
+        openmower.silent = True
+        await eventually(lambda: not conn.connected, 5)
+        await eventually(lambda: openmower.teleops[-1] == (0.0, 0.0), 2)
+        assert (openmower.vx, openmower.vz) == (0.0, 0.0)
+    finally:
+        await conn.close()

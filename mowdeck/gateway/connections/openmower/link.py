@@ -311,7 +311,14 @@ class OpenMowerConnection:
         while True:
             await asyncio.sleep(stale / 4)
             if self._up and loop.time() - self._heard_at > stale:
+                driving = self._drive is not None and not self._drive.done()
                 self._down(f"no robot_state for {stale:g} s (OpenMower sets no last will)")
+                client = self._client
+                if driving and client is not None:
+                    # The broker still answers: a velocity held for a mower gone silent
+                    # ends now, not when the mower's own teleop timeout (if any) says.
+                    with contextlib.suppress(aiomqtt.MqttError):
+                        await client.publish(self.topics.teleop, encode_teleop(0.0, 0.0))
 
     def _on_message(self, message: aiomqtt.Message) -> None:
         payload = message.payload if isinstance(message.payload, bytes) else b""
