@@ -329,3 +329,17 @@ async def test_a_held_drive_ends_with_zero_when_the_mower_goes_silent(
         assert (openmower.vx, openmower.vz) == (0.0, 0.0)
     finally:
         await conn.close()
+
+
+async def test_the_same_command_sent_twice_at_once_is_carried_out_once(
+    link: tuple[OpenMowerConnection, Recorder, MowerRegistration], openmower: StandInOpenMower
+) -> None:
+    conn, _, reg = link
+    drive = envelope(reg, ManualDrive(linear_mps=0.2, angular_rps=0.0, ttl_ms=100))
+    start = envelope(reg, StartMow())
+    outcomes = await asyncio.gather(
+        conn.send(start, timeout=5), conn.send(start, timeout=5),
+        conn.send(drive, timeout=1), conn.send(drive, timeout=1),
+    )  # fmt: skip
+    assert [o.status for o in outcomes] == ["executed"] * 4
+    assert list(openmower.actions_received) == [ACTION_START]

@@ -146,8 +146,16 @@ class OpenMowerConnection:
         fut = self._pending[cid] = asyncio.get_running_loop().create_future()
         try:
             outcome = await self._carry_out(client, last, envelope, fut, timeout)
+        except Exception as err:
+            # A second send of this id waiting meanwhile hears the same.
+            if not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # retrieved: nobody else may be waiting
+            raise
         finally:
             self._pending.pop(cid, None)
+        if not fut.done():
+            fut.set_result(outcome)
         self._done[cid] = outcome
         while len(self._done) > REMEMBERED:
             self._done.popitem(last=False)
