@@ -14,12 +14,14 @@ from pathlib import Path
 import aiohttp
 import msgspec
 import structlog
+from aiomqtt import MqttError
 
 from contracts.v1 import MowerRegistration
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.garbage_collector import freeze_long_lived, set_young_threshold
 from mowdeck.kit.logging import configure_logging
 from simulator.fleet import FleetConfig
+from simulator.openmower import OpenMowerFleet
 from simulator.server import SimulatorServer
 
 __all__ = ["SimulatorStartError", "configure", "register", "run"]
@@ -94,6 +96,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="register the mowers with Fleet at URL (POST URL/v1/mowers)",
     )
     parser.add_argument("--token", help="bearer token for --register")
+    parser.add_argument(
+        "--protocol",
+        choices=("mowdeck", "openmower"),
+        default="mowdeck",
+        help="what the mowers speak: Mowdeck's device protocol, or OpenMower's MQTT "
+        "interface through --broker (stand-in mowers, docs/adapters.md)",
+    )
+    parser.add_argument(
+        "--broker",
+        default="mqtt://127.0.0.1:1883",
+        metavar="mqtt://HOST:PORT",
+        help="the MQTT broker of --protocol openmower",
+    )
     parser.add_argument("--log-level", default="info")
 
 
@@ -104,6 +119,8 @@ async def run(args: argparse.Namespace) -> int:
     listened on or the bootstrap file cannot be written.
     """
     configure_logging(args.log_level)
+    if getattr(args, "protocol", "mowdeck") == "openmower":
+        return await run_openmower(args)
     host, port = args.listen
     config = FleetConfig(
         mowers=args.mowers,
@@ -126,17 +143,7 @@ async def run(args: argparse.Namespace) -> int:
     set_young_threshold(_GC_YOUNG_THRESHOLD)
     try:
         regs = server.registrations()
-        if args.bootstrap_file is not None:
-            try:
-                args.bootstrap_file.write_bytes(msgspec.json.encode(regs))
-            except OSError as err:
-                raise SimulatorStartError(
-                    f"cannot write {str(args.bootstrap_file)!r}: {_why(err)}"
-                ) from err
-        if args.register:
-            failed = await register(args.register, regs, token=args.token)
-            if failed:
-                log.warning("some mowers were not registered", failed=failed, total=len(regs))
+        await _publish(args, regs)
         log.info(
             "simulator running",
             url=server.url,
@@ -149,6 +156,48 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         await server.stop()
     return 0
+
+
+async def run_openmower(args: argparse.Namespace) -> int:
+    """Stand-in OpenMowers on ``args.broker`` until SIGINT or SIGTERM."""
+    try:
+        fleet = OpenMowerFleet(
+            args.broker,
+            args.mowers,
+            account_id=args.account,
+            seed=args.seed,
+            period=max(0.05, min(args.report_interval / args.speed, 5.0)),
+        )
+    except ValueError as err:
+        raise SimulatorStartError(f"--broker: {err}") from err
+    stop = _stop_on_signals()
+    try:
+        await asyncio.wait_for(fleet.start(autostart=args.autostart), 10)
+    except (OSError, TimeoutError, MqttError) as err:
+        await fleet.stop()
+        raise SimulatorStartError(f"cannot reach the broker {fleet.broker}: {err}") from err
+    try:
+        await _publish(args, fleet.registrations())
+        print(f"{args.mowers} OpenMower stand-ins on {fleet.broker}", flush=True)
+        await stop.wait()
+    finally:
+        await fleet.stop()
+    return 0
+
+
+async def _publish(args: argparse.Namespace, regs: list[MowerRegistration]) -> None:
+    """Write the bootstrap file and register with Fleet, as the arguments ask."""
+    if args.bootstrap_file is not None:
+        try:
+            args.bootstrap_file.write_bytes(msgspec.json.encode(regs))
+        except OSError as err:
+            raise SimulatorStartError(
+                f"cannot write {str(args.bootstrap_file)!r}: {_why(err)}"
+            ) from err
+    if args.register:
+        failed = await register(args.register, regs, token=args.token)
+        if failed:
+            log.warning("some mowers were not registered", failed=failed, total=len(regs))
 
 
 def _why(err: OSError) -> str:

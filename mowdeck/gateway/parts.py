@@ -14,6 +14,7 @@ from actors import Dispatcher, LoopBridge
 from contracts.v1.subjects import COMMANDS
 from mowdeck.gateway.closing import ControllerClosing
 from mowdeck.gateway.connections import ConnectionDeps
+from mowdeck.gateway.connections.credentials import Credentials
 from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.heartbeats import heartbeats
@@ -165,7 +166,7 @@ def _links(
     s: GatewaySettings, shard: Shard, router: ControllerRouter, closing: ControllerClosing
 ) -> tuple[ConnectionDeps, ShardRegistrations]:
     # What the links share (their session, their pings' tasks): the gateway's own.
-    links = ConnectionDeps(s.device_hosts())
+    links = ConnectionDeps(s.device_hosts(), Credentials.at(s.gateway_credentials_dir))
     registrations = ShardRegistrations(
         shard.mowers,
         router,
