@@ -9,6 +9,8 @@ user needs are, and how far behind each durable consumer it runs is:
   within ``PROBE_TIMEOUT_S`` (read every round);
 - ``mowdeck_stream_messages``, ``mowdeck_stream_bytes`` and, for a stream with such a
   limit, ``mowdeck_stream_max_messages`` and ``mowdeck_stream_max_bytes`` (by ``stream``);
+- ``mowdeck_jetstream_storage_bytes`` (file storage the bus's account uses) and, when the
+  account has such a limit, ``mowdeck_jetstream_max_storage_bytes``;
 - ``mowdeck_consumer_pending_messages`` (in the stream, not delivered yet),
   ``mowdeck_consumer_ack_pending_messages`` (delivered, not acknowledged) and
   ``mowdeck_consumer_delivered_sequence`` (the last stream sequence delivered: it stands
@@ -62,6 +64,7 @@ class DependencyMetrics(Collector):
         self._pool: asyncpg.Pool | None = None
         self._postgres_up = 0.0
         self._stream_figures: dict[str, tuple[int, int, int, int]] = {}
+        self._storage: tuple[int, int] | None = None
         self._consumer_figures: dict[tuple[str, str], tuple[int, int, int]] = {}
         self._rounds = Periodic("dependency-metrics", every, self.read)
         registry.register(self)
@@ -93,6 +96,12 @@ class DependencyMetrics(Collector):
                     int(config.max_bytes or -1),
                 )
         self._stream_figures = streams
+        account = await self._probe(self._bus.js.account_info(), what="account")
+        self._storage = (
+            None
+            if account is None
+            else (int(account.storage or 0), int(account.limits.max_storage or -1))
+        )
         consumers: dict[tuple[str, str], tuple[int, int, int]] = {}
         for stream, durable in sorted(self._bus.durables):
             info = await self._probe(
@@ -147,6 +156,19 @@ class DependencyMetrics(Collector):
             if max_bytes > 0:
                 families["mowdeck_stream_max_bytes"].add_metric([stream], max_bytes)
         yield from families.values()
+        used = GaugeMetricFamily(
+            "mowdeck_jetstream_storage_bytes", "File storage the bus's JetStream account uses."
+        )
+        limit = GaugeMetricFamily(
+            "mowdeck_jetstream_max_storage_bytes",
+            "The JetStream account's file storage limit (when it has one).",
+        )
+        if self._storage is not None:
+            used.add_metric([], self._storage[0])
+            if self._storage[1] > 0:
+                limit.add_metric([], self._storage[1])
+        yield used
+        yield limit
         consumer_families = [
             GaugeMetricFamily(name, doc, labels=["stream", "consumer"])
             for name, doc in (
