@@ -8,7 +8,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from contracts.v1 import MowerRegistration
+from contracts.v1 import FINAL_STATUSES, MowerRegistration
 
 __all__ = ["ACCOUNT_MIN_MOWERS", "GatewayMetrics", "accounts_mostly_offline"]
 
@@ -235,5 +235,17 @@ class GatewayMetrics:
             " least half have no live link (read when scraped).",
             registry=registry,
         )
+        # Every series of a fixed set of label values shown at zero from the start: a
+        # series born at 1 would hide its first increase from rate() and increase().
+        for reason in ("invalid", "unknown_mower", "account_mismatch", "expired", "error"):
+            self.refused.labels(reason)
+        for what in ("publish", "result", "event"):
+            self.publish_failures.labels(what)
+        for reason in ("unknown_kind", "invalid", "endpoint_not_allowed", "endpoint_taken"):
+            self.registrations_refused.labels(reason)
+        for status in ("accepted", *sorted(FINAL_STATUSES)):
+            self.results.labels(status)
+        for in_time in ("true", "false"):
+            self.finished.labels(in_time)
         self.admitted_kind = _Children(self.admitted)
         self.result_status = _Children(self.results)

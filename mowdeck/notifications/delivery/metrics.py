@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["DeliveryMetrics"]
+__all__ = ["RESULTS", "DeliveryMetrics"]
+
+# What a send comes to (``mowdeck_notifications_deliveries_total{result}``).
+RESULTS = ("sent", "retry", "failed", "gone")
 
 _SEND_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # From when a notification was due to its send: 10 s is the objective (docs/operations.md,
@@ -72,3 +77,14 @@ class DeliveryMetrics:
             ["table"],
             registry=registry,
         )
+
+    def channels(self, names: Iterable[str]) -> None:
+        """Show every series of ``names`` at zero before its first send: a series born at 1
+        would hide its first failure from ``rate()`` and ``increase()``."""
+        for name in names:
+            for result in RESULTS:
+                self.deliveries.labels(name, result)
+            self.attempts.labels(name)
+            self.send_seconds.labels(name)
+            self.delivered_seconds.labels(name)
+            self.gone.labels(name)

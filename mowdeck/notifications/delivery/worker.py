@@ -64,6 +64,7 @@ class DeliveryWorker:
         self._channels = channels
         self._settings = settings
         self._metrics = metrics
+        metrics.channels(settings.notifications_channels)
         self._clock = clock
         self._catalogue = catalogue or default_catalogue()
         self._listen = listen
