@@ -22,6 +22,7 @@ PROJECT_CHECKS = {
     "test_docs.py": "the performance pages and their citations",
     "test_import_boundaries.py": "which package may import which",
     "test_module_state.py": "no module-level mutable state",
+    "test_prometheus_rules.py": "deploy/prometheus/'s rules against promtool and the runbooks",
     "test_test_names.py": "this rule",
 }
 # Tests of the tests' own support code.
