@@ -88,7 +88,7 @@ def test_every_recording_rule_s_value_is_tested() -> None:
 
 def test_every_alert_says_how_bad_and_has_a_runbook_in_operations() -> None:
     operations = (ROOT / "docs" / "operations.md").read_text()
-    # GitHub's anchors of the runbook's headings: "#### GatewayShardDown" -> gatewayshardown
+    # GitHub's anchors of the runbook's headings: "#### GatewayShardDown" -> gatewaysharddown
     anchors = {h.strip().lower() for h in re.findall(r"^#{2,4} (\w+)$", operations, re.M)}
     problems = []
     for rule in _rules():

@@ -152,6 +152,19 @@ async def _publish_unknown_mower_command(running: demo.Demo) -> None:
         await bus.drain()
 
 
+async def _resume_from_an_unknown_position(running: demo.Demo) -> None:
+    # A client resuming from a position the streams cannot serve gets a resync and a
+    # snapshot.
+    headers = {"Authorization": f"Bearer {running.token}", "Last-Event-ID": "no-such-position"}
+    async with (
+        aiohttp.ClientSession(headers=headers) as http,
+        http.get(f"{running.realtime_url}/v1/stream") as stream,
+    ):
+        assert stream.status == 200
+        first = await asyncio.wait_for(stream.content.readuntil(b"\n\n"), 10)
+        assert b"event: resync" in first, first
+
+
 # Read by the alert rules and absent here: the demo's streams and JetStream account have no
 # size limit (only an age), and the figures are shown only for a limit that exists.
 UNLIMITED = {
@@ -168,6 +181,10 @@ QUIET_WHEN_HEALTHY: dict[str, tuple[str, Callable[[demo.Demo], Awaitable[None]]]
     "mowdeck_gateway_commands_refused_total": (
         "no command is refused while every command names a known mower",
         _publish_unknown_mower_command,
+    ),
+    "mowdeck_realtime_resyncs_total": (
+        "no client resumes from a position the streams no longer hold",
+        _resume_from_an_unknown_position,
     ),
 }
 
