@@ -84,6 +84,12 @@ class DependencyMetrics(Collector):
 
     async def read(self) -> None:
         """One round: every stream, every consumer of the bus, the pool."""
+        if self._pool is not None:
+            self._postgres_up = 1.0 if await self._probe(_select_one(self._pool), "pg") else 0.0
+        if not self._bus.connected:
+            # Nothing to ask while disconnected: each request would wait out its timeout.
+            self._stream_figures, self._consumer_figures, self._storage = {}, {}, None
+            return
         streams: dict[str, tuple[int, int, int, int]] = {}
         for name in self._streams:
             info = await self._probe(self._bus.js.stream_info(name), what=f"stream {name}")
@@ -114,8 +120,6 @@ class DependencyMetrics(Collector):
                     int(info.delivered.stream_seq or 0) if info.delivered else 0,
                 )
         self._consumer_figures = consumers
-        if self._pool is not None:
-            self._postgres_up = 1.0 if await self._probe(_select_one(self._pool), "pg") else 0.0
 
     @staticmethod
     async def _probe(call: Any, what: str) -> Any:
