@@ -57,6 +57,15 @@ class ActorMetrics:
         )
         self._collector = _RuntimeCollector()
         registry.register(self._collector)
+        self._known: set[str] = set()
+
+    def known(self, actor: str) -> None:
+        """Show ``actor``'s failures, restarts and give-ups at zero from its first start: a
+        series born at 1 would hide its first failure from ``rate()`` and ``increase()``."""
+        if actor not in self._known:
+            self._known.add(actor)
+            for counter in (self.failures, self.restarts, self.give_ups):
+                counter.labels(actor=actor)
 
     def attach(self, dispatcher: Census) -> None:
         """Report a running dispatcher's actors, mailboxes and handling times."""

@@ -245,6 +245,8 @@ class ShardSupervisor:
         else:
             entry.ref = ref
             entry.actor_name = ref.actor_class.__name__
+            if self._metrics is not None:
+                self._metrics.known(entry.actor_name)
             if restart:
                 _log.info("actors.restarted", actor_key=key, sequence=_sequence(snapshot))
                 if self._metrics is not None:
@@ -303,6 +305,8 @@ class ShardSupervisor:
                 ref = made[0]
                 entry.ref = ref
                 entry.actor_name = ref.actor_class.__name__
+                if self._metrics is not None:
+                    self._metrics.known(entry.actor_name)
                 _inbox_of(ref).add_termination_callback(self._termination_callback(key, ref))
                 if not _starts_with_code(ref):
                     continue  # nothing runs before its first message: nothing to wait for

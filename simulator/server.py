@@ -7,18 +7,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.kit.http import Problem, json_response, problem_middleware, read_json
 from mowdeck.kit.http_server import HttpServer
 from simulator.faults import Fault, FaultError, decode_fault
 from simulator.fleet import FleetConfig, SimulatorFleet, UnknownMowerError
+from simulator.metrics import simulator_registry
 from simulator.session import MowerSession
 
 __all__ = ["FLEET", "SimulatorServer", "create_app"]
 
 FLEET = web.AppKey("fleet", SimulatorFleet)
 _PUBLIC = web.AppKey("public_base", list[str])  # [ws base URL], filled in once listening
+_REGISTRY = web.AppKey("registry", CollectorRegistry)
 
 
 def _mower_index(request: web.Request) -> int:
@@ -115,6 +119,11 @@ async def _registrations(request: web.Request) -> web.Response:
     return json_response(registrations(request.app))
 
 
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[_REGISTRY])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 async def _health(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     return json_response(
@@ -149,6 +158,7 @@ def create_app(fleet: SimulatorFleet) -> web.Application:
     app = web.Application(middlewares=[problem_middleware])
     app[FLEET] = fleet
     app[_PUBLIC] = ["ws://127.0.0.1"]
+    app[_REGISTRY] = simulator_registry(fleet)
     app.add_routes(
         [
             web.get("/mowers/{mower_id}/ws", _websocket),
@@ -159,6 +169,7 @@ def create_app(fleet: SimulatorFleet) -> web.Application:
             web.delete("/sim/mowers/{mower_id}/faults", _clear),
             web.get("/sim/registrations", _registrations),
             web.get("/healthz", _health),
+            web.get("/metrics", _metrics),
         ]
     )
     return app

@@ -50,6 +50,14 @@ def banner(demo: Demo) -> str:
     else:
         lasting = "  It is signed with the key MOWDECK_JWT_* configures."
     waits = f"\n  ({demo.example_waits})" if demo.example_waits else ""
+    metrics = "\n".join(f"  {job:<14} {url}/metrics" for job, url in demo.metrics_urls().items())
+    if demo.prometheus_url:
+        scraped = (
+            f"Prometheus     {demo.prometheus_url}  (scrapes the endpoints above every 5 s;"
+            f" {demo.prometheus_rules} rule files loaded: {demo.prometheus_url}/alerts)"
+        )
+    else:
+        scraped = "(mowdeck demo --prometheus starts a Prometheus scraping them, rules loaded)"
     return f"""
 Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
 
@@ -60,9 +68,13 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
   Fleet          {demo.fleet_url}
   Telemetry      {demo.telemetry_url}
   Notifications  {demo.notifications_url}
-  Gateway        {demo.gateway_url}/metrics
+  Gateway        {demo.gateway_url}
   Simulator      {demo.sim_url}/sim/mowers
   Realtime       {demo.realtime_url}/v1/stream
+
+Metrics (Prometheus text format):
+{metrics}
+{scraped}
 
 Development token (user "{DEMO_USER}", account {DEMO_ACCOUNT}, admin), valid 24 hours:
   export TOKEN={demo.token}

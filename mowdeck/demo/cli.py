@@ -7,9 +7,11 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 
 from mowdeck.demo.banner import banner
-from mowdeck.demo.running import running_demo
+from mowdeck.demo.prometheus import prometheus_binary, rule_files, scrape_targets, start_prometheus
+from mowdeck.demo.running import Demo, running_demo
 from mowdeck.kit.logging import configure_logging
 
 __all__ = ["configure", "run"]
@@ -29,6 +31,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=8080,
         help="Fleet's port; Telemetry (+1), the gateway (+2), Notifications (+3), Realtime "
         "with the console (+4) and the simulator (+10) use the next ones (0: free ports)",
+    )
+    parser.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also start a Prometheus (the prometheus binary on the PATH) scraping every"
+        " service, with the alert and SLO rules of deploy/prometheus/rules loaded",
     )
     parser.add_argument(
         "--state-dir",
@@ -72,8 +80,29 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, stop: asyncio.Event, started: asyncio.Event) -> None:
-    async with running_demo(args) as demo:
+    async with running_demo(args) as demo, contextlib.AsyncExitStack() as stack:
+        if getattr(args, "prometheus", False):
+            await _prometheus(demo, args.host, stack)
         print(banner(demo), flush=True)
         started.set()
         await stop.wait()
         print("stopping...", flush=True)
+
+
+async def _prometheus(demo: Demo, host: str, stack: contextlib.AsyncExitStack) -> None:
+    """Start the demo's Prometheus into ``stack``; without the binary, say so and go on."""
+    if prometheus_binary() is None:
+        print(
+            "mowdeck demo: --prometheus: no prometheus binary on the PATH (install Debian's"
+            " package: apt-get install prometheus, or set MOWDECK_PROMETHEUS to one); the"
+            " demo runs without it",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    rules = rule_files()
+    running = await stack.enter_async_context(
+        start_prometheus(scrape_targets(demo.metrics_urls()), host=host, rules=rules)
+    )
+    demo.prometheus_url = running.url
+    demo.prometheus_rules = len(rules)

@@ -84,6 +84,20 @@ class Demo:
     realtime_url: str = ""
     # The embedded NATS and its users (None: a configured server, one shared connection).
     nats: DemoBus | None = None
+    # `mowdeck demo --prometheus`: its URL and how many rule files it loaded.
+    prometheus_url: str = ""
+    prometheus_rules: int = 0
+
+    def metrics_urls(self) -> dict[str, str]:
+        """Each service's base URL by job name; each serves ``/metrics``."""
+        return {
+            "fleet": self.fleet_url,
+            "telemetry": self.telemetry_url,
+            "gateway": self.gateway_url,
+            "notifications": self.notifications_url,
+            "realtime": self.realtime_url,
+            "simulator": self.sim_url,
+        }
 
 
 def _port(base: int, offset: int) -> int:

@@ -159,6 +159,8 @@ class HeldDeliveries:
         held = self._held.pop(command_id.int, None)
         if held is None:
             return
+        in_time = "true" if time.time() <= held[1] else "false"
+        self._metrics.finished.labels(in_time).inc()
         self.ack(held[0])
 
     def release(self, command_id: uuid.UUID) -> Msg | None:

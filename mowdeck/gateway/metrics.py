@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["GatewayMetrics"]
+from contracts.v1 import FINAL_STATUSES, MowerRegistration
+
+__all__ = ["ACCOUNT_MIN_MOWERS", "GatewayMetrics", "accounts_mostly_offline"]
+
+# An account counts in mowdeck_gateway_accounts_mostly_offline from this many mowers on a
+# shard: one or two mowers offline are a mower's problem, not a site's network.
+ACCOUNT_MIN_MOWERS = 3
 
 # A stop's share in the gateway is a few milliseconds against a goal of 20 ms end to end:
 # buckets of 1-2.5 ms up to 30 ms, so that its p99 reads to a millisecond or two.
@@ -51,6 +59,26 @@ _LATENCY = (
     10,
     30,
 )
+
+
+def accounts_mostly_offline(
+    mowers: Mapping[uuid.UUID, MowerRegistration], connections: Mapping[uuid.UUID, Any]
+) -> int:
+    """Accounts with ``ACCOUNT_MIN_MOWERS`` or more of ``mowers`` of which at least half
+    have no connection in ``connections`` or one not ``connected``."""
+    known: dict[uuid.UUID, int] = {}
+    offline: dict[uuid.UUID, int] = {}
+    for mower_id, registration in mowers.items():
+        account = registration.account_id
+        known[account] = known.get(account, 0) + 1
+        link = connections.get(mower_id)
+        if link is None or not link.connected:
+            offline[account] = offline.get(account, 0) + 1
+    return sum(
+        1
+        for account, count in known.items()
+        if count >= ACCOUNT_MIN_MOWERS and 2 * offline.get(account, 0) >= count
+    )
 
 
 class _Children:
@@ -194,5 +222,30 @@ class GatewayMetrics:
             buckets=_LATENCY,
             registry=registry,
         )
+        self.finished = Counter(
+            "mowdeck_gateway_commands_finished_total",
+            "Held command deliveries whose final result was stored, by whether that was"
+            " before the command's expiry (before_expiry: true, false).",
+            ["before_expiry"],
+            registry=registry,
+        )
+        self.accounts_offline = Gauge(
+            "mowdeck_gateway_accounts_mostly_offline",
+            f"Accounts with at least {ACCOUNT_MIN_MOWERS} mowers on this shard of which at"
+            " least half have no live link (read when scraped).",
+            registry=registry,
+        )
+        # Every series of a fixed set of label values shown at zero from the start: a
+        # series born at 1 would hide its first increase from rate() and increase().
+        for reason in ("invalid", "unknown_mower", "account_mismatch", "expired", "error"):
+            self.refused.labels(reason)
+        for what in ("publish", "result", "event"):
+            self.publish_failures.labels(what)
+        for reason in ("unknown_kind", "invalid", "endpoint_not_allowed", "endpoint_taken"):
+            self.registrations_refused.labels(reason)
+        for status in ("accepted", *sorted(FINAL_STATUSES)):
+            self.results.labels(status)
+        for in_time in ("true", "false"):
+            self.finished.labels(in_time)
         self.admitted_kind = _Children(self.admitted)
         self.result_status = _Children(self.results)

@@ -18,7 +18,7 @@ from mowdeck.gateway.connections import (
     UnknownConnectionKindError,
 )
 from mowdeck.gateway.endpoint_holders import EndpointHolders
-from mowdeck.gateway.metrics import GatewayMetrics
+from mowdeck.gateway.metrics import GatewayMetrics, accounts_mostly_offline
 from mowdeck.gateway.mowers import Change, ShardMowers
 from mowdeck.gateway.routing import ControllerRouter
 from mowdeck.gateway.settings import GatewaySettings
@@ -93,6 +93,10 @@ class ShardRegistrations:
         self._deps = deps  # what the links share, handed to every connection built
         self._holders = EndpointHolders()
         self.connections = connections  # the device links by mower, read by the effects
+        # Counted when scraped, not per link change (gateway/metrics.py).
+        metrics.accounts_offline.set_function(
+            lambda: accounts_mostly_offline(self.mowers, self.connections)
+        )
 
     async def apply(self, registration: MowerRegistration) -> None:
         """Add or update a mower of this shard."""

@@ -109,6 +109,9 @@ class Bus:
         self.js: JetStreamContext = nc.jetstream(publish_async_max_pending=20_000)
         self.name = name
         self._publisher: Publisher | None = None
+        # (stream, durable) of every durable consumer started on this connection, for the
+        # consumers' figures on /metrics (``kit/dependency_metrics.py``).
+        self.durables: set[tuple[str, str]] = set()
 
     @classmethod
     async def connect(

@@ -198,6 +198,7 @@ class Consumer:
         # changed ack wait, limit or filter in the code would never reach a deployed
         # consumer.
         spec = self.spec
+        self._bus.durables.add((spec.stream, spec.durable))
         try:
             info = await self._bus.js.consumer_info(spec.stream, spec.durable)
         except NotFoundError:

@@ -23,6 +23,7 @@ from mowdeck.authz import Authorizer, AuthzSettings, build_authorizer, load_auth
 from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.bus import Bus, NatsCredentials
 from mowdeck.kit.bus_permissions import user as bus_user
+from mowdeck.kit.dependency_metrics import DependencyMetrics
 from mowdeck.kit.http import Readiness, with_ops_routes
 from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.logging import bound
@@ -65,6 +66,7 @@ class Resources:
     def __init__(self, *, part_timeout: float = PART_TIMEOUT_SECONDS) -> None:
         self._stack = AsyncExitStack()
         self._part_timeout = part_timeout
+        self._dependencies: DependencyMetrics | None = None
 
     async def bus(
         self,
@@ -123,7 +125,22 @@ class Resources:
             host=settings.http_host,
             port=settings.http_port,
         )
+        self._watch_dependencies(registry, bus, user)
         return bus
+
+    def _watch_dependencies(self, registry: CollectorRegistry, bus: Bus, user: str) -> None:
+        # The service's view of NATS, its streams and consumers on its /metrics; the pool
+        # a later ``pool()`` gives joins it (``kit/dependency_metrics.py``).
+        watch = DependencyMetrics(registry, bus, bus_user(user).streams)
+        watch.start()
+        self._dependencies = watch
+
+        async def unwatch() -> None:
+            await watch.stop()
+            registry.unregister(watch)
+            self._dependencies = None
+
+        self.push(unwatch, name="dependency metrics")
 
     async def require_streams(
         self,
@@ -166,11 +183,19 @@ class Resources:
         readiness.set_not_ready("starting")
 
     async def pool(self, given: asyncpg.Pool | None, dsn: str, **pool_options: Any) -> asyncpg.Pool:
-        """``given``, or a pool created on ``dsn`` with ``pool_options`` and closed at close."""
+        """``given``, or a pool created on ``dsn`` with ``pool_options`` and closed at close.
+
+        After ``bus_for``, the pool is probed for the service's /metrics
+        (``mowdeck_dependency_up{dependency="postgresql"}``).
+        """
+        pool: asyncpg.Pool
         if given is not None:
-            return given
-        pool: asyncpg.Pool = await asyncpg.create_pool(dsn, **pool_options)
-        self.push(pool.close, name="database pool")
+            pool = given
+        else:
+            pool = await asyncpg.create_pool(dsn, **pool_options)
+            self.push(pool.close, name="database pool")
+        if self._dependencies is not None:
+            self._dependencies.watch_pool(pool)
         return pool
 
     def authorizer(

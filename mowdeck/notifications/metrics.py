@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from mowdeck.kit.actor_batch import ActorBatchMetrics
+from mowdeck.notifications.rules.events import SuppressReason
 
 __all__ = ["NotificationsMetrics"]
 
@@ -41,6 +44,10 @@ class NotificationsMetrics:
             ["reason"],
             registry=registry,
         )
+        # At zero from the start, so that the first of each shows in rate(): the rules'
+        # reasons (rules/events.py) and the fan-out's.
+        for reason in (*get_args(SuppressReason), "not_subscribed", "not_viewable", "quiet_hours"):
+            self.suppressed.labels(reason=reason)
         self.inbox_items = Counter(
             p + "inbox_items_written", "Inbox items stored.", registry=registry
         )

@@ -46,6 +46,11 @@ class RealtimeMetrics:
             ["reason"],
             registry=registry,
         )
+        # At zero from the start, so that the first of each shows in rate().
+        for reason in ("unknown-position", "expired", "too-far-behind", "replay-timeout"):
+            self.resyncs.labels(reason)
+        for kind in ("slow", "user", "shutdown", "other"):
+            self.closes.labels(kind)
         self.slow_closes = Counter(
             p + "slow_client_closes",
             "Clients closed because they stayed too far behind.",

@@ -64,6 +64,7 @@ class DeliveryWorker:
         self._channels = channels
         self._settings = settings
         self._metrics = metrics
+        metrics.channels(settings.notifications_channels)
         self._clock = clock
         self._catalogue = catalogue or default_catalogue()
         self._listen = listen
@@ -176,6 +177,9 @@ class DeliveryWorker:
         result = await self._send(claimed)
         outcome = outcome_of(claimed, result, self._clock(), self._backoff)
         self._metrics.deliveries.labels(claimed.channel, outcome.outcome).inc()
+        if outcome.outcome == "sent":
+            late = (self._clock() - claimed.occurred_at).total_seconds()
+            self._metrics.delivered_seconds.labels(claimed.channel).observe(max(late, 0.0))
         if outcome.outcome == "gone":
             self._metrics.gone.labels(claimed.channel).inc()
         if outcome.outcome != "sent":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -139,3 +140,21 @@ async def test_a_delivery_held_long_past_its_expiry_is_given_back() -> None:
     assert (lost_msg.settled, again.settled) == ([], ["nak"])  # admission decides again
     assert running in deliveries
     assert running_msg.progress == 2
+
+
+def _finished(metrics: GatewayMetrics, before_expiry: str) -> float:
+    return metrics.finished.labels(before_expiry)._value.get()
+
+
+async def test_a_final_result_is_counted_by_whether_it_came_before_the_command_expired() -> None:
+    deliveries, metrics = held()
+    assert (_finished(metrics, "true"), _finished(metrics, "false")) == (0, 0)
+    in_time, late, unheld = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    now = time.time()
+    deliveries.hold(in_time, msg(), now + 60)
+    deliveries.hold(late, msg(), now - 1)
+    deliveries.finished(in_time)
+    deliveries.finished(late)
+    deliveries.finished(unheld)  # not held here (an earlier process's): not counted
+    assert (_finished(metrics, "true"), _finished(metrics, "false")) == (1, 1)
+    await deliveries.flush()
