@@ -21,6 +21,7 @@ from mowdeck.authn import DenyList, TokenVerifier
 from mowdeck.authz import Authorizer
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.http import Readiness
+from mowdeck.notifications.alarms.feed import AlarmFeed
 from mowdeck.notifications.alarms.memory import InMemoryAlarms
 from mowdeck.notifications.alarms.ports import AlarmStore
 from mowdeck.notifications.alarms.postgres import PostgresAlarms, write_changes
@@ -52,17 +53,21 @@ class Stores:
     targets: TargetStore
     deliveries: DeliveryStore
     alarms: AlarmStore
+    # Told of the alarms each committed transaction wrote (the announcer follows it).
+    alarm_feed: AlarmFeed
 
     @classmethod
     def postgres(cls, pool: asyncpg.Pool, *, maintenance_timeout_ms: int | None = None) -> Stores:
         """The stores on ``pool``; pruning gets ``maintenance_timeout_ms`` (None: the pool's)."""
         deliveries = PostgresDeliveries(pool, maintenance_timeout_ms=maintenance_timeout_ms)
         inbox = PostgresInbox(pool, deliveries=queue_deliveries)
-        alarms = PostgresAlarms(pool)
-        watches = PostgresWatches(pool, pending=inbox.insert_pending, alarms=write_changes)
+        alarms, feed = PostgresAlarms(pool), AlarmFeed()
+        watches = PostgresWatches(
+            pool, pending=inbox.insert_pending, alarms=write_changes, written=feed
+        )
         # Deliveries first: the order the rows of a user or a mower were always deleted in.
         erasure = PostgresErasure(pool, [deliveries, watches, inbox, alarms])
-        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries, alarms)
+        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries, alarms, feed)
 
     @classmethod
     def in_memory(cls) -> Stores:
@@ -74,10 +79,10 @@ class Stores:
 
         inbox = InMemoryInbox(deliveries=queue)
         deliveries = InMemoryDeliveries(preferences=inbox.preferences_of)
-        alarms = InMemoryAlarms()
-        watches = InMemoryWatches(pending=inbox.add_pending, alarms=alarms.apply)
+        alarms, feed = InMemoryAlarms(), AlarmFeed()
+        watches = InMemoryWatches(pending=inbox.add_pending, alarms=alarms.apply, written=feed)
         erasure = InMemoryErasure([deliveries, watches, inbox, alarms])
-        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries, alarms)
+        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries, alarms, feed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from mowdeck.authz import DecisionCache
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer
 from mowdeck.kit.seed import FleetSeed
+from mowdeck.notifications.alarms.feed import AlarmAnnouncer
 from mowdeck.notifications.alarms.round import AlarmRound
 from mowdeck.notifications.delivery.channels.loader import Channels
 from mowdeck.notifications.delivery.metrics import DeliveryMetrics
@@ -75,6 +76,7 @@ class Parts:
     inbox: InboxParts
     delivery: DeliveryParts
     alarms: AlarmRound
+    announcer: AlarmAnnouncer
 
 
 def build(
@@ -97,7 +99,10 @@ def build(
     worker = DeliveryWorker(deliveries, channels, s, metrics, infra.clock)
     pruning = DeliveryPruning(deliveries, s, metrics, clock=infra.clock)
     alarms = AlarmRound.of(s, infra.stores.alarms, infra.metrics, clock=infra.clock)
-    return Parts(infra, ingest, inbox, DeliveryParts(channels, worker, pruning), alarms)
+    announcer = AlarmAnnouncer(infra.bus.publisher, infra.clock)
+    infra.stores.alarm_feed.follow(announcer)  # alarm changes to Realtime's streams
+    delivery = DeliveryParts(channels, worker, pruning)
+    return Parts(infra, ingest, inbox, delivery, alarms, announcer)
 
 
 def _ingest(

@@ -68,6 +68,7 @@ def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]
         Step("delivery worker", worker.start, worker.stop, task_alive(lambda: worker.task)),
         Step("delivery pruning", delivery.pruning.start, delivery.pruning.stop),
         Step("alarm round", parts.alarms.start, parts.alarms.stop),
+        Step("alarm announcer", lambda: None, parts.announcer.stop),
     ]
 
 
@@ -85,7 +86,12 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
     )
     add_target_routes(app, targets, guard=viewers_only)
     app[ALARM_DEPS] = AlarmDeps(
-        stores.alarms, infra.authorizer, names.account, infra.metrics, infra.clock
+        stores.alarms,
+        infra.authorizer,
+        names.account,
+        infra.metrics,
+        infra.clock,
+        stores.alarm_feed,
     )
     app.add_routes(alarm_routes())
     return app

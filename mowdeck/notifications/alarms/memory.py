@@ -8,9 +8,10 @@ from datetime import datetime
 
 import msgspec
 
+from mowdeck.notifications.alarms.feed import Written
 from mowdeck.notifications.alarms.model import Alarm, AlarmCursor, AlarmPage, AlarmQuery
 from mowdeck.notifications.alarms.ports import AlarmStore
-from mowdeck.notifications.rules.events import AlarmChange
+from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind
 
 __all__ = ["InMemoryAlarms"]
 
@@ -30,21 +31,27 @@ class InMemoryAlarms(AlarmStore):
                 return alarm
         return None
 
-    def apply(self, changes: Sequence[AlarmChange]) -> None:
-        """Store the changes the watches decided, in their order (at their commit)."""
+    def apply(self, changes: Sequence[AlarmChange]) -> Written:
+        """Store the changes the watches decided, in their order (at their commit); the
+        alarms as they are after, each with what happened to it."""
+        written: list[tuple[Alarm, AlarmChangeKind]] = []
         for c in changes:
             alarm = self._open(c.mower_id, c.condition)
             if c.change == "cleared":
                 if alarm is not None:
-                    self.alarms[alarm.id] = _replace(alarm, state="cleared", cleared_at=c.at)
+                    alarm = _replace(alarm, state="cleared", cleared_at=c.at)
+                    self.alarms[alarm.id] = alarm
+                    written.append((alarm, "cleared"))
                 continue
             if alarm is not None:
-                self.alarms[alarm.id] = _replace(
+                alarm = _replace(
                     alarm,
                     latest_at=max(alarm.latest_at, c.at),
                     count=alarm.count + 1,
                     params=c.params,
                 )
+                self.alarms[alarm.id] = alarm
+                written.append((alarm, "updated"))
                 continue
             new = Alarm(
                 id=uuid.uuid4(),
@@ -60,6 +67,8 @@ class InMemoryAlarms(AlarmStore):
                 params=dict(c.params),
             )
             self.alarms[new.id] = new
+            written.append((new, "raised"))
+        return written
 
     async def list_alarms(self, query: AlarmQuery, after: AlarmCursor | None) -> AlarmPage:
         """A page of the account's alarms, newest first."""

@@ -13,7 +13,7 @@ from mowdeck.notifications.alarms import sql
 from mowdeck.notifications.alarms.model import Alarm, AlarmCursor, AlarmPage, AlarmQuery
 from mowdeck.notifications.alarms.ports import AlarmStore
 from mowdeck.notifications.pg import delete_rows, translated
-from mowdeck.notifications.rules.events import AlarmChange
+from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind
 
 __all__ = ["PostgresAlarms", "write_changes"]
 
@@ -29,26 +29,31 @@ def _alarm(row: asyncpg.Record) -> Alarm:
     return Alarm(**values)
 
 
-async def write_changes(conn: asyncpg.Connection, changes: Sequence[AlarmChange]) -> None:
+async def write_changes(
+    conn: asyncpg.Connection, changes: Sequence[AlarmChange]
+) -> list[tuple[Alarm, AlarmChangeKind]]:
     """Store the changes the watches decided, on ``conn`` (the watches' transaction holds
-    it: ``ingest.postgres.PostgresWatches``). Changes of distinct mowers and conditions,
-    as a batch's are, take one statement for the raised and one for the cleared; a
-    condition changed twice in one batch (cleared and raised again) goes in order."""
+    it: ``ingest.postgres.PostgresWatches``); the alarms as they are after, each with what
+    happened to it. Changes of distinct mowers and conditions, as a batch's are, take one
+    statement for the raised and one for the cleared; a condition changed twice in one
+    batch (cleared and raised again) goes in order."""
     if len({(c.mower_id, c.condition) for c in changes}) < len(changes):
+        written: list[tuple[Alarm, AlarmChangeKind]] = []
         for c in changes:
-            await _write_one(conn, c)
-        return
+            written += await _write_one(conn, c)
+        return written
     raised = [c for c in changes if c.change != "cleared"]
     cleared = [c for c in changes if c.change == "cleared"]
+    rows: list[asyncpg.Record] = []
     if cleared:
-        await conn.execute(
+        rows += await conn.fetch(
             sql.CLEAR_MANY,
             [c.mower_id for c in cleared],
             [c.condition for c in cleared],
             [c.at for c in cleared],
         )
     if raised:
-        await conn.execute(
+        rows += await conn.fetch(
             sql.RAISE_MANY,
             [uuid.uuid4() for _ in raised],
             [c.account_id for c in raised],
@@ -60,24 +65,34 @@ async def write_changes(conn: asyncpg.Connection, changes: Sequence[AlarmChange]
             [_params.encode(c.params).decode() for c in raised],
             [c.at for c in raised],
         )
+    return [(_alarm(r), _change(r)) for r in rows]
 
 
-async def _write_one(conn: asyncpg.Connection, c: AlarmChange) -> None:
+def _change(row: asyncpg.Record) -> AlarmChangeKind:
+    if row["state"] == "cleared":
+        return "cleared"
+    return "raised" if row["inserted"] else "updated"
+
+
+async def _write_one(
+    conn: asyncpg.Connection, c: AlarmChange
+) -> list[tuple[Alarm, AlarmChangeKind]]:
     if c.change == "cleared":
-        await conn.execute(sql.CLEAR, c.mower_id, c.condition, c.at)
-        return
-    await conn.execute(
-        sql.RAISE,
-        uuid.uuid4(),
-        c.account_id,
-        c.mower_id,
-        c.condition,
-        c.kind,
-        c.severity,
-        c.code,
-        _params.encode(c.params).decode(),
-        c.at,
-    )
+        rows = await conn.fetch(sql.CLEAR, c.mower_id, c.condition, c.at)
+    else:
+        rows = await conn.fetch(
+            sql.RAISE,
+            uuid.uuid4(),
+            c.account_id,
+            c.mower_id,
+            c.condition,
+            c.kind,
+            c.severity,
+            c.code,
+            _params.encode(c.params).decode(),
+            c.at,
+        )
+    return [(_alarm(r), _change(r)) for r in rows]
 
 
 class PostgresAlarms(AlarmStore):

@@ -21,6 +21,7 @@ from aiohttp import web
 from mowdeck.authn import principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError, mower_object, user_ref
 from mowdeck.kit.http import Problem, authz_unavailable, json_response, read_json
+from mowdeck.notifications.alarms.feed import Written
 from mowdeck.notifications.alarms.model import (
     ALARM_STATES,
     Alarm,
@@ -53,6 +54,8 @@ class AlarmDeps:
     mower_account: MowerAccount
     metrics: NotificationsMetrics
     clock: Callable[[], datetime]
+    # Told of every acknowledgement and assignment (the announcer follows it).
+    feed: Callable[[Written], object] = lambda _written: None
 
 
 ALARM_DEPS = web.AppKey("notifications_alarm_deps", AlarmDeps)
@@ -197,6 +200,7 @@ async def acknowledge(request: web.Request) -> web.Response:
         waited = (after.acknowledged_at - alarm.first_at).total_seconds()
         deps.metrics.alarm_acknowledge_seconds.labels(kind=alarm.kind).observe(max(waited, 0.0))
     log.info("alarm acknowledged", alarm_id=str(alarm.id), mower_id=str(alarm.mower_id))
+    deps.feed([(after, "acknowledged")])
     return json_response(alarm_body(after))
 
 
@@ -216,6 +220,7 @@ async def assign(request: web.Request) -> web.Response:
         if not can_view:
             raise _bad("assignee", "cannot view this alarm's mower", status=422)
     after = await deps.alarms.assign(alarm, body.assignee, access.user_id, deps.clock())
+    deps.feed([(after, "assigned")])
     return json_response(alarm_body(after))
 
 

@@ -35,6 +35,7 @@ VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $8::jsonb, $9, $9)
 ON CONFLICT (mower_id, condition) WHERE state <> 'cleared'
 DO UPDATE SET latest_at = greatest(a.latest_at, excluded.latest_at), count = a.count + 1,
     params = excluded.params
+RETURNING {columns}, (xmax = 0) AS inserted
 """
 
 # The same for many changes of distinct mowers and conditions (the common batch).
@@ -49,17 +50,20 @@ FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text
 ON CONFLICT (mower_id, condition) WHERE state <> 'cleared'
 DO UPDATE SET latest_at = greatest(a.latest_at, excluded.latest_at), count = a.count + 1,
     params = excluded.params
+RETURNING {columns}, (xmax = 0) AS inserted
 """
 
 CLEAR_MANY = """
 UPDATE notification_alarms AS a SET state = 'cleared', cleared_at = c.at
 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS c(mower_id, condition, at)
 WHERE a.mower_id = c.mower_id AND a.condition = c.condition AND a.state <> 'cleared'
+RETURNING {columns}
 """
 
 CLEAR = """
 UPDATE notification_alarms SET state = 'cleared', cleared_at = $3
 WHERE mower_id = $1 AND condition = $2 AND state <> 'cleared'
+RETURNING {columns}
 """
 
 _LIST = """
@@ -109,3 +113,9 @@ FORGET_USER = (
     "UPDATE notification_alarms SET assignee = NULL WHERE assignee = $1",
     "UPDATE notification_alarms SET assigned_by = NULL WHERE assigned_by = $1",
 )
+
+RAISE = RAISE.format(columns=_COLUMNS)
+RAISE_MANY = RAISE_MANY.format(columns=_COLUMNS)
+CLEAR = CLEAR.format(columns=_COLUMNS)
+# Qualified: the unnest's columns share two of the names.
+CLEAR_MANY = CLEAR_MANY.format(columns=", ".join(f"a.{c.strip()}" for c in _COLUMNS.split(",")))

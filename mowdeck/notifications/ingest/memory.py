@@ -16,6 +16,7 @@ from datetime import datetime
 
 import msgspec
 
+from mowdeck.notifications.alarms.feed import Written
 from mowdeck.notifications.ingest.model import Stamp, WatchWrite
 from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.rules.events import AlarmChange, RuleEvent
@@ -40,10 +41,12 @@ class InMemoryWatches(WatchStore):
         self,
         *,
         pending: Callable[[Sequence[RuleEvent]], object],
-        alarms: Callable[[Sequence[AlarmChange]], object] = lambda _changes: None,
+        alarms: Callable[[Sequence[AlarmChange]], Written] = lambda _changes: [],
+        written: Callable[[Written], object] = lambda _written: None,
     ) -> None:
         self._pending = pending
         self._alarms = alarms
+        self._written = written
         self._lock = asyncio.Lock()
         self.watch_rows: dict[uuid.UUID, tuple[MowerWatch, datetime | None]] = {}
         self.versions: dict[uuid.UUID, int] = {}
@@ -55,7 +58,9 @@ class InMemoryWatches(WatchStore):
             tx = _WatchTransaction(self)
             yield tx
             self._pending(tx.commit())
-            self._alarms(tx.alarms)
+            written = self._alarms(tx.alarms)
+        if written:  # committed: told only now, the lock let go
+            self._written(written)
 
     async def read_watches(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MowerWatch]:
         """The stored watches of ``mower_ids``."""

@@ -16,7 +16,10 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
+from contracts.v1.events import AlarmChangeKind
 from mowdeck.kit.pg import rows_affected
+from mowdeck.notifications.alarms.feed import Written
+from mowdeck.notifications.alarms.model import Alarm
 from mowdeck.notifications.errors import StoreConflictError
 from mowdeck.notifications.ingest import sql
 from mowdeck.notifications.ingest.model import Stamp, WatchWrite
@@ -29,11 +32,16 @@ __all__ = ["PendingWriter", "PostgresWatches"]
 
 PendingWriter = Callable[[asyncpg.Connection, Sequence[RuleEvent]], Awaitable[object]]
 """Writes pending events on a connection, inside the transaction that holds it."""
-AlarmWriter = Callable[[asyncpg.Connection, Sequence[AlarmChange]], Awaitable[object]]
-"""Writes alarm changes on a connection, inside the transaction that holds it."""
+AlarmWriter = Callable[[asyncpg.Connection, Sequence[AlarmChange]], Awaitable[Written]]
+"""Writes alarm changes on a connection, inside the transaction that holds it; returns
+the alarms as they are after."""
 
 
-async def _no_alarms(_conn: asyncpg.Connection, _changes: Sequence[AlarmChange]) -> None:
+async def _no_alarms(_conn: asyncpg.Connection, _changes: Sequence[AlarmChange]) -> Written:
+    return []
+
+
+def _nobody(_written: Written) -> None:
     return None
 
 
@@ -53,18 +61,28 @@ class PostgresWatches(WatchStore):
     """``notification_watches`` through an asyncpg pool; events go to ``pending``."""
 
     def __init__(
-        self, pool: asyncpg.Pool, *, pending: PendingWriter, alarms: AlarmWriter = _no_alarms
+        self,
+        pool: asyncpg.Pool,
+        *,
+        pending: PendingWriter,
+        alarms: AlarmWriter = _no_alarms,
+        written: Callable[[Written], object] = _nobody,
     ) -> None:
         self._pool = pool
         self._pending = pending
         self._alarms = alarms
+        self._written = written
 
     @asynccontextmanager
     async def watches(self) -> AsyncIterator[_WatchTransaction]:
         """One transaction for a batch of states, link events or a scan round."""
         with translated("watch transaction"):
-            async with self._pool.acquire() as conn, conn.transaction():
-                yield _WatchTransaction(conn, self._pending, self._alarms)
+            async with self._pool.acquire() as conn:
+                async with conn.transaction():
+                    tx = _WatchTransaction(conn, self._pending, self._alarms)
+                    yield tx
+                if tx.written:  # committed: told only now
+                    self._written(tx.written)
 
     async def read_watches(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MowerWatch]:
         """The stored watches of ``mower_ids``."""
@@ -88,6 +106,7 @@ class _WatchTransaction:
         self._conn = conn
         self._pending = pending
         self._alarms = alarms
+        self.written: list[tuple[Alarm, AlarmChangeKind]] = []  # after the commit
         # Mowers whose row this transaction holds, and those it may create.
         self._held: set[uuid.UUID] = set()
         self._claimed: set[uuid.UUID] = set()
@@ -156,4 +175,4 @@ class _WatchTransaction:
         if events:
             await self._pending(conn, events)
         if alarms:
-            await self._alarms(conn, alarms)
+            self.written += await self._alarms(conn, alarms)

@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from contracts.v1 import AlarmChanged, decode_event
 from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer
 from mowdeck.kit.bus import Bus
@@ -43,6 +44,12 @@ async def service(
 async def test_an_error_raises_an_alarm_an_operator_acknowledges_and_its_end_clears(
     service: NotificationsService, bus: Bus
 ) -> None:
+    changes: list[AlarmChanged] = []
+
+    async def on_change(msg: Any) -> None:
+        changes.append(decode_event(msg.data).payload)
+
+    sub = await bus.nc.subscribe("event.notifications.alarm_changed", cb=on_change)
     await publish_states(
         bus,
         [
@@ -99,6 +106,16 @@ async def test_an_error_raises_an_alarm_an_operator_acknowledges_and_its_end_cle
         )
         assert [(a["id"], a["acknowledged_by"]) for a in cleared] == [(alarm["id"], OPERATOR)]
         assert await _alarms(http, url, VIEWER) == {"items": [], "next": None}
+    # Every change went out once, in order, naming the alarm (cleared is the last).
+    await eventually(lambda: len(changes) >= 4 and changes[-1].change == "cleared")
+    await sub.unsubscribe()
+    assert [c.change for c in changes] == ["raised", "acknowledged", "assigned", "cleared"]
+    assert {str(c.alarm_id) for c in changes} == {alarm["id"]}
+    assert (changes[1].acknowledged_by, changes[2].assignee, changes[3].state) == (
+        OPERATOR,
+        VIEWER,
+        "cleared",
+    )
     assert counted(service, "alarm_changes", change="raised", kind="mower_stuck") == 1
     assert counted(service, "alarm_changes", change="cleared", kind="mower_stuck") == 1
 
