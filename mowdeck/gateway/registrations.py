@@ -191,6 +191,10 @@ class ShardRegistrations:
         except UnknownConnectionKindError as err:
             self._refused(registration, "unknown_kind", str(err))
             return None
+        malformed = self._endpoints.options_refusal(registration.connection)
+        if malformed is not None:
+            self._refused(registration, "invalid", malformed.detail)
+            return None
         refusal = self._endpoints.refusal(registration.connection)
         if refusal is not None:
             self._refused(registration, "endpoint_not_allowed", refusal.detail)

@@ -1,10 +1,10 @@
-"""OpenMower's MQTT interface: its messages (``protocol``) and a stand-in mower (``standin``).
+"""OpenMower's MQTT interface: its messages, a stand-in mower and the simulator's bridge.
 
-The gateway's ``openmower`` adapter reads the messages through ``protocol``; tests and
-``mowdeck sim --protocol openmower`` run ``standin`` mowers against a real broker.
+The gateway's ``openmower`` adapter reads the messages through ``protocol``; tests run
+``standin`` mowers against a real broker; ``bridge`` makes the simulator's virtual mowers
+speak OpenMower (``mowdeck sim --protocol openmower``).
 """
 
-from simulator.openmower.fleet import OpenMowerFleet
 from simulator.openmower.protocol import (
     ACTION_ABORT_DOCKING,
     ACTION_ABORT_MOWING,
@@ -29,7 +29,6 @@ __all__ = [
     "ACTION_PAUSE",
     "ACTION_START",
     "Action",
-    "OpenMowerFleet",
     "Pose",
     "RobotState",
     "StandInOpenMower",

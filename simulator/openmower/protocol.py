@@ -128,11 +128,32 @@ _ACTIONS = msgspec.json.Decoder(list[Action])
 
 
 def decode_robot_state(payload: bytes) -> RobotState:
-    """A ``robot_state/json`` payload; ``ProtocolError`` when it is not one."""
+    """A ``robot_state/json`` payload; ``ProtocolError`` when it is not one.
+
+    nlohmann::json writes a NaN (an accuracy not known yet) as ``null``: a ``null``
+    number is read as NaN rather than losing the whole state.
+    """
     try:
         return _STATE.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+    except msgspec.ValidationError as first:
+        try:
+            raw = msgspec.json.decode(payload)
+            if isinstance(raw, dict):
+                _nulls_as_nan(raw, RobotState)
+                if isinstance(raw.get("pose"), dict):
+                    _nulls_as_nan(raw["pose"], Pose)
+            return msgspec.convert(raw, RobotState)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise ProtocolError(f"robot_state/json: {first}") from first
+    except msgspec.DecodeError as err:
         raise ProtocolError(f"robot_state/json: {err}") from err
+
+
+def _nulls_as_nan(fields: dict[str, Any], kind: type[msgspec.Struct]) -> None:
+    floats = {f.name for f in msgspec.structs.fields(kind) if f.type is float}
+    for name in floats & fields.keys():
+        if fields[name] is None:
+            fields[name] = math.nan
 
 
 def decode_actions(payload: bytes) -> dict[str, bool]:

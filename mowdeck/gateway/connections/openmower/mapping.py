@@ -85,7 +85,7 @@ def to_lat_lon(datum: Datum, x: float, y: float) -> tuple[float, float]:
 
 def _rtk(rs: RobotState) -> RtkFix:
     accuracy = rs.pose.pos_accuracy if rs.pose is not None else math.inf
-    if rs.gps_percentage <= 0 or not math.isfinite(accuracy):
+    if not rs.gps_percentage > 0 or not math.isfinite(accuracy):
         return "none"
     if accuracy <= FIXED_M:
         return "fixed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 
 import pytest
@@ -77,3 +78,16 @@ def test_topics_sit_under_the_prefix() -> None:
     assert topics.robot_state == "yard/om1/robot_state/json"
     assert topics.action == "yard/om1/action"
     assert Topics().teleop == "teleop"
+
+
+def test_a_null_number_is_read_as_nan_not_as_a_broken_state() -> None:
+    # nlohmann::json writes NaN as null: an accuracy not known yet must not lose the state.
+    rs = decode_robot_state(
+        b'{"current_state":"MOWING","battery_percentage":null,'
+        b'"pose":{"x":1.5,"y":2.0,"pos_accuracy":null,"heading":null}}'
+    )
+    assert rs.current_state == "MOWING"
+    assert math.isnan(rs.battery_percentage)
+    assert rs.pose is not None
+    assert rs.pose.x == 1.5
+    assert math.isnan(rs.pose.pos_accuracy)

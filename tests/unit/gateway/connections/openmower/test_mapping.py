@@ -257,3 +257,14 @@ def test_a_stop_is_confirmed_by_the_emergency_flag_too() -> None:
     outcome = mapping.judge(plan, robot(current_state="MOWING", emergency=True))
     assert outcome is not None
     assert outcome.status == "executed"
+
+
+def test_unknown_numbers_map_to_nothing_rather_than_to_a_guess() -> None:
+    rs = robot(
+        battery_percentage=math.nan,
+        gps_percentage=math.nan,
+        pose=Pose(x=math.nan, y=1.0, heading=math.nan, pos_accuracy=math.nan, heading_valid=True),
+    )
+    state = mapped(rs)
+    assert (state.battery, state.rtk_fix, state.position) == (0, "none", None)
+    assert state.raw["openmower.pose"]["pos_accuracy"] is None
