@@ -80,10 +80,11 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
         cluster.close()
         drop_database(database)
     print("stopped: " + ", ".join(f"{n} {s:.1f} s" for n, s in host.stop_seconds.items()))
-    # The simulator stands in for mowers and is not held to a clean stop: once in about ten
-    # runs it did not stop within 30 s of SIGTERM (suspected: a gateway links again between
-    # its dropping the links and its listener closing, and its HTTP server waits for that
-    # link up to aiohttp's shutdown timeout). The SIGABRT dump in its output tells.
+    # The simulator stands in for mowers and is not held to a clean stop: in about one run
+    # of fifteen it did not stop within 30 s of SIGTERM, its loop idle, waiting. The
+    # suspected cause, a gateway linking again between its dropping the links and its
+    # listener closing, is now refused (simulator/fleet.py, `is_stopping`), but too few
+    # runs since say it is gone. The SIGABRT dump in its output tells where it waited.
     if codes.get("simulator") not in (0, None):
         simulator = [p for p in host.processes if p.name == "simulator"][-1]
         print(f"simulator exited {codes.pop('simulator')} when stopped:\n{simulator.tail(80)}")
