@@ -35,6 +35,8 @@ class Harness:
         self.streams: list[asyncio.Queue[tuple[str, dict[str, Any]]]] = []
         self.states = {m: self._state(m, i, "docked") for i, m in enumerate(MOWERS)}
         self.inbox: list[dict[str, Any]] = []
+        self.alarms: dict[str, dict[str, Any]] = {}
+        self.acknowledged: list[tuple[str, str | None]] = []  # (alarm id, comment) as asked
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -111,6 +113,32 @@ class Harness:
             },
         )
 
+    def raise_alarm(self, mower: uuid.UUID, code: str) -> str:
+        """An open alarm of an error ``code`` and its ``alarm`` event (change raised)."""
+        at = _now()
+        alarm = {
+            "id": str(uuid.uuid4()),
+            "mower_id": str(mower),
+            "condition": f"error:{code}",
+            "kind": "mower_stuck",
+            "severity": "critical",
+            "state": "active",
+            "first_at": at,
+            "latest_at": at,
+            "count": 1,
+            "code": code,
+            "acknowledged_by": None,
+            "assignee": None,
+            "cleared_at": None,
+        }
+        self.alarms[alarm["id"]] = alarm
+        self._alarm_event(alarm, "raised")
+        return alarm["id"]
+
+    def _alarm_event(self, alarm: dict[str, Any], change: str) -> None:
+        event = {k: v for k, v in alarm.items() if k != "id"}
+        self.push("alarm", {**event, "alarm_id": alarm["id"], "change": change})
+
     async def _move(self, mower: uuid.UUID) -> None:
         while self.states[mower]["activity"] == "mowing":
             pos = self.states[mower]["position"]
@@ -144,6 +172,20 @@ class Harness:
             authed(request)
             unread = sum(not i["read"] for i in self.inbox)
             return web.json_response({"items": self.inbox, "next": None, "unread": unread})
+
+        async def alarms(request: web.Request) -> web.Response:
+            authed(request)
+            items = [a for a in self.alarms.values() if a["state"] != "cleared"]
+            return web.json_response({"items": items, "next": None})
+
+        async def acknowledge(request: web.Request) -> web.Response:
+            authed(request)
+            alarm = self.alarms[request.match_info["alarm_id"]]
+            comment = (await request.json()).get("comment")
+            self.acknowledged.append((alarm["id"], comment))
+            alarm.update(state="acknowledged", acknowledged_by="harness-user", comment=comment)
+            self._alarm_event(alarm, "acknowledged")
+            return web.json_response(alarm)
 
         async def ticket(request: web.Request) -> web.Response:
             authed(request)
@@ -200,6 +242,8 @@ class Harness:
             web.get("/v1/mowers/{mower_id}/commands", empty),
             web.post("/v1/mowers/{mower_id}/commands", command),
             web.get("/v1/notifications/inbox", inbox),
+            web.get("/v1/alarms", alarms),
+            web.post("/v1/alarms/{alarm_id}/acknowledge", acknowledge),
             web.post("/v1/stream/tickets", ticket),
             web.get("/v1/stream", stream),
         ]

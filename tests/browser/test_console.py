@@ -72,6 +72,42 @@ async def test_the_console_follows_the_live_stream(browser: Any, shots: Path) ->
         await harness.stop()
 
 
+async def test_an_alarm_acknowledged_in_one_console_shows_acknowledged_in_another(
+    browser: Any, shots: Path
+) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        pages = []
+        for _ in range(2):  # two operators, each in a context of their own
+            context = await browser.new_context(viewport=VIEWPORT)
+            page = await context.new_page()
+            await page.goto(url if not pages else url.split("/?")[0])
+            if pages:  # the code is used up: the second one signs in with the token
+                await page.fill("#signin-token", TOKEN)
+                await page.click("#signin-form button")
+            await page.locator("#link-status.live").wait_for()
+            pages.append((page, ConsoleErrors(page)))
+        alarm = harness.raise_alarm(MOWERS[1], "E42")
+        first, second = pages[0][0], pages[1][0]
+        row = f'#alarms li[data-alarm="{alarm}"]'
+        for page in (first, second):
+            await page.locator(row, has_text="harness-2: mower_stuck (error E42)").wait_for(
+                timeout=5000
+            )
+            assert await page.locator(row).get_attribute("class") == "sev-critical alarm-active"
+        await page.screenshot(path=str(shots / "console-alarm-raised.png"))
+        await first.fill(f'{row} input[data-comment="{alarm}"]', "on my way")
+        await first.click(f'{row} button[data-action="acknowledge"]')
+        # The other console hears of it from its stream, within a second.
+        await second.locator(row, has_text="acknowledged by harness-user").wait_for(timeout=1000)
+        assert harness.acknowledged == [(alarm, "on my way")]
+        assert await second.locator(f'{row} button[data-action="acknowledge"]').count() == 0
+        assert [errors.seen for _, errors in pages] == [[], []]
+    finally:
+        await harness.stop()
+
+
 # -- on `mowdeck demo` ---------------------------------------------------------------------
 
 

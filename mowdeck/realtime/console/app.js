@@ -19,6 +19,7 @@ const state = {
   lastEventId: null,
   mode: "connecting",
   inboxSeen: null,
+  alarms: new Map(), // alarm id -> the alarm as GET /v1/alarms or the stream's alarm event has it
   timers: [],
 };
 
@@ -163,7 +164,8 @@ async function connectStream(delay = 0) {
     toast(data.title || data.kind || "Notification", data.body || "", data.severity);
     loadInbox();
   });
-  on("resync", () => loadStates());
+  on("alarm", (data) => applyAlarm(data));
+  on("resync", () => { loadStates(); quietly(loadAlarms()); });
 }
 
 // --- fleet state -----------------------------------------------------------------------
@@ -501,6 +503,76 @@ async function loadInbox() {
   }
 }
 
+// --- alarms ------------------------------------------------------------------------------
+
+// Who the token says the caller is (the JWT's subject), for "assign to me".
+function me() {
+  try {
+    const payload = state.token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(payload)).sub || null;
+  } catch (err) {
+    return null;
+  }
+}
+
+async function loadAlarms() {
+  if (!state.config.notifications_url) {
+    $("alarms").replaceChildren(el("li", { class: "muted" }, "Alarms are not configured."));
+    return;
+  }
+  const data = await notifications("/v1/alarms?limit=50");
+  state.alarms = new Map(data.items.map((a) => [a.id, a]));
+  renderAlarms();
+}
+
+// An alarm event of the stream: the alarm as it is now (a cleared one leaves the panel).
+function applyAlarm(data) {
+  const alarm = { ...(state.alarms.get(data.alarm_id) || {}), ...data, id: data.alarm_id };
+  if (alarm.state === "cleared") state.alarms.delete(alarm.id);
+  else state.alarms.set(alarm.id, alarm);
+  renderAlarms();
+  if (data.change === "raised") toast(alarmTitle(alarm), "alarm raised", alarm.severity, "alarm");
+}
+
+function alarmTitle(a) {
+  const name = state.mowers.get(a.mower_id)?.name || a.mower_id;
+  const what = a.code ? `${a.kind} (error ${a.code})` : a.kind;
+  return `${name}: ${what}`;
+}
+
+function renderAlarms() {
+  const items = [...state.alarms.values()].sort((a, b) => Date.parse(b.latest_at) - Date.parse(a.latest_at));
+  $("alarm-count").textContent = `${items.length} open`;
+  $("alarms").replaceChildren(...items.map((a) => {
+    const comment = el("input", { type: "text", placeholder: "comment", "data-comment": a.id });
+    const acked = a.acknowledged_by ? ` · acknowledged by ${a.acknowledged_by}` : "";
+    const assigned = a.assignee ? ` · assigned to ${a.assignee}` : "";
+    const li = el("li", { class: `sev-${a.severity} alarm-${a.state}`, "data-alarm": a.id },
+      el("strong", {}, alarmTitle(a)), " · ",
+      el("span", { class: "muted" }, `${age(a.first_at)} ago, ${a.count || 1}×${acked}${assigned}`));
+    if (a.state === "active") {
+      li.append(comment, el("button", { onclick: () => quietly(acknowledge(a.id, comment.value)), "data-action": "acknowledge" }, "Acknowledge"));
+    }
+    if (me() && a.assignee !== me()) {
+      li.append(el("button", { onclick: () => quietly(assign(a.id, me())), "data-action": "assign" }, "Assign to me"));
+    }
+    return li;
+  }));
+}
+
+async function acknowledge(id, comment) {
+  const body = comment ? { comment } : {};
+  const alarm = await notifications(`/v1/alarms/${id}/acknowledge`, { method: "POST", json: body });
+  state.alarms.set(alarm.id, alarm);
+  renderAlarms();
+}
+
+async function assign(id, assignee) {
+  const alarm = await notifications(`/v1/alarms/${id}/assign`, { method: "POST", json: { assignee } });
+  state.alarms.set(alarm.id, alarm);
+  renderAlarms();
+}
+
 // --- start -------------------------------------------------------------------------------
 
 function quietly(promise) {
@@ -542,12 +614,14 @@ async function start() {
     return;
   }
   quietly(loadInbox());
+  quietly(loadAlarms());
   connectStream();
   // Polling carries the page where no stream does; with one it refreshes what the stream
   // does not carry (staleness ages, the chart).
   every(POLL_MS, async () => { if (state.mode !== "live") await loadStates(); else scheduleRender(); });
   every(POLL_MS, async () => { if (state.mode !== "live" && state.selected) await loadTimeline(state.selected); });
   every(5000, async () => { if (state.mode !== "live") await loadInbox(); });
+  every(5000, async () => { if (state.mode !== "live") await loadAlarms(); else renderAlarms(); });
   every(10000, async () => { if (state.selected) await loadHistory(state.selected); });
   every(60000, loadMowers);
 }
