@@ -16,6 +16,7 @@ from aiohttp import web
 
 from mowdeck.kit.http import problem_middleware
 from mowdeck.kit.http_server import HttpServer
+from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED
 from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes, console_routes
 
 TOKEN = "harness-token"  # the one token the fake APIs accept
@@ -37,6 +38,16 @@ class Harness:
         self.inbox: list[dict[str, Any]] = []
         self.alarms: dict[str, dict[str, Any]] = {}
         self.acknowledged: list[tuple[str, str | None]] = []  # (alarm id, comment) as asked
+        # The preferences document as Notifications answers it for a user who never chose.
+        self.preferences: dict[str, Any] = {
+            "locale": "en",
+            "timezone": "UTC",
+            "scope": "none",
+            "mowers": [],
+            "kinds": dict(DEFAULT_ENABLED),
+            "quiet_hours": None,
+        }
+        self.saved: list[dict[str, Any]] = []  # every PUT body, as sent
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -187,6 +198,18 @@ class Harness:
             self._alarm_event(alarm, "acknowledged")
             return web.json_response(alarm)
 
+        async def get_preferences(request: web.Request) -> web.Response:
+            authed(request)
+            return web.json_response(self.preferences)
+
+        async def put_preferences(request: web.Request) -> web.Response:
+            authed(request)
+            body = await request.json()
+            self.saved.append(body)
+            kinds = {**DEFAULT_ENABLED, **body.get("kinds", {})}
+            self.preferences = {**self.preferences, "quiet_hours": None, **body, "kinds": kinds}
+            return web.json_response(self.preferences)
+
         async def ticket(request: web.Request) -> web.Response:
             authed(request)
             return web.json_response({"ticket": "t1"})
@@ -243,6 +266,8 @@ class Harness:
             web.post("/v1/mowers/{mower_id}/commands", command),
             web.get("/v1/notifications/inbox", inbox),
             web.get("/v1/alarms", alarms),
+            web.get("/v1/notifications/preferences", get_preferences),
+            web.put("/v1/notifications/preferences", put_preferences),
             web.post("/v1/alarms/{alarm_id}/acknowledge", acknowledge),
             web.post("/v1/stream/tickets", ticket),
             web.get("/v1/stream", stream),

@@ -108,6 +108,55 @@ async def test_an_alarm_acknowledged_in_one_console_shows_acknowledged_in_anothe
         await harness.stop()
 
 
+async def test_first_run_subscription_and_the_settings_round_trip(browser: Any) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        context = await browser.new_context(viewport=VIEWPORT, timezone_id="Europe/Berlin")
+        page = await context.new_page()
+        errors = ConsoleErrors(page)
+        await page.goto(url)
+        # Nobody is notified until they subscribe: the console offers it on first use.
+        await page.locator("#first-run:not([hidden])").wait_for()
+        await page.click("#subscribe-all")
+        await page.locator("#first-run").wait_for(state="hidden")
+        assert harness.saved[-1]["scope"] == "all"
+        assert harness.saved[-1]["timezone"] == "Europe/Berlin"  # the browser's
+
+        await page.click("#open-settings")
+        await page.uncheck('#settings-kinds input[value="battery_low"]')
+        await page.check('#settings-kinds input[value="job_started"]')
+        await page.check('#settings-form input[name="scope"][value="selected"]')
+        await page.check(f'#settings-mowers input[value="{MOWERS[2]}"]')
+        await page.check("#quiet-on")
+        await page.fill("#quiet-start", "21:00")
+        await page.fill("#quiet-end", "06:30")
+        await page.uncheck("#quiet-critical")
+        await page.select_option("#settings-locale", "de")
+        await page.click('#settings-form button[type="submit"]')
+        await page.locator("#settings").wait_for(state="hidden")
+        saved = harness.saved[-1]
+        assert (saved["scope"], saved["mowers"], saved["locale"]) == (
+            "selected",
+            [str(MOWERS[2])],
+            "de",
+        )
+        assert saved["kinds"]["battery_low"] is False and saved["kinds"]["job_started"] is True
+        assert saved["quiet_hours"] == {"start": "21:00", "end": "06:30", "allow_critical": False}
+
+        # Back again: the form shows what was stored.
+        await page.reload()
+        await page.click("#open-settings")
+        assert await page.is_checked('#settings-kinds input[value="job_started"]')
+        assert not await page.is_checked('#settings-kinds input[value="battery_low"]')
+        assert await page.is_checked(f'#settings-mowers input[value="{MOWERS[2]}"]')
+        assert await page.input_value("#quiet-start") == "21:00"
+        assert await page.input_value("#settings-locale") == "de"
+        assert errors.seen == []
+    finally:
+        await harness.stop()
+
+
 # -- on `mowdeck demo` ---------------------------------------------------------------------
 
 

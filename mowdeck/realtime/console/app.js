@@ -573,6 +573,73 @@ async function assign(id, assignee) {
   renderAlarms();
 }
 
+// --- notification settings ---------------------------------------------------------------
+
+function browserZone() {
+  try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch (err) { return "UTC"; }
+}
+
+async function loadPreferences() {
+  if (!state.config.notifications_url) return;
+  state.preferences = await notifications("/v1/notifications/preferences");
+  $("open-settings").hidden = false;
+  // Nobody is notified until they subscribe (ADR 0022): offer it on first use.
+  $("first-run").hidden = state.preferences.scope !== "none";
+}
+
+async function savePreferences(doc) {
+  state.preferences = await notifications("/v1/notifications/preferences", { method: "PUT", json: doc });
+  $("first-run").hidden = state.preferences.scope !== "none";
+}
+
+async function subscribeAll() {
+  await savePreferences({ ...(state.preferences || {}), scope: "all", timezone: state.preferences?.timezone !== "UTC" ? state.preferences.timezone : browserZone() });
+  toast("Subscribed", "You hear about all your mowers now.", "info", "console");
+}
+
+function openSettings() {
+  const p = state.preferences || { scope: "none", kinds: {}, locale: "en", timezone: "UTC" };
+  document.querySelectorAll('#settings-form input[name="scope"]').forEach((r) => { r.checked = r.value === p.scope; });
+  const chosen = new Set(p.mowers || []);
+  $("settings-mowers").replaceChildren(...sortedMowers().map((m) => el("label", {},
+    el("input", { type: "checkbox", value: m.id, checked: chosen.has(m.id), "data-mower": m.id }), ` ${m.name}`)));
+  $("settings-kinds").replaceChildren(...Object.entries(p.kinds || {}).map(([kind, on]) => el("label", {},
+    el("input", { type: "checkbox", value: kind, checked: on, "data-kind-choice": kind }), ` ${kind}`)));
+  $("quiet-on").checked = Boolean(p.quiet_hours);
+  if (p.quiet_hours) {
+    $("quiet-start").value = p.quiet_hours.start;
+    $("quiet-end").value = p.quiet_hours.end;
+    $("quiet-critical").checked = p.quiet_hours.allow_critical !== false;
+  }
+  $("settings-timezone").value = p.timezone && p.timezone !== "UTC" ? p.timezone : browserZone();
+  $("settings-locale").value = p.locale || "en";
+  $("settings-error").textContent = "";
+  $("settings").hidden = false;
+}
+
+async function submitSettings() {
+  const scope = document.querySelector('#settings-form input[name="scope"]:checked')?.value || "none";
+  const kinds = {};
+  document.querySelectorAll("#settings-kinds input").forEach((c) => { kinds[c.value] = c.checked; });
+  const doc = {
+    scope,
+    mowers: scope === "selected" ? [...document.querySelectorAll("#settings-mowers input:checked")].map((c) => c.value) : [],
+    kinds,
+    timezone: $("settings-timezone").value.trim() || "UTC",
+    locale: $("settings-locale").value,
+  };
+  if ($("quiet-on").checked) {
+    doc.quiet_hours = { start: $("quiet-start").value, end: $("quiet-end").value, allow_critical: $("quiet-critical").checked };
+  }
+  try {
+    await savePreferences(doc);
+    $("settings").hidden = true;
+    toast("Settings saved", "", "info", "console");
+  } catch (err) {
+    $("settings-error").textContent = err.message;
+  }
+}
+
 // --- start -------------------------------------------------------------------------------
 
 function quietly(promise) {
@@ -594,6 +661,11 @@ function wire() {
   $("stop-selected").onclick = () => command({ kind: "emergency_stop", reason: "console" });
   $("stop-all").onclick = () => quietly(stopAll());
   $("map-follow").onchange = scheduleRender;
+  $("open-settings").onclick = openSettings;
+  $("first-run-settings").onclick = openSettings;
+  $("close-settings").onclick = () => { $("settings").hidden = true; };
+  $("subscribe-all").onclick = () => quietly(subscribeAll());
+  $("settings-form").onsubmit = (e) => { e.preventDefault(); quietly(submitSettings()); };
   $("signin-form").onsubmit = (e) => {
     e.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, $("signin-token").value.trim());
@@ -615,6 +687,7 @@ async function start() {
   }
   quietly(loadInbox());
   quietly(loadAlarms());
+  quietly(loadPreferences());
   connectStream();
   // Polling carries the page where no stream does; with one it refreshes what the stream
   // does not carry (staleness ages, the chart).
