@@ -29,6 +29,13 @@ __all__ = [
 ASSETS = {
     "app.js": "text/javascript",
     "style.css": "text/css",
+    "icon.svg": "image/svg+xml",
+}
+# Served at the root: a service worker's scope is at most its script's folder, and the
+# console is the whole origin's page.
+ROOT_ASSETS = {
+    "sw.js": ("sw.js", "text/javascript"),
+    "manifest.webmanifest": ("manifest.webmanifest", "application/manifest+json"),
 }
 # What a browser loads before it has a token; the realtime app passes these to
 # ``auth_middleware(public_paths=...)`` with its own public paths.
@@ -37,6 +44,7 @@ CONSOLE_PUBLIC_PATHS = (
     "/console/config.json",
     "/console/exchange",
     *(f"/console/{name}" for name in ASSETS),
+    *(f"/{name}" for name in ROOT_ASSETS),
 )
 
 
@@ -127,6 +135,8 @@ def security_headers(config: ConsoleConfig) -> dict[str, str]:
             "script-src 'self'",
             "style-src 'self'",
             "img-src 'self' data:",
+            "manifest-src 'self'",
+            "worker-src 'self'",
             " ".join(["connect-src 'self'", *origins]),
             "base-uri 'none'",
             "form-action 'self'",
@@ -196,6 +206,10 @@ def console_routes(
         web.get("/", index),
         web.get("/console/config.json", config_json),
         *(web.get(f"/console/{name}", asset(*found)) for name, found in assets.items()),
+        *(
+            web.get(f"/{path}", asset(_asset(name), kind))
+            for path, (name, kind) in ROOT_ASSETS.items()
+        ),
     ]
     if exchange is not None:
         routes.append(web.post("/console/exchange", limit.guard(redeem) if limit else redeem))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -155,6 +156,74 @@ async def test_first_run_subscription_and_the_settings_round_trip(browser: Any) 
         assert errors.seen == []
     finally:
         await harness.stop()
+
+
+async def test_the_service_worker_shows_a_push_with_its_tag(browser: Any) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        origin = url.split("/?")[0]
+        context = await browser.new_context(viewport=VIEWPORT)
+        await context.grant_permissions(["notifications"], origin=origin)
+        page = await context.new_page()
+        errors = ConsoleErrors(page)
+        cdp = await context.new_cdp_session(page)
+        registrations: list[str] = []
+        cdp.on(
+            "ServiceWorker.workerRegistrationUpdated",
+            lambda e: registrations.extend(r["registrationId"] for r in e["registrations"]),
+        )
+        await cdp.send("ServiceWorker.enable")
+        await page.goto(url)
+        scope = await page.evaluate("navigator.serviceWorker.ready.then((r) => r.scope)")
+        assert scope == f"{origin}/"
+        assert await page.locator("#enable-push").is_visible()
+        manifest = await page.evaluate(
+            "fetch(document.querySelector('link[rel=manifest]').href).then((r) => r.json())"
+        )
+        assert (manifest["start_url"], manifest["display"]) == ("/", "standalone")
+        await _until(lambda: bool(registrations))
+        # As the push service would deliver one of Notifications' webpush payloads.
+        message = {
+            "title": "harness-2: stuck",
+            "body": "Stuck for 2 minutes.",
+            "kind": "mower_stuck",
+            "mower_id": str(MOWERS[1]),
+            "severity": "critical",
+            "tag": "mower_stuck-abc",
+            "url": origin + "/",
+        }
+        for _ in range(2):  # a repeat with the same tag replaces the first
+            await cdp.send(
+                "ServiceWorker.deliverPushMessage",
+                {
+                    "origin": origin,
+                    "registrationId": registrations[-1],
+                    "data": json.dumps(message),
+                },
+            )
+        shown = await page.evaluate(
+            """async () => {
+                const r = await navigator.serviceWorker.ready;
+                for (let i = 0; i < 50; i++) {
+                    const found = await r.getNotifications();
+                    if (found.length) return found.map((n) => [n.title, n.tag, n.data.mower_id]);
+                    await new Promise((done) => setTimeout(done, 100));
+                }
+                return [];
+            }"""
+        )
+        assert shown == [["harness-2: stuck", "mower_stuck-abc", str(MOWERS[1])]]
+        assert errors.seen == []
+    finally:
+        await harness.stop()
+
+
+async def _until(ready: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
 
 
 # -- on `mowdeck demo` ---------------------------------------------------------------------

@@ -640,6 +640,34 @@ async function submitSettings() {
   }
 }
 
+// --- Web Push on this device ------------------------------------------------------------
+
+async function registerWorker() {
+  if (!("serviceWorker" in navigator) || !state.config.notifications_url) return;
+  state.worker = await navigator.serviceWorker.register("/sw.js");
+  $("enable-push").hidden = !("PushManager" in window);
+}
+
+function keyBytes(base64url) {
+  const text = atob(base64url.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (base64url.length % 4)) % 4));
+  return Uint8Array.from(text, (c) => c.charCodeAt(0));
+}
+
+// Asks the browser's permission, subscribes with Notifications' VAPID key and registers
+// the subscription as this user's webpush target.
+async function enablePush() {
+  if ((await Notification.requestPermission()) !== "granted") {
+    toast("Push not enabled", "The browser's permission was not given.", "warning", "console");
+    return;
+  }
+  const { public_key: key } = await notifications("/v1/notifications/webpush/vapid-public-key");
+  const registration = await navigator.serviceWorker.ready;
+  const subscription = await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(key) });
+  const { endpoint, keys } = subscription.toJSON();
+  await notifications("/v1/notifications/targets", { method: "POST", json: { channel: "webpush", subscription: { endpoint, keys } } });
+  toast("Push enabled", "This device shows your notifications now.", "info", "console");
+}
+
 // --- start -------------------------------------------------------------------------------
 
 function quietly(promise) {
@@ -661,6 +689,7 @@ function wire() {
   $("stop-selected").onclick = () => command({ kind: "emergency_stop", reason: "console" });
   $("stop-all").onclick = () => quietly(stopAll());
   $("map-follow").onchange = scheduleRender;
+  $("enable-push").onclick = () => enablePush().catch((err) => toast("Push not enabled", err.message || String(err), "warning", "console"));
   $("open-settings").onclick = openSettings;
   $("first-run-settings").onclick = openSettings;
   $("close-settings").onclick = () => { $("settings").hidden = true; };
@@ -688,6 +717,10 @@ async function start() {
   quietly(loadInbox());
   quietly(loadAlarms());
   quietly(loadPreferences());
+  quietly(registerWorker());
+  // A notification clicked on this device opens the console on its mower.
+  const asked = new URLSearchParams(location.search).get("mower");
+  if (asked && state.mowers.has(asked)) quietly(select(asked));
   connectStream();
   // Polling carries the page where no stream does; with one it refreshes what the stream
   // does not carry (staleness ages, the chart).
