@@ -48,6 +48,7 @@ class Harness:
             "quiet_hours": None,
         }
         self.saved: list[dict[str, Any]] = []  # every PUT body, as sent
+        self.targets: list[dict[str, Any]] = []
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -186,8 +187,31 @@ class Harness:
 
         async def alarms(request: web.Request) -> web.Response:
             authed(request)
-            items = [a for a in self.alarms.values() if a["state"] != "cleared"]
+            asked = request.query.get("state")
+            mower = request.query.get("mower")
+            items = [
+                a
+                for a in self.alarms.values()
+                if (a["state"] == asked if asked else a["state"] != "cleared")
+                and (mower is None or a["mower_id"] == mower)
+            ]
             return web.json_response({"items": items, "next": None})
+
+        async def targets(request: web.Request) -> web.Response:
+            authed(request)
+            return web.json_response({"items": self.targets, "next": None})
+
+        async def add_target(request: web.Request) -> web.Response:
+            authed(request)
+            body = await request.json()
+            target = {"id": str(uuid.uuid4()), "created_at": _now(), **body, "token_set": False}
+            self.targets.append(target)
+            return web.json_response(target, status=201)
+
+        async def remove_target(request: web.Request) -> web.Response:
+            authed(request)
+            self.targets = [t for t in self.targets if t["id"] != request.match_info["target_id"]]
+            return web.Response(status=204)
 
         async def acknowledge(request: web.Request) -> web.Response:
             authed(request)
@@ -267,6 +291,9 @@ class Harness:
             web.get("/v1/notifications/inbox", inbox),
             web.get("/v1/alarms", alarms),
             web.get("/v1/notifications/preferences", get_preferences),
+            web.get("/v1/notifications/targets", targets),
+            web.post("/v1/notifications/targets", add_target),
+            web.delete("/v1/notifications/targets/{target_id}", remove_target),
             web.put("/v1/notifications/preferences", put_preferences),
             web.post("/v1/alarms/{alarm_id}/acknowledge", acknowledge),
             web.post("/v1/stream/tickets", ticket),

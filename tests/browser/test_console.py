@@ -104,6 +104,11 @@ async def test_an_alarm_acknowledged_in_one_console_shows_acknowledged_in_anothe
         await second.locator(row, has_text="acknowledged by harness-user").wait_for(timeout=1000)
         assert harness.acknowledged == [(alarm, "on my way")]
         assert await second.locator(f'{row} button[data-action="acknowledge"]').count() == 0
+        # The mower's page lists its alarms.
+        await second.click(f'#mowers tr[data-mower="{MOWERS[1]}"]')
+        await second.locator(
+            f'#mower-alarms li[data-alarm="{alarm}"]', has_text="acknowledged by harness-user"
+        ).wait_for(timeout=5000)
         assert [errors.seen for _, errors in pages] == [[], []]
     finally:
         await harness.stop()
@@ -144,6 +149,21 @@ async def test_first_run_subscription_and_the_settings_round_trip(browser: Any) 
         )
         assert saved["kinds"]["battery_low"] is False and saved["kinds"]["job_started"] is True
         assert saved["quiet_hours"] == {"start": "21:00", "end": "06:30", "allow_critical": False}
+
+        # Where one is told: an ntfy topic added, listed, and removed again.
+        await page.click("#open-settings")
+        await page.fill("#ntfy-server", "https://ntfy.example")
+        await page.fill("#ntfy-topic", "garden-42")
+        await page.click("#add-ntfy")
+        listed = page.locator(
+            "#settings-targets li", has_text="ntfy: https://ntfy.example/garden-42"
+        )
+        await listed.wait_for(timeout=5000)
+        assert [t["topic"] for t in harness.targets] == ["garden-42"]
+        await listed.locator("button[data-remove]").click()
+        await listed.wait_for(state="detached", timeout=5000)
+        assert harness.targets == []
+        await page.click("#close-settings")
 
         # Back again: the form shows what was stored.
         await page.reload()

@@ -448,7 +448,24 @@ async function select(id) {
   $("command-error").textContent = "";
   scheduleRender();
   renderTimeline();
-  await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id)]);
+  await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id), loadMowerAlarms(id)]);
+}
+
+// The selected mower's alarms: the open ones and the latest cleared, newest first.
+async function loadMowerAlarms(id) {
+  if (!state.config.notifications_url) return;
+  const [open, cleared] = await Promise.all([
+    notifications(`/v1/alarms?mower=${id}&limit=20`),
+    notifications(`/v1/alarms?mower=${id}&state=cleared&limit=20`),
+  ]);
+  if (id !== state.selected) return;
+  $("mower-alarms").replaceChildren(...[...open.items, ...cleared.items].map((a) => el("li",
+    { class: `sev-${a.severity} alarm-${a.state}`, "data-alarm": a.id },
+    el("strong", {}, a.code ? `${a.kind} (error ${a.code})` : a.kind), " · ",
+    el("span", { class: "muted" }, a.state === "cleared"
+      ? `${new Date(a.first_at).toLocaleString()} – ${new Date(a.cleared_at).toLocaleTimeString()}`
+      : `${a.state} since ${age(a.first_at)}`),
+    a.acknowledged_by ? ` · acknowledged by ${a.acknowledged_by}` : "")));
 }
 
 async function loadTimeline(id) {
@@ -615,6 +632,42 @@ function openSettings() {
   $("settings-locale").value = p.locale || "en";
   $("settings-error").textContent = "";
   $("settings").hidden = false;
+  quietly(loadTargets());
+}
+
+// This user's channel targets, each with a way to remove it.
+async function loadTargets() {
+  const data = await notifications("/v1/notifications/targets");
+  let mine = null;
+  try {
+    const sub = state.worker && await state.worker.pushManager.getSubscription();
+    mine = sub ? sub.endpoint : null;
+  } catch (err) { mine = null; }
+  $("settings-targets").replaceChildren(...data.items.map((t) => {
+    const what = t.channel === "webpush"
+      ? (t.subscription && t.subscription.endpoint === mine ? "push: this device" : "push: a browser")
+      : `${t.channel}: ${t.server || ""}/${t.topic || ""}`;
+    const remove = el("button", { type: "button", "data-remove": t.id, onclick: () => quietly(removeTarget(t.id)) },
+      t.channel === "webpush" && t.subscription && t.subscription.endpoint === mine ? "Remove this device" : "Remove");
+    return el("li", { "data-target": t.id }, what, " ", remove);
+  }));
+}
+
+async function removeTarget(id) {
+  await notifications(`/v1/notifications/targets/${id}`, { method: "DELETE" });
+  await loadTargets();
+}
+
+async function addNtfy() {
+  const server = $("ntfy-server").value.trim() || "https://ntfy.sh";
+  const topic = $("ntfy-topic").value.trim();
+  try {
+    await notifications("/v1/notifications/targets", { method: "POST", json: { channel: "ntfy", server, topic } });
+    $("ntfy-topic").value = "";
+    await loadTargets();
+  } catch (err) {
+    $("settings-error").textContent = err.message;
+  }
 }
 
 async function submitSettings() {
@@ -693,6 +746,7 @@ function wire() {
   $("open-settings").onclick = openSettings;
   $("first-run-settings").onclick = openSettings;
   $("close-settings").onclick = () => { $("settings").hidden = true; };
+  $("add-ntfy").onclick = () => quietly(addNtfy());
   $("subscribe-all").onclick = () => quietly(subscribeAll());
   $("settings-form").onsubmit = (e) => { e.preventDefault(); quietly(submitSettings()); };
   $("signin-form").onsubmit = (e) => {
