@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from mowdeck.kit.http import problem_middleware
+from mowdeck.kit.http import Problem, problem_middleware
 from mowdeck.kit.http_server import HttpServer
 from mowdeck.notifications.rules.kinds import DEFAULT_ENABLED
 from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes, console_routes
@@ -49,6 +49,8 @@ class Harness:
         }
         self.saved: list[dict[str, Any]] = []  # every PUT body, as sent
         self.targets: list[dict[str, Any]] = []
+        self.registered: list[dict[str, Any]] = []
+        self.removed: list[str] = []
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -197,6 +199,37 @@ class Harness:
             ]
             return web.json_response({"items": items, "next": None})
 
+        async def register(request: web.Request) -> web.Response:
+            authed(request)
+            body = await request.json()
+            connection = body["connection"]
+            if connection["kind"] == "openmower" and "broker" not in connection["options"]:
+                raise Problem(
+                    422,
+                    "Unprocessable Content",
+                    "`connection.options.broker` is required",
+                    type_="invalid",
+                    extra={"field": "connection.options.broker"},
+                )
+            mower = uuid.uuid4()
+            self.registered.append(body)
+            NAMES[mower] = body["name"]
+            return web.json_response(
+                {"mower_id": str(mower), "name": body["name"], "connection": connection},
+                status=201,
+            )
+
+        async def rename(request: web.Request) -> web.Response:
+            authed(request)
+            mower = uuid.UUID(request.match_info["mower_id"])
+            NAMES[mower] = (await request.json())["name"]
+            return web.json_response({"mower_id": str(mower), "name": NAMES[mower]})
+
+        async def remove(request: web.Request) -> web.Response:
+            authed(request)
+            self.removed.append(request.match_info["mower_id"])
+            return web.Response(status=204)
+
         async def targets(request: web.Request) -> web.Response:
             authed(request)
             return web.json_response({"items": self.targets, "next": None})
@@ -283,6 +316,9 @@ class Harness:
                 self.codes,
             ),
             web.get("/v1/mowers", mowers),
+            web.post("/v1/mowers", register),
+            web.patch("/v1/mowers/{mower_id}", rename),
+            web.delete("/v1/mowers/{mower_id}", remove),
             web.get("/v1/states", states),
             web.get("/v1/mowers/{mower_id}/history", empty),
             web.get("/v1/mowers/{mower_id}/track", empty),

@@ -246,6 +246,46 @@ async def _until(ready: Any, timeout_s: float = 5.0) -> None:
         await asyncio.sleep(0.05)
 
 
+async def test_registering_renaming_and_removing_a_mower_from_the_console(browser: Any) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        page = await browser.new_page(viewport=VIEWPORT)
+        errors = ConsoleErrors(page)
+        page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+        await page.goto(url)
+        await page.locator("#mowers tbody tr").nth(len(MOWERS) - 1).wait_for()
+        await page.click("#open-register")
+        await page.fill("#register-name", "Front lawn")
+        await page.select_option("#register-kind", "openmower")
+        await page.fill("#register-options", "{}")
+        await page.click('#register-form button[type="submit"]')
+        # Fleet's 422 names the option, and the form says so.
+        await page.locator("#register-error", has_text="connection.options.broker").wait_for()
+        await page.fill("#register-options", '{"broker": "mqtt://10.0.0.5:1883"}')
+        await page.click('#register-form button[type="submit"]')
+        await page.locator("#register-form").wait_for(state="hidden")
+        assert harness.registered == [
+            {
+                "name": "Front lawn",
+                "connection": {"kind": "openmower", "options": {"broker": "mqtt://10.0.0.5:1883"}},
+            }
+        ]
+        row = page.locator("#mowers tbody tr", has_text="Front lawn")
+        await row.wait_for()
+        await row.click()
+        await page.fill("#rename", "Back lawn")
+        await page.click('#rename-form button[type="submit"]')
+        await page.locator("#mowers tbody tr", has_text="Back lawn").wait_for()
+        await page.click("#remove-mower")
+        await page.locator("#mowers tbody tr", has_text="Back lawn").wait_for(state="detached")
+        assert len(harness.removed) == 1
+        # The browser logs the refused registration's answer; nothing else went wrong.
+        assert [e for e in errors.seen if "422" not in e] == []
+    finally:
+        await harness.stop()
+
+
 # -- on `mowdeck demo` ---------------------------------------------------------------------
 
 

@@ -440,6 +440,57 @@ function renderChart(items) {
   chart.replaceChildren(...nodes);
 }
 
+// --- registering, renaming and removing mowers ---------------------------------------------
+
+async function registerMower() {
+  let options;
+  try {
+    options = JSON.parse($("register-options").value || "{}");
+  } catch (err) {
+    $("register-error").textContent = "the options are not JSON";
+    return;
+  }
+  const body = { name: $("register-name").value.trim(), connection: { kind: $("register-kind").value, options } };
+  try {
+    const made = await fleet("/v1/mowers", { method: "POST", json: body });
+    mower(made.mower_id).name = made.name;
+    $("register-form").hidden = true;
+    $("register-error").textContent = "";
+    scheduleRender();
+    toast("Mower registered", made.name, "info", "console");
+  } catch (err) {
+    $("register-error").textContent = err.message;
+  }
+}
+
+async function renameMower() {
+  const id = state.selected;
+  const name = $("rename").value.trim();
+  if (!id || !name) return;
+  try {
+    const changed = await fleet(`/v1/mowers/${id}`, { method: "PATCH", json: { name } });
+    mower(id).name = changed.name;
+    scheduleRender();
+  } catch (err) {
+    $("command-error").textContent = err.message;
+  }
+}
+
+async function removeMower() {
+  const id = state.selected;
+  if (!id || !confirm(`Remove ${mower(id).name}? Its history goes with it.`)) return;
+  try {
+    await fleet(`/v1/mowers/${id}`, { method: "DELETE" });
+    state.mowers.delete(id);
+    state.selected = null;
+    $("detail-body").hidden = true;
+    $("detail-name").textContent = "Select a mower";
+    scheduleRender();
+  } catch (err) {
+    $("command-error").textContent = err.message;
+  }
+}
+
 // --- the selected mower ------------------------------------------------------------------
 
 async function select(id) {
@@ -448,6 +499,7 @@ async function select(id) {
   $("command-error").textContent = "";
   scheduleRender();
   renderTimeline();
+  $("rename").value = mower(id).name || "";
   await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id), loadMowerAlarms(id)]);
 }
 
@@ -747,6 +799,11 @@ function wire() {
   $("first-run-settings").onclick = openSettings;
   $("close-settings").onclick = () => { $("settings").hidden = true; };
   $("add-ntfy").onclick = () => quietly(addNtfy());
+  $("open-register").onclick = () => { $("register-form").hidden = false; $("register-name").focus(); };
+  $("close-register").onclick = () => { $("register-form").hidden = true; };
+  $("register-form").onsubmit = (e) => { e.preventDefault(); quietly(registerMower()); };
+  $("rename-form").onsubmit = (e) => { e.preventDefault(); quietly(renameMower()); };
+  $("remove-mower").onclick = () => quietly(removeMower());
   $("subscribe-all").onclick = () => quietly(subscribeAll());
   $("settings-form").onsubmit = (e) => { e.preventDefault(); quietly(submitSettings()); };
   $("signin-form").onsubmit = (e) => {
