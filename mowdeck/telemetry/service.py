@@ -134,12 +134,14 @@ class TelemetryService(ServiceShell[TelemetrySettings]):
         denylist = await res.enter(running_denylist(bus, auth))
 
         rules = Rules(heartbeat=s.heartbeat, max_clock_skew=s.max_clock_skew)
-        dispatcher = Dispatcher(workers=s.telemetry_actor_workers, name="telemetry")
+        dispatcher = Dispatcher(
+            workers=s.telemetry_actor_workers, name="telemetry", metrics=self.metrics.actors
+        )
         dispatcher.start()
         res.push(lambda: asyncio.to_thread(dispatcher.stop), name="actor dispatcher")
         snapshots = LatestRowSnapshots(store)
         self._supervisor = supervisor = ShardSupervisor(
-            dispatcher, actor_factory(dispatcher, rules), snapshots
+            dispatcher, actor_factory(dispatcher, rules), snapshots, metrics=self.metrics.actors
         )
         res.push(supervisor.stop_all, name="actor supervisor")
         self.batcher = batcher = StateBatcher(
