@@ -42,3 +42,7 @@ schemas:
 # What CI runs, on a fresh virtual environment.
 ci:
     bash .ci/run
+
+# Regenerate the Grafana dashboards under deploy/grafana/dashboards.
+dashboards:
+    {{venv}}/bin/mowdeck dashboards export

@@ -19,6 +19,7 @@ _ALWAYS: tuple[tuple[str, str, str], ...] = (
     ("streams", "mowdeck.commands.streams", "Apply the JetStream stream definitions (admin)."),
     ("nats-config", "mowdeck.commands.nats_config", "Write NATS server configs and users."),
     ("contracts", "mowdeck.commands.contracts", "Work with the v1 contracts (export schemas)."),
+    ("dashboards", "mowdeck.commands.dashboards", "Export or check the Grafana dashboards."),
     ("user", "mowdeck.commands.user", "Disable or delete a user (publishes identity events)."),
 )
 # Offered when their module is installed; services are added here as they exist.

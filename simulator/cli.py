@@ -14,12 +14,14 @@ from pathlib import Path
 import aiohttp
 import msgspec
 import structlog
+import yarl
 
 from contracts.v1 import MowerRegistration
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.garbage_collector import freeze_long_lived, set_young_threshold
 from mowdeck.kit.logging import configure_logging
 from simulator.fleet import FleetConfig
+from simulator.openmower.bridge import OpenMowerBridges
 from simulator.server import SimulatorServer
 
 __all__ = ["SimulatorStartError", "configure", "register", "run"]
@@ -94,6 +96,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="register the mowers with Fleet at URL (POST URL/v1/mowers)",
     )
     parser.add_argument("--token", help="bearer token for --register")
+    parser.add_argument(
+        "--protocol",
+        choices=("mowdeck", "openmower"),
+        default="mowdeck",
+        help="what the mowers speak: Mowdeck's device protocol, or OpenMower's MQTT "
+        "interface through --broker (stand-in mowers, docs/adapters.md)",
+    )
+    parser.add_argument(
+        "--broker",
+        default="mqtt://127.0.0.1:1883",
+        metavar="mqtt://HOST:PORT",
+        help="the MQTT broker of --protocol openmower",
+    )
     parser.add_argument("--log-level", default="info")
 
 
@@ -101,9 +116,63 @@ async def run(args: argparse.Namespace) -> int:
     """Serve the mowers until SIGINT or SIGTERM.
 
     Raises ``SimulatorStartError`` (a ``MowdeckError``) when the address cannot be
-    listened on or the bootstrap file cannot be written.
+    listened on, the broker (``--protocol openmower``) not reached, or the bootstrap file
+    cannot be written.
     """
     configure_logging(args.log_level)
+    openmower = getattr(args, "protocol", "mowdeck") == "openmower"
+    broker = _broker(args.broker) if openmower else None
+    stop = _stop_on_signals()
+    server = await _serve(args)
+    bridges: OpenMowerBridges | None = None
+    # The mowers live as long as the process: keep full collections from walking them,
+    # and let the frames and commands in flight die young (see mowdeck.kit.garbage_collector).
+    freeze_long_lived("mowers built")
+    set_young_threshold(_GC_YOUNG_THRESHOLD)
+    try:
+        regs = server.registrations()
+        if broker is not None:
+            bridges = OpenMowerBridges(server.fleet, broker.host or "", broker.port or 1883)
+            try:
+                await bridges.start()
+            except (TimeoutError, OSError) as err:
+                why = str(err) or "no connection within 10 s"
+                raise SimulatorStartError(f"cannot reach the broker {broker}: {why}") from None
+            regs = bridges.registrations(str(broker))
+        await _publish(args, regs)
+        log.info(
+            "simulator running",
+            url=server.url,
+            mowers=len(regs),
+            speed=args.speed,
+            account_id=str(server.fleet.account_id),
+            protocol="openmower" if openmower else "mowdeck",
+        )
+        if broker is not None:
+            print(f"{len(regs)} mowers speak OpenMower on {broker}; /sim on {server.url}")
+        print(f"simulator listening on {server.url} with {len(regs)} mowers", flush=True)
+        await stop.wait()
+    finally:
+        if bridges is not None:
+            await bridges.stop()
+        await server.stop()
+    return 0
+
+
+def _broker(value: str) -> yarl.URL:
+    url = yarl.URL(value)
+    if (
+        url.scheme != "mqtt"
+        or not url.host
+        or url.explicit_port is None
+        or url.path not in ("", "/")
+    ):
+        raise SimulatorStartError(f"--broker: expected mqtt://HOST:PORT, got {value!r}")
+    return url.with_path("")
+
+
+async def _serve(args: argparse.Namespace) -> SimulatorServer:
+    """The simulator's server, started (its mowers, physics, faults and /sim API)."""
     host, port = args.listen
     config = FleetConfig(
         mowers=args.mowers,
@@ -113,42 +182,28 @@ async def run(args: argparse.Namespace) -> int:
         report_interval=args.report_interval,
         autostart=args.autostart,
     )
-    stop = _stop_on_signals()
     server = SimulatorServer(config, host=host, port=port, public_host=args.public_host)
     try:
         await server.start()
     except OSError as err:  # unknown host, port in use, no permission
         await server.stop()
         raise SimulatorStartError(f"cannot listen on {host}:{port}: {_why(err)}") from err
-    # The mowers live as long as the process: keep full collections from walking them,
-    # and let the frames and commands in flight die young (see mowdeck.kit.garbage_collector).
-    freeze_long_lived("mowers built")
-    set_young_threshold(_GC_YOUNG_THRESHOLD)
-    try:
-        regs = server.registrations()
-        if args.bootstrap_file is not None:
-            try:
-                args.bootstrap_file.write_bytes(msgspec.json.encode(regs))
-            except OSError as err:
-                raise SimulatorStartError(
-                    f"cannot write {str(args.bootstrap_file)!r}: {_why(err)}"
-                ) from err
-        if args.register:
-            failed = await register(args.register, regs, token=args.token)
-            if failed:
-                log.warning("some mowers were not registered", failed=failed, total=len(regs))
-        log.info(
-            "simulator running",
-            url=server.url,
-            mowers=len(regs),
-            speed=args.speed,
-            account_id=str(server.fleet.account_id),
-        )
-        print(f"simulator listening on {server.url} with {len(regs)} mowers", flush=True)
-        await stop.wait()
-    finally:
-        await server.stop()
-    return 0
+    return server
+
+
+async def _publish(args: argparse.Namespace, regs: list[MowerRegistration]) -> None:
+    """Write the bootstrap file and register with Fleet, as the arguments ask."""
+    if args.bootstrap_file is not None:
+        try:
+            args.bootstrap_file.write_bytes(msgspec.json.encode(regs))
+        except OSError as err:
+            raise SimulatorStartError(
+                f"cannot write {str(args.bootstrap_file)!r}: {_why(err)}"
+            ) from err
+    if args.register:
+        failed = await register(args.register, regs, token=args.token)
+        if failed:
+            log.warning("some mowers were not registered", failed=failed, total=len(regs))
 
 
 def _why(err: OSError) -> str:

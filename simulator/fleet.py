@@ -90,14 +90,23 @@ class SimulatorFleet:
         self.states_sent = 0
         self.states_skipped = 0
         self._task: asyncio.Task[None] | None = None
+        # Set by stop(), cleared by start(): a link made after the links were dropped
+        # would keep the HTTP server's shutdown waiting for it.
+        self._stopping = False
+
+    def is_stopping(self) -> bool:
+        """Whether ``stop()`` was called since the last ``start()``: refuse new links."""
+        return self._stopping
 
     async def start(self) -> None:
         """Start the ticker."""
+        self._stopping = False
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="simulator-ticker")
 
     async def stop(self) -> None:
-        """Stop the ticker and drop every link."""
+        """Stop the ticker and drop every link; links made from now on are refused."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

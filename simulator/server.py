@@ -40,9 +40,14 @@ async def _websocket(request: web.Request) -> web.StreamResponse:
     i = _mower_index(request)
     if fleet.mowers[i].transport.link_down_until > fleet.clock.wall():
         raise Problem(503, "Service Unavailable", "link loss (fault injected)", type_="link-loss")
+    if fleet.is_stopping():
+        raise Problem(503, "Service Unavailable", "the simulator is stopping", type_="stopping")
     ws = web.WebSocketResponse(max_msg_size=64 * 1024)
     await ws.prepare(request)
     session = MowerSession(ws, request, fleet, i)
+    if fleet.is_stopping():  # it began to stop during the handshake
+        await session.drop("simulator stopping")
+        return ws
     old = fleet.attach(i, session)
     if old is not None:
         await old.drop("replaced by a newer connection")

@@ -30,6 +30,7 @@ from contracts.v1.commands import (
 )
 from contracts.v1.events import (
     EVENT_PAYLOADS,
+    AlarmChanged,
     EventEnvelope,
     GrantsChanged,
     NotificationSent,
@@ -52,6 +53,7 @@ __all__ = [
     "EVENT_PAYLOADS",
     "FINAL_STATUSES",
     "Activity",
+    "AlarmChanged",
     "AwareDatetime",
     "Command",
     "CommandBase",

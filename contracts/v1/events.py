@@ -13,6 +13,7 @@ from contracts.v1.fleet import MowerLink, MowerRegistration
 
 __all__ = [
     "EVENT_PAYLOADS",
+    "AlarmChanged",
     "EventEnvelope",
     "GrantsChanged",
     "NotificationSent",
@@ -57,6 +58,33 @@ class NotificationSent(Struct, frozen=True):
     dedupe_key: Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
     title: str = ""
     body: str = ""
+
+
+AlarmState = Literal["active", "acknowledged", "cleared"]
+AlarmChangeKind = Literal["raised", "updated", "cleared", "acknowledged", "assigned"]
+
+
+class AlarmChanged(Struct, frozen=True):
+    """Payload of ``notifications.alarm_changed``: an alarm as it is after ``change``.
+
+    An alarm is a mower's condition from when a rule told it until it ended
+    (docs/notifications.md, "Alarms"); the event's ``account_id`` is the mower's account.
+    """
+
+    alarm_id: uuid.UUID
+    mower_id: uuid.UUID
+    condition: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+    kind: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    severity: Severity
+    state: AlarmState
+    change: AlarmChangeKind
+    first_at: AwareDatetime
+    latest_at: AwareDatetime
+    count: Annotated[int, msgspec.Meta(ge=1)] = 1
+    code: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    acknowledged_by: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    assignee: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    cleared_at: AwareDatetime | None = None
 
 
 class EventEnvelope(Struct, Generic[P], frozen=True):
@@ -119,6 +147,7 @@ EVENT_PAYLOADS: dict[tuple[str, int], type[Struct]] = {
     ("identity.user.deleted", 1): UserRef,
     ("identity.grants.changed", 1): GrantsChanged,
     ("notifications.sent", 1): NotificationSent,
+    ("notifications.alarm_changed", 1): AlarmChanged,
 }
 """Every v1 event: ``(type, version)`` to its payload model. A new meaning is a new version."""
 

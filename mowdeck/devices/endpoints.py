@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
 import yarl
 
 from contracts.v1 import Connection
@@ -189,10 +190,13 @@ def endpoint_key(
     *,
     url_option: str | None = None,
     device_id_option: str | None = None,
+    scope_option: str | None = None,
 ) -> str | None:
     """The device ``connection`` reaches, as one string however it is written.
 
-    ``<kind> <normalised URL>`` for a kind whose ``url_option`` holds the device's URL,
+    ``<kind> <normalised URL>`` for a kind whose ``url_option`` holds the device's URL
+    (followed by `` scope:<value>`` when the kind's ``scope_option`` tells devices behind
+    that URL apart, as an MQTT topic prefix does: trailing slashes never count),
     ``<kind> id:<id>`` for a kind that names the device by a vendor id in
     ``device_id_option``, ``<kind> sha256:<hex>`` of that for one longer than 1 KiB; None
     when the connection names neither (nothing to hold).
@@ -201,6 +205,9 @@ def endpoint_key(
     identity: str | None = None
     if url_option is not None and isinstance(value := options.get(url_option), str):
         identity = normalised_url(value)
+        scope = options.get(scope_option) if scope_option is not None else None
+        if identity is not None and isinstance(scope, str) and scope.strip().strip("/"):
+            identity = f"{identity} scope:{scope.strip().strip('/')}"
     elif device_id_option is not None:
         device = options.get(device_id_option)
         if isinstance(device, str) and device.strip():
@@ -223,6 +230,10 @@ class EndpointPolicy:
     url_options: Mapping[str, str]  # kind -> option; kinds not listed dial nothing
     # kind -> option holding a vendor's device id, for kinds that name a device so
     device_id_options: Mapping[str, str] = field(default_factory=dict)
+    # kind -> option telling devices behind one URL apart (``ConnectionKind.scope_option``)
+    scope_options: Mapping[str, str] = field(default_factory=dict)
+    # kind -> the struct its options must convert to (``ConnectionKind.options``)
+    option_types: Mapping[str, type[msgspec.Struct]] = field(default_factory=dict)
 
     def device_option(self, kind: str) -> str | None:
         """The option naming the device of ``kind`` (its URL or its id), if any."""
@@ -234,10 +245,25 @@ class EndpointPolicy:
             connection,
             url_option=self.url_options.get(connection.kind),
             device_id_option=self.device_id_options.get(connection.kind),
+            scope_option=self.scope_options.get(connection.kind),
         )
 
+    def options_refusal(self, connection: Connection) -> EndpointRefusal | None:
+        """Why the options of ``connection`` are not its kind's, or None."""
+        kind_type = self.option_types.get(connection.kind)
+        if kind_type is None:
+            return None
+        try:
+            msgspec.convert(connection.options, kind_type)
+        except msgspec.ValidationError as err:
+            return _option_error(str(err))
+        return None
+
     def refusal(self, connection: Connection) -> EndpointRefusal | None:
-        """Why ``connection`` may not be opened, or None."""
+        """Why ``connection`` may not be opened (malformed options, a host not allowed)."""
+        malformed = self.options_refusal(connection)
+        if malformed is not None:
+            return malformed
         option = self.url_options.get(connection.kind)
         if option is None or option not in connection.options:
             return None  # nothing to dial; a required URL is the adapter's to demand
@@ -247,3 +273,22 @@ class EndpointPolicy:
             return EndpointRefusal(field, f"`{field}` must be a URL")
         why = self.hosts.refusal(value)
         return None if why is None else EndpointRefusal(field, f"`{field}` {why}")
+
+
+_AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`")
+
+
+def _option_error(message: str) -> EndpointRefusal:
+    """A msgspec validation message as the option it names (``$.datum.lat``)."""
+    path = ""
+    found = _AT.search(message)
+    if found is not None:
+        path = found.group("path")
+        message = message[: found.start()]
+    missing = _MISSING.match(message)
+    if missing is not None:
+        path = f"{path}.{missing.group('name')}"
+    dotted = re.sub(r"\[(\d+)\]", r".\1", path)
+    where = f"connection.options{dotted}"
+    return EndpointRefusal(where, f"`{where}`: {message}")

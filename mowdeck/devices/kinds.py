@@ -1,8 +1,11 @@
 """Connection kinds: what Fleet and the gateway both know of a protocol, without its adapter.
 
 A kind is declared once, as a ``ConnectionKind`` under the ``mowdeck.connection_kinds``
-entry point group: its name, and the connection option that names its device (a URL,
-checked against ``MOWDECK_GATEWAY_DEVICE_HOSTS``, or a vendor's device id). Fleet accepts
+entry point group: its name, the connection option that names its device (a URL,
+checked against ``MOWDECK_GATEWAY_DEVICE_HOSTS``, or a vendor's device id), the option
+that tells devices behind one URL apart (an MQTT topic prefix), and the type its options
+must convert to, so that Fleet answers a malformed registration with a 422 naming the
+option rather than the gateway refusing it later. Fleet accepts
 registrations of the declared kinds and checks their endpoints; the gateway dials them
 through the adapter registered under the same name in ``mowdeck.connections``
 (``mowdeck/gateway/connections/``), and refuses to start with an adapter whose kind is
@@ -15,11 +18,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
+import msgspec
+
 from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
+from mowdeck.devices.openmower import OpenMowerOptions
 from mowdeck.errors import MowdeckError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "OPENMOWER",
     "SIMULATOR",
     "ConnectionKind",
     "ConnectionKindError",
@@ -43,10 +50,19 @@ class ConnectionKind:
     url_option: str | None = None
     # The option naming the device by a vendor's id, for kinds that reach it so.
     device_id_option: str | None = None
+    # The option naming one device among several behind one URL (a broker's topic
+    # prefix): part of the endpoint key, so one broker serves many mowers.
+    scope_option: str | None = None
+    # The struct the options must convert to (``msgspec.convert``); None: any object.
+    options: type[msgspec.Struct] | None = None
 
 
 # The device protocol of mowdeck-sim (docs/device-protocol.md), over a WebSocket.
 SIMULATOR = ConnectionKind("simulator", url_option="url")
+# OpenMower's MQTT interface (xbot_monitoring) through a broker (docs/adapters.md).
+OPENMOWER = ConnectionKind(
+    "openmower", url_option="broker", scope_option="prefix", options=OpenMowerOptions
+)
 
 
 class ConnectionKinds:
@@ -81,4 +97,6 @@ class ConnectionKinds:
             hosts,
             {k.name: k.url_option for k in kinds if k.url_option is not None},
             {k.name: k.device_id_option for k in kinds if k.device_id_option is not None},
+            scope_options={k.name: k.scope_option for k in kinds if k.scope_option is not None},
+            option_types={k.name: k.options for k in kinds if k.options is not None},
         )

@@ -8,18 +8,32 @@ are kept by authz's ``DecisionCache``, which Notifications' fan-out shares.
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
+from nats.aio.msg import Msg
 
+from contracts.v1.subjects import MOWER_EVENT_FILTER
 from mowdeck.authn import AuthSettings, Principal, TokenVerifier
 from mowdeck.authz import Authorizer, DecisionCache, Tuple
 from mowdeck.fleet.ports import MowerRecord, MowerRepository
+from mowdeck.kit.bus import Bus
 from mowdeck.kit.singleflight import SingleFlight
 
-__all__ = ["CachedAuthorizer", "CachedTokenVerifier", "RecordCache", "SingleFlight"]
+__all__ = [
+    "GRANTS_CHANGED",
+    "CacheInvalidation",
+    "CachedAuthorizer",
+    "CachedTokenVerifier",
+    "RecordCache",
+    "SingleFlight",
+]
+
+GRANTS_CHANGED = "event.identity.grants.changed"
 
 
 class CachedTokenVerifier(TokenVerifier):
@@ -138,3 +152,41 @@ class RecordCache:
     def forget(self, mower_id: uuid.UUID | None = None) -> None:
         """Drop one mower, or every mower."""
         self._records.forget(mower_id)
+
+
+class CacheInvalidation:
+    """Drops the cached answers when a mower or the grants changed anywhere.
+
+    Another replica's registration, change or removal of a mower (its event) and every
+    change of grants (``event.identity.grants.changed``) empty the decision and record
+    caches; ``dropped`` counts it.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        authorizer: CachedAuthorizer,
+        records: RecordCache,
+        dropped: Callable[[], object],
+    ) -> None:
+        self._bus = bus
+        self._authorizer = authorizer
+        self._records = records
+        self._dropped = dropped
+        self._subscriptions: list[Any] = []
+
+    async def start(self) -> None:
+        """Subscribe to both subjects."""
+        for subject in (MOWER_EVENT_FILTER, GRANTS_CHANGED):
+            self._subscriptions.append(await self._bus.nc.subscribe(subject, cb=self._changed))
+
+    async def _changed(self, _: Msg) -> None:
+        self._authorizer.invalidate()
+        self._records.forget()
+        self._dropped()
+
+    async def stop(self) -> None:
+        """Unsubscribe; from a connection already gone there is nothing left to undo."""
+        while self._subscriptions:
+            with contextlib.suppress(Exception):
+                await self._subscriptions.pop().unsubscribe()

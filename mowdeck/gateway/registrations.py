@@ -21,8 +21,11 @@ from mowdeck.gateway.endpoint_holders import EndpointHolders
 from mowdeck.gateway.metrics import GatewayMetrics, accounts_mostly_offline
 from mowdeck.gateway.mowers import Change, ShardMowers
 from mowdeck.gateway.routing import ControllerRouter
+from mowdeck.gateway.settings import GatewaySettings
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.seed import FleetSeed
 
-__all__ = ["ShardRegistrations"]
+__all__ = ["ShardRegistrations", "registration_seed"]
 
 log = structlog.get_logger("mowdeck.gateway")
 
@@ -188,6 +191,10 @@ class ShardRegistrations:
         except UnknownConnectionKindError as err:
             self._refused(registration, "unknown_kind", str(err))
             return None
+        malformed = self._endpoints.options_refusal(registration.connection)
+        if malformed is not None:
+            self._refused(registration, "invalid", malformed.detail)
+            return None
         refusal = self._endpoints.refusal(registration.connection)
         if refusal is not None:
             self._refused(registration, "endpoint_not_allowed", refusal.detail)
@@ -238,3 +245,28 @@ class ShardRegistrations:
         for conn in list(self.connections.values()):
             await conn.close()
         self.connections.clear()
+
+
+def registration_seed(
+    s: GatewaySettings,
+    bus: Bus,
+    registrations: ShardRegistrations,
+    metrics: GatewayMetrics,
+    on_seeded: Callable[[], object] | None = None,
+) -> FleetSeed:
+    """The shard's mowers from Fleet into ``registrations``, then every registration event
+    as it comes; ``on_seeded()`` once the list is applied."""
+    return FleetSeed(
+        bus,
+        apply=registrations.apply,
+        remove=registrations.remove,
+        follow_events=True,
+        shard_index=s.shard_index,
+        shard_count=s.shard_count,
+        request_timeout=s.fleet_list_timeout_seconds,
+        retry_initial=s.fleet_retry_initial_seconds,
+        retry_max=s.fleet_retry_max_seconds,
+        on_retry=metrics.fleet_retries.inc,
+        on_seeded=on_seeded,
+        name="fleet-list-seed",
+    )

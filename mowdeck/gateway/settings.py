@@ -43,6 +43,9 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     gateway_device_hosts: list[str] = msgspec.field(
         default_factory=lambda: list(DEVELOPMENT_DEVICE_HOSTS)
     )
+    # Where device links read the credentials connections name (``<name>.json``); unset:
+    # a connection that names one stays down with that reason. See docs/gateway.md.
+    gateway_credentials_dir: str | None = None
     # SCHED_FIFO priority of the emergency lane's thread (0: ordinary scheduling); it
     # needs CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least this. See docs/gateway.md.
     gateway_lane_realtime_priority: Annotated[int, msgspec.Meta(ge=0, le=99)] = 10

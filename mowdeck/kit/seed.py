@@ -88,7 +88,7 @@ class FleetSeed:
     With ``follow_events`` the seed subscribes to the mower events itself and hands them
     to ``apply`` and ``remove``; a service with a consumer of its own calls ``saw()``.
     ``run()`` retries for ever, so the task ends with an error only on a bug, which
-    ``healthy`` reports.
+    ``healthy`` reports; ``on_seeded()`` is called once the list is applied.
     """
 
     def __init__(
@@ -105,6 +105,7 @@ class FleetSeed:
         retry_initial: float = 1.0,
         retry_max: float = 30.0,
         on_retry: Callable[[], object] | None = None,
+        on_seeded: Callable[[], object] | None = None,
         sleep: Sleep = asyncio.sleep,
         name: str = "fleet-seed",
     ) -> None:
@@ -122,6 +123,7 @@ class FleetSeed:
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._on_retry = on_retry
+        self._on_seeded = on_seeded
         self._sleep = sleep
         self.name = name
         self._newer: set[uuid.UUID] = set()  # mowers with an event while the list is pending
@@ -207,6 +209,8 @@ class FleetSeed:
             )
             self.seeded.set()
             self._newer.clear()
+            if self._on_seeded is not None:
+                self._on_seeded()
             return applied
 
     async def _apply_all(self, registrations: list[MowerRegistration]) -> int:

@@ -1,9 +1,11 @@
-"""What every service's composition root shares: start, stop, readiness and its URL.
+"""What every service's composition root shares: start, stop, readiness, its parts, its URL.
 
-A service subclasses ``ServiceShell`` and writes ``_start()``, pushing what it starts onto
-``self._resources``; ``start()`` stops a start that failed or was cancelled half-way, so
-exactly what was started is released, and ``stop()`` refuses traffic and releases the rest
-in reverse order. A service with a shutdown order of its own overrides ``stop()``.
+A service subclasses ``ServiceShell`` and writes ``_start()`` in the three moves of
+``kit/compose.py``: ``open_base`` (the shared prologue), its own pure ``build`` (kept in
+``self.parts``) and ``start_steps``, then ``_listen``. ``start()`` stops a start that
+failed or was cancelled half-way, so exactly what was started is released, and ``stop()``
+refuses traffic and releases the rest in reverse order. A service with a shutdown order of
+its own overrides ``stop()``.
 
 Both run with ``service`` bound to the service's name (``kit/logging.py``): every line
 logged by the start, and by every task, handler and callback the start creates, says
@@ -18,6 +20,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from mowdeck.kit.compose import Base, Given, Needs, Step, open_base, start_steps
+from mowdeck.kit.garbage_collector import GcPauses
 from mowdeck.kit.http import Readiness
 from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.lifecycle import Resources
@@ -27,10 +31,14 @@ from mowdeck.kit.settings import BaseSettings
 __all__ = ["ServiceShell"]
 
 S = TypeVar("S", bound=BaseSettings)
+P = TypeVar("P")
 
 
-class ServiceShell(Generic[S]):
-    """The lifecycle of a composition root; subclasses set ``name`` and write ``_start()``."""
+class ServiceShell(Generic[S, P]):
+    """The lifecycle of a composition root; subclasses set ``name`` and write ``_start()``.
+
+    ``P`` is the frozen dataclass of the parts the service's ``build`` returns.
+    """
 
     name: str
     stopping_reason = "stopping"  # what /readyz says once stop() has begun
@@ -42,7 +50,17 @@ class ServiceShell(Generic[S]):
         )
         self.readiness = Readiness()
         self._resources = Resources()
+        self.gc_pauses = GcPauses(self.metrics_registry)
         self._http: HttpServer | None = None
+        self._parts: P | None = None
+        self._started: set[str] = set()  # the names of the steps started
+
+    @property
+    def parts(self) -> P:
+        """The parts this service runs (built by ``start``)."""
+        if self._parts is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._parts
 
     @property
     def url(self) -> str:
@@ -55,6 +73,8 @@ class ServiceShell(Generic[S]):
         """Start; when that fails or is cancelled, release what was started and re-raise."""
         with bound(service=self.name):
             try:
+                self.gc_pauses.install()
+                self._resources.push_sync(self.gc_pauses.uninstall, name="gc pauses")
                 await self._start()
             except BaseException:
                 await self.stop()
@@ -62,6 +82,18 @@ class ServiceShell(Generic[S]):
 
     async def _start(self) -> None:
         raise NotImplementedError
+
+    async def _open(self, given: Given, needs: Needs) -> Base:
+        """``open_base`` on this service's resources, readiness and registry."""
+        res, readiness, registry = self._resources, self.readiness, self.metrics_registry
+        return await open_base(
+            res, self.settings, given, needs, readiness=readiness, registry=registry
+        )
+
+    async def _start_parts(self, parts: P, steps: list[Step]) -> None:
+        """Keep ``parts`` as ``self.parts`` and start ``steps`` (``start_steps``)."""
+        self._parts = parts
+        await start_steps(self._resources, self.readiness, steps, self._started)
 
     async def _listen(self, app: web.Application) -> None:
         """Serve ``app`` on the settings' ``http_host:http_port`` (stopped at close), ready."""

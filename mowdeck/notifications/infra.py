@@ -3,9 +3,9 @@
 ``Stores`` are the parts' store ports, on one database or in one process's memory:
 ``service.py`` opens them on its pool, the contract tests run on both. The adapters are
 wired to each other where one transaction spans two parts: the watches' transaction
-writes the inbox's pending events, the fan-out's write queues the deliveries, the
-erasure deletes in every part (``ingest.ports`` and ``inbox.ports`` say why each is one
-transaction).
+writes the inbox's pending events and the alarm changes, the fan-out's write queues the
+deliveries, the erasure deletes in every part (``ingest.ports`` and ``inbox.ports`` say
+why each is one transaction).
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ from mowdeck.authn import DenyList, TokenVerifier
 from mowdeck.authz import Authorizer
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.http import Readiness
+from mowdeck.notifications.alarms.feed import AlarmFeed
+from mowdeck.notifications.alarms.memory import InMemoryAlarms
+from mowdeck.notifications.alarms.ports import AlarmStore
+from mowdeck.notifications.alarms.postgres import PostgresAlarms, write_changes
 from mowdeck.notifications.delivery.memory import InMemoryDeliveries
 from mowdeck.notifications.delivery.ports import DeliveryStore, TargetStore
 from mowdeck.notifications.delivery.postgres import PostgresDeliveries, queue_deliveries
@@ -48,16 +52,22 @@ class Stores:
     erasure: Erasure
     targets: TargetStore
     deliveries: DeliveryStore
+    alarms: AlarmStore
+    # Told of the alarms each committed transaction wrote (the announcer follows it).
+    alarm_feed: AlarmFeed
 
     @classmethod
     def postgres(cls, pool: asyncpg.Pool, *, maintenance_timeout_ms: int | None = None) -> Stores:
         """The stores on ``pool``; pruning gets ``maintenance_timeout_ms`` (None: the pool's)."""
         deliveries = PostgresDeliveries(pool, maintenance_timeout_ms=maintenance_timeout_ms)
         inbox = PostgresInbox(pool, deliveries=queue_deliveries)
-        watches = PostgresWatches(pool, pending=inbox.insert_pending)
+        alarms, feed = PostgresAlarms(pool), AlarmFeed()
+        watches = PostgresWatches(
+            pool, pending=inbox.insert_pending, alarms=write_changes, written=feed
+        )
         # Deliveries first: the order the rows of a user or a mower were always deleted in.
-        erasure = PostgresErasure(pool, [deliveries, watches, inbox])
-        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries)
+        erasure = PostgresErasure(pool, [deliveries, watches, inbox, alarms])
+        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries, alarms, feed)
 
     @classmethod
     def in_memory(cls) -> Stores:
@@ -69,9 +79,10 @@ class Stores:
 
         inbox = InMemoryInbox(deliveries=queue)
         deliveries = InMemoryDeliveries(preferences=inbox.preferences_of)
-        watches = InMemoryWatches(pending=inbox.add_pending)
-        erasure = InMemoryErasure([deliveries, watches, inbox])
-        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries)
+        alarms, feed = InMemoryAlarms(), AlarmFeed()
+        watches = InMemoryWatches(pending=inbox.add_pending, alarms=alarms.apply, written=feed)
+        erasure = InMemoryErasure([deliveries, watches, inbox, alarms])
+        return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries, alarms, feed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from actors import ActorMetrics
 from mowdeck.kit.actor_batch import ActorBatchMetrics
@@ -13,6 +13,8 @@ from mowdeck.notifications.rules.events import SuppressReason
 __all__ = ["NotificationsMetrics"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# How long an alarm stays open or unacknowledged: a minute to a day.
+_ALARM_BUCKETS = (60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0, 86400.0)
 
 
 class NotificationsMetrics:
@@ -77,6 +79,33 @@ class NotificationsMetrics:
             p + "decisions_dropped",
             "Times this replica dropped its cached can_view decisions (grants changed, a user"
             " disabled or deleted).",
+            registry=registry,
+        )
+        self.alarm_changes = Counter(
+            p + "alarm_changes",
+            "Alarms raised, updated or cleared, by change and kind.",
+            ["change", "kind"],
+            registry=registry,
+        )
+        self.alarms_open = Gauge(
+            p + "alarms_open",
+            "Alarms not cleared (active or acknowledged), every account, by kind and severity;"
+            " counted in the database every round of the alarm counter.",
+            ["kind", "severity"],
+            registry=registry,
+        )
+        self.alarm_clear_seconds = Histogram(
+            p + "alarm_clear_seconds",
+            "From an alarm's raising to its clearing, by kind.",
+            ["kind"],
+            buckets=_ALARM_BUCKETS,
+            registry=registry,
+        )
+        self.alarm_acknowledge_seconds = Histogram(
+            p + "alarm_acknowledge_seconds",
+            "From an alarm's raising to its first acknowledgement, by kind.",
+            ["kind"],
+            buckets=_ALARM_BUCKETS,
             registry=registry,
         )
         self.sent_published = Counter(

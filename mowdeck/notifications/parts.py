@@ -15,6 +15,8 @@ from mowdeck.authz import DecisionCache
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer
 from mowdeck.kit.seed import FleetSeed
+from mowdeck.notifications.alarms.feed import AlarmAnnouncer
+from mowdeck.notifications.alarms.round import AlarmRound
 from mowdeck.notifications.delivery.channels.loader import Channels
 from mowdeck.notifications.delivery.metrics import DeliveryMetrics
 from mowdeck.notifications.delivery.pruning import DeliveryPruning
@@ -73,6 +75,8 @@ class Parts:
     ingest: IngestParts
     inbox: InboxParts
     delivery: DeliveryParts
+    alarms: AlarmRound
+    announcer: AlarmAnnouncer
 
 
 def build(
@@ -92,38 +96,38 @@ def build(
     )
     inbox = _inbox(s, infra, actors)
     wake = inbox.fanout.wake if fanout else lambda: None  # another replica fans out
-    consuming = ConsumingSince(infra.bus.nc, infra.clock)
-    scan = OfflineScan(
-        infra.stores.watches,
-        thresholds=s.thresholds,
-        consuming=consuming,
-        metrics=infra.metrics,
-        clock=infra.clock,
-        on_events=wake,
-        batch=s.notifications_offline_scan_batch,
-        interval=s.notifications_offline_scan_seconds,
-    )
-    ingest = _ingest(
-        s, infra, actors, consuming, scan, wake=wake, on_actors_started=on_actors_started
-    )
+    ingest = _ingest(s, infra, actors, wake=wake, on_actors_started=on_actors_started)
     metrics = DeliveryMetrics(infra.registry)
     deliveries, channels = infra.stores.deliveries, Channels(s)
     worker = DeliveryWorker(deliveries, channels, s, metrics, infra.clock)
     pruning = DeliveryPruning(deliveries, s, metrics, clock=infra.clock)
-    return Parts(infra, ingest, inbox, DeliveryParts(channels, worker, pruning))
+    alarms = AlarmRound.of(s, infra.stores.alarms, infra.metrics, clock=infra.clock)
+    announcer = AlarmAnnouncer(infra.bus.publisher, infra.clock)
+    infra.stores.alarm_feed.follow(announcer)  # alarm changes to Realtime's streams
+    delivery = DeliveryParts(channels, worker, pruning)
+    return Parts(infra, ingest, inbox, delivery, alarms, announcer)
 
 
 def _ingest(
     s: NotificationsSettings,
     infra: Infra,
     actors: WatchActors,
-    consuming: ConsumingSince,
-    scan: OfflineScan,
     *,
     wake: Callable[[], object],
     on_actors_started: Callable[[int], object] | None,
 ) -> IngestParts:
     bus, watches, metrics, clock = infra.bus, infra.stores.watches, infra.metrics, infra.clock
+    consuming = ConsumingSince(bus.nc, clock)
+    scan = OfflineScan(
+        watches,
+        thresholds=s.thresholds,
+        consuming=consuming,
+        metrics=metrics,
+        clock=clock,
+        on_events=wake,
+        batch=s.notifications_offline_scan_batch,
+        interval=s.notifications_offline_scan_seconds,
+    )
     since = lambda: consuming.since  # noqa: E731 - read at every batch
     batch_max, linger = s.notifications_state_batch_max, s.notifications_state_batch_linger_ms
     batcher = StateBatcher(
@@ -141,30 +145,17 @@ def _ingest(
         on_actors_started=on_actors_started,
     )
     links = LinkEvents(
-        watches,
-        supervisor=actors.supervisor,
-        thresholds=s.thresholds,
-        metrics=metrics,
-        consuming_since=since,
-        on_events=wake,
-    )
+        watches, supervisor=actors.supervisor, thresholds=s.thresholds, metrics=metrics,
+        consuming_since=since, on_events=wake,
+    )  # fmt: skip
     mower_events = _spec(EVENTS.name, MOWER_EVENT_FILTER, LINKS_DURABLE)
     states = _spec(TELEMETRY.name, TELEMETRY.subjects[0], STATES_DURABLE)
-    return IngestParts(
-        consuming,
-        actors,
-        batcher,
-        DirectConsumer(bus, states, batcher.take),
-        MicroBatchConsumer(
-            bus,
-            mower_events,
-            decode=decode_link,
-            commit=links.commit,
-            batch_max=batch_max,
-            linger=linger / 1000,
-        ),
-        scan,
-    )
+    link_consumer = MicroBatchConsumer(
+        bus, mower_events, decode=decode_link, commit=links.commit, batch_max=batch_max,
+        linger=linger / 1000,
+    )  # fmt: skip
+    states_consumer = DirectConsumer(bus, states, batcher.take)
+    return IngestParts(consuming, actors, batcher, states_consumer, link_consumer, scan)
 
 
 def _inbox(s: NotificationsSettings, infra: Infra, actors: WatchActors) -> InboxParts:

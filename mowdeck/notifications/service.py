@@ -1,26 +1,26 @@
 """The composition root of Notifications: ``NotificationsService(settings, ...)``.
 
-``start()`` opens the ``Infra`` (given or owned), builds the parts (``parts.build``),
-starts them in the order of ``steps`` and listens; ``stop()`` stops them in reverse.
+``start()`` opens the base (given or owned, ``kit/compose.py``) and its ``Infra``, builds
+the parts (``parts.build``), starts them in the order of ``steps`` and listens; ``stop()``
+stops them in reverse.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import asyncpg
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from mowdeck.authn import AuthSettings, TokenVerifier, load_auth_settings, running_denylist
+from mowdeck.authn import AuthSettings, TokenVerifier
 from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.kit.bus import Bus
-from mowdeck.kit.garbage_collector import GcPauses
+from mowdeck.kit.compose import Given, Needs, Step
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.shell import ServiceShell
+from mowdeck.notifications.alarms.routes import ALARM_DEPS, AlarmDeps, alarm_routes
 from mowdeck.notifications.delivery.limits import target_creations
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
 from mowdeck.notifications.delivery.targets import TargetPolicy
@@ -31,21 +31,11 @@ from mowdeck.notifications.parts import Parts, build
 from mowdeck.notifications.pg import pool_options
 from mowdeck.notifications.settings import NotificationsSettings
 
-__all__ = ["NotificationsService", "Step", "steps"]
+__all__ = ["NotificationsService", "steps"]
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """A part to start: ``start`` (a coroutine is awaited), ``stop``, whether it is alive."""
-
-    name: str
-    start: Callable[[], object]
-    stop: Callable[[], Awaitable[object]] | None = None
-    alive: Callable[[], bool] | None = None
 
 
 def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]:
@@ -77,6 +67,8 @@ def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]
         Step("channels", delivery.channels.start, delivery.channels.stop),
         Step("delivery worker", worker.start, worker.stop, task_alive(lambda: worker.task)),
         Step("delivery pruning", delivery.pruning.start, delivery.pruning.stop),
+        Step("alarm round", parts.alarms.start, parts.alarms.stop),
+        Step("alarm announcer", lambda: None, parts.announcer.stop),
     ]
 
 
@@ -93,10 +85,19 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
         creations=target_creations(s, infra.registry),
     )
     add_target_routes(app, targets, guard=viewers_only)
+    app[ALARM_DEPS] = AlarmDeps(
+        stores.alarms,
+        infra.authorizer,
+        names.account,
+        infra.metrics,
+        infra.clock,
+        stores.alarm_feed,
+    )
+    app.add_routes(alarm_routes())
     return app
 
 
-class NotificationsService(ServiceShell[NotificationsSettings]):
+class NotificationsService(ServiceShell[NotificationsSettings, Parts]):
     """Notifications: rules over states, the offline timer, the fan-out, the inbox API.
 
     Stateless: any number of replicas share the queue groups and the database. Pass
@@ -128,66 +129,34 @@ class NotificationsService(ServiceShell[NotificationsSettings]):
         """``on_actors_started(count)`` hears of every state batch that started actors
         (the process's command uses it to freeze what lives after start-up)."""
         super().__init__(settings, metrics_registry)
-        self._auth_settings = auth_settings
-        self._authz_settings = authz_settings
-        self._bus = bus
-        self._pool = pool
+        self._given = Given(bus, pool, authorizer, verifier, auth_settings, authz_settings)
         self._stores = stores
-        self._authorizer = authorizer
-        self._verifier = verifier
-        self.gc_pauses = GcPauses(self.metrics_registry)
         self.metrics = NotificationsMetrics(self.metrics_registry)
         self._clock = clock
         self._seed, self._fanout, self._on_actors_started = seed, fanout, on_actors_started
-        self._parts: Parts | None = None
-
-    @property
-    def parts(self) -> Parts:
-        """The parts this replica runs (after ``start``)."""
-        if self._parts is None:
-            raise RuntimeError("NotificationsService is not started")
-        return self._parts
 
     async def _start(self) -> None:
-        infra = await self._open()
-        self._parts = parts = build(
-            self.settings, infra, fanout=self._fanout, on_actors_started=self._on_actors_started
+        s = self.settings
+        options = pool_options(
+            s.notifications_db_pool_size, statement_timeout_ms=s.database_statement_timeout_ms
         )
-        for step in steps(parts, seed=self._seed, fanout=self._fanout):
-            started = step.start()
-            if inspect.isawaitable(started):
-                await started
-            if step.stop is not None:
-                self._resources.push(step.stop, name=step.name)
-            if step.alive is not None:
-                self.readiness.watch(step.name, step.alive)
-        await self._listen(_app(self.settings, parts))
-
-    async def _open(self) -> Infra:
-        """What the parts run on: given, or connected now and closed by ``stop()``."""
-        s, res = self.settings, self._resources
-        self.gc_pauses.install()
-        res.push_sync(self.gc_pauses.uninstall, name="gc pauses")
-        readiness, registry = self.readiness, self.metrics_registry
-        bus = await res.bus_for(
-            self._bus, s, user="notifications", readiness=readiness, registry=registry
+        needs = Needs("notifications", pool=options, pool_wanted=self._stores is None)
+        base = await self._open(self._given, needs)
+        stores = self._stores or Stores.postgres(
+            base.require_pool(), maintenance_timeout_ms=s.database_maintenance_statement_timeout_ms
         )
-        pool, stores = self._pool, self._stores
-        if pool is None and (stores is None or self._authorizer is None):
-            options = pool_options(
-                s.notifications_db_pool_size, statement_timeout_ms=s.database_statement_timeout_ms
-            )
-            pool = await res.pool(None, s.database_url, **options)
-        if stores is None:
-            assert pool is not None  # made just above when no stores were given
-            timeout = s.database_maintenance_statement_timeout_ms
-            stores = Stores.postgres(pool, maintenance_timeout_ms=timeout)
-        authorizer = res.authorizer(self._authorizer, self._authz_settings, pool)
-        auth = self._auth_settings or load_auth_settings()
-        # Disabled and deleted users are refused from the moment any service saw the event.
-        denylist = await res.enter(running_denylist(bus, auth))
-        verifier = self._verifier or TokenVerifier(auth)
-        metrics, clock = self.metrics, self._clock
-        return Infra(
-            bus, stores, authorizer, verifier, denylist, metrics, registry, readiness, clock
+        authorizer, verifier, denylist = base.require_api()
+        infra = Infra(
+            base.bus,
+            stores,
+            authorizer,
+            verifier,
+            denylist,
+            self.metrics,
+            base.registry,
+            base.readiness,
+            self._clock,
         )
+        parts = build(s, infra, fanout=self._fanout, on_actors_started=self._on_actors_started)
+        await self._start_parts(parts, steps(parts, seed=self._seed, fanout=self._fanout))
+        await self._listen(_app(s, parts))

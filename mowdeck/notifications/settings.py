@@ -55,6 +55,11 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
     # -- the inbox ------------------------------------------------------------------
     # Newest items kept per user.
     notifications_inbox_limit: Count = 200
+    # -- alarms (docs/notifications.md, "Alarms") --------------------------------------
+    # Cleared alarms are kept this long; the alarm round prunes them and counts the open
+    # ones (mowdeck_notifications_alarms_open) every interval.
+    notifications_alarm_retention_days: Annotated[int, msgspec.Meta(ge=1, le=3650)] = 90
+    notifications_alarm_round_seconds: Seconds = 30.0
     # -- loops and batches ------------------------------------------------------------
     # Period of the offline scan (the silence timer) and the watches it takes per round.
     notifications_offline_scan_seconds: Seconds = 5.0

@@ -22,9 +22,18 @@ __all__ = [
 ]
 
 FrameType = Literal[
-    "state", "command", "link", "notification", "snapshot", "resync", "heartbeat", "access", "close"
+    "state",
+    "command",
+    "link",
+    "notification",
+    "alarm",
+    "snapshot",
+    "resync",
+    "heartbeat",
+    "access",
+    "close",
 ]
-EVENT_TYPES: Final = frozenset({"state", "command", "link", "notification"})
+EVENT_TYPES: Final = frozenset({"state", "command", "link", "notification", "alarm"})
 """The types a client may choose with ``?types=``; the others always come."""
 CONTROL_TYPES: Final = frozenset({"snapshot", "resync", "heartbeat", "access", "close"})
 

@@ -39,6 +39,7 @@ from mowdeck.realtime.metrics import RealtimeMetrics
 from mowdeck.realtime.positions import Position, format_position
 from mowdeck.realtime.translate import (
     Item,
+    alarm_item,
     command_item,
     event_item,
     link_item,
@@ -174,7 +175,7 @@ class Hub:
         event = event_item(msg.subject, msg.data)
         if event is None:
             return
-        item = link_item(event) or notification_item(event)
+        item = link_item(event) or notification_item(event) or alarm_item(event)
         if item is not None:
             self._dispatch(item, self.mowers.account_of(item.mower_id))
             return

@@ -26,6 +26,7 @@ from mowdeck.realtime.frames import Frame
 from mowdeck.realtime.positions import Position, format_position
 from mowdeck.realtime.translate import (
     Item,
+    alarm_item,
     command_item,
     event_item,
     link_item,
@@ -60,7 +61,7 @@ def _event(msg: Msg) -> Item | None:
     event = event_item(msg.subject, msg.data)
     if event is None:
         return None
-    return link_item(event) or notification_item(event)
+    return link_item(event) or notification_item(event) or alarm_item(event)
 
 
 _STREAMS: tuple[tuple[str, str, Callable[[Msg], Item | None]], ...] = (

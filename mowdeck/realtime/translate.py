@@ -13,6 +13,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from contracts.v1 import (
+    AlarmChanged,
     ContractError,
     EventEnvelope,
     MowerLink,
@@ -28,6 +29,7 @@ __all__ = [
     "LINK_TYPES",
     "WATCHED_EVENTS",
     "Item",
+    "alarm_item",
     "command_item",
     "event_item",
     "link_item",
@@ -40,6 +42,7 @@ WATCHED_EVENTS: Final = frozenset(
     {
         *LINK_TYPES,
         "notifications.sent",
+        "notifications.alarm_changed",
         "mower.registered",
         "mower.updated",
         "mower.removed",
@@ -161,3 +164,12 @@ def notification_item(event: EventEnvelope[Any]) -> Item | None:
         event.occurred_at,
     )
     return Item("notification", sent.mower_id, _encoder.encode(body), sent.user_id)
+
+
+def alarm_item(event: EventEnvelope[Any]) -> Item | None:
+    """An ``alarm`` event from ``notifications.alarm_changed``: seen by every stream that
+    shows its mower, as a state is (the payload as published)."""
+    changed = event.payload
+    if event.type != "notifications.alarm_changed" or not isinstance(changed, AlarmChanged):
+        return None
+    return Item("alarm", changed.mower_id, _encoder.encode(changed))

@@ -17,14 +17,14 @@ from mowdeck.kit.seed import FleetSeed
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import TelemetryStore
 
-__all__ = ["DirectoryEvents", "seed_directory"]
+__all__ = ["DirectoryEvents", "directory_seed"]
 
 log = structlog.get_logger("mowdeck.telemetry.directory")
 
 Sleep = Callable[[float], Awaitable[object]]
 
 
-async def seed_directory(
+def directory_seed(
     bus: Bus,
     store: TelemetryStore,
     *,
@@ -32,8 +32,8 @@ async def seed_directory(
     retry_initial: float = 1.0,
     retry_max: float = 30.0,
     sleep: Sleep = asyncio.sleep,
-) -> int:
-    """Ask Fleet for every mower (shard 0 of 1) until it answers; returns mowers seeded.
+) -> FleetSeed:
+    """The seed that asks Fleet for every mower (shard 0 of 1) until it answers.
 
     The kit's ``FleetSeed`` retries whatever fails (the seed is the only one there is, and
     a task that died would leave the directory to the events without a word); the
@@ -43,7 +43,7 @@ async def seed_directory(
     async def add_pairs(registrations: list[MowerRegistration]) -> int:
         return await store.seed_directory([(m.mower_id, m.account_id) for m in registrations])
 
-    seed = FleetSeed(
+    return FleetSeed(
         bus,
         apply_list=add_pairs,
         request_timeout=timeout,
@@ -52,7 +52,6 @@ async def seed_directory(
         sleep=sleep,
         name="telemetry-directory-seed",
     )
-    return await seed.run()
 
 
 class DirectoryEvents:

@@ -209,8 +209,7 @@ async def _serve(db: str, nats_url: str, args: argparse.Namespace) -> dict[str, 
     await service.start()
     try:
         account, user = uuid.uuid4(), "bench-operator"
-        assert service.fleet is not None
-        inner = service.fleet.authorizer.inner
+        inner = service.parts.fleet.authorizer.inner
         assert isinstance(inner, LocalAuthorizer)
         assert isinstance(inner.store, PostgresTupleStore)
         await inner.write(grant_tuples(account, user, "admin"))

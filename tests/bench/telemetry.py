@@ -64,7 +64,8 @@ from mowdeck.kit.consumer import Consumer, ConsumerSpec
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.telemetry import sql
 from mowdeck.telemetry.cli import configure_gc, freezing_service
-from mowdeck.telemetry.service import STATES_DURABLE, STATES_SUBJECT, TelemetryService
+from mowdeck.telemetry.parts import STATES_DURABLE, STATES_SUBJECT
+from mowdeck.telemetry.service import TelemetryService
 from mowdeck.telemetry.settings import TelemetrySettings
 from tests.support.natsserver import NatsServer
 from tests.support.postgres import create_database, drop_database

@@ -104,8 +104,9 @@ async def test_a_mowing_mower_is_visible_through_telemetry(
     token = TokenIssuer(AUTH).mint("erin", ACCOUNT)
     began = datetime.now(UTC)
     try:
-        assert telemetry.seeded is not None
-        assert await telemetry.seeded == len(mowers)
+        seeded = telemetry.parts.seed.task
+        assert seeded is not None
+        assert await seeded == len(mowers)
         async with (
             running_gateway(
                 settings_for(nats_server.url, mowers, state_heartbeat_seconds=1)

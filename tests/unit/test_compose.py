@@ -158,3 +158,75 @@ def test_the_cluster_runs_three_nodes_of_the_generated_configuration(
     env = services["fleet"]["environment"]
     assert env["MOWDECK_STREAM_REPLICAS"] == "3"
     assert env["MOWDECK_NATS_URL"].split(",") == [f"nats://{n}:4222" for n in sorted(nodes)]
+
+
+def test_prometheus_scrapes_every_mowdeck_service_and_loads_the_rules(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    prometheus = services["prometheus"]
+    mounts = {
+        target: source for source, target, *_ in (v.split(":") for v in prometheus["volumes"])
+    }
+    config = yaml.safe_load((COMPOSE.parent / mounts["/etc/prometheus/prometheus.yml"]).read_text())
+    targets = {
+        t for job in config["scrape_configs"] for s in job["static_configs"] for t in s["targets"]
+    }
+    serving = {
+        name
+        for name, service in services.items()
+        if _mowdeck_commands(service) and not (service.get("healthcheck") or {}).get("disable")
+    }
+    assert {t.split(":")[0] for t in targets} == serving
+    assert "fleet:8080" in targets and "simulator:8765" in targets
+    [rules] = config["rule_files"]
+    assert mounts[str(Path(rules).parent)] == "./deploy/prometheus/rules"
+
+
+def test_grafana_is_provisioned_with_the_prometheus_and_the_committed_dashboards(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    grafana = services["grafana"]
+    mounts = {target: source for source, target, *_ in (v.split(":") for v in grafana["volumes"])}
+    provisioning = COMPOSE.parent / mounts["/etc/grafana/provisioning"]
+    [datasource] = yaml.safe_load((provisioning / "datasources" / "prometheus.yaml").read_text())[
+        "datasources"
+    ]
+    assert datasource["type"] == "prometheus" and datasource["isDefault"]
+    assert datasource["url"] == "http://prometheus:9090"
+    assert "9090:9090" in services["prometheus"]["ports"]
+    [provider] = yaml.safe_load((provisioning / "dashboards" / "mowdeck.yaml").read_text())[
+        "providers"
+    ]
+    folder = mounts[provider["options"]["path"]]
+    assert (COMPOSE.parent / folder).resolve() == (
+        Path(mowdeck.__file__).parents[1] / "deploy" / "grafana" / "dashboards"
+    )
+    assert sorted(p.name for p in (COMPOSE.parent / folder).glob("*.json")) == [
+        "fleet.json",
+        "gateway.json",
+        "notifications.json",
+        "overview.json",
+        "realtime.json",
+        "telemetry.json",
+    ]
+
+
+def test_the_docs_say_where_compose_keeps_the_vapid_key(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    env = services["notifications"]["environment"]
+    key_file = Path(env["MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE"])
+    [volume] = [
+        v.split(":")[0]
+        for v in services["notifications"]["volumes"]
+        if v.split(":")[1] == str(key_file.parent)
+    ]
+    assert volume in (yaml.safe_load(COMPOSE.read_text())["volumes"] or {})
+    docs = COMPOSE.parent / "docs"
+    # Whitespace as one space: the pages wrap their lines anywhere.
+    operations = " ".join((docs / "operations.md").read_text().split())
+    channels = " ".join((docs / "notifications-channels.md").read_text().split())
+    assert f"MOWDECK_NOTIFICATIONS_VAPID_KEY_FILE={key_file}" in operations
+    assert f"`{volume}` volume" in operations
+    assert f"`{volume}` volume (`{key_file}`" in channels
+    assert env["MOWDECK_NOTIFICATIONS_VAPID_SUBJECT"].startswith("mailto:")

@@ -39,6 +39,7 @@ LAYERS: dict[str, tuple[str, str]] = {
         "what Fleet and the gateway both know of devices: connection kinds, endpoint policy",
     ),
     "mowdeck.errors": (SHARED, "the root of every package's errors"),
+    "mowdeck.dashboards": (SHARED, "Grafana dashboards of every service's metrics, as code"),
     "mowdeck.commands": (
         COMPOSING,
         "admin commands that set up what services use and may not create themselves: "

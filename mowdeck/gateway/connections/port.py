@@ -9,6 +9,7 @@ import msgspec
 from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState
 from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.errors import MowdeckError
+from mowdeck.gateway.connections.credentials import Credentials
 from mowdeck.gateway.connections.device_session import DeviceSessions
 from mowdeck.kit.background import BackgroundTasks
 
@@ -41,9 +42,13 @@ class LinkLostError(CommandTimeoutError):
 
 
 class CommandOutcome(msgspec.Struct, frozen=True):
-    """What the mower said about one command."""
+    """What the mower said about one command.
 
-    status: Literal["executed", "failed"]
+    ``rejected``: the adapter did not send it, since its protocol cannot do that kind (the
+    reason names the kind and the protocol).
+    """
+
+    status: Literal["executed", "failed", "rejected"]
     reason: str | None = None
 
 
@@ -82,15 +87,17 @@ class ConnectionDeps:
     """What the device links of one gateway share, owned by the gateway's composition.
 
     The hosts they may dial (``MOWDECK_GATEWAY_DEVICE_HOSTS``), the HTTP session they
-    dial through (checked against those hosts, no redirects), and the tasks their pings
-    and closes run in. Nothing of it lives at module level: two gateways in one process
+    dial through (checked against those hosts, no redirects), the credentials they log in
+    with (``MOWDECK_GATEWAY_CREDENTIALS_DIR``), and the tasks their pings and closes run
+    in. Nothing of it lives at module level: two gateways in one process
     (the tests', the demo's) share nothing, and one's stop ends only its own.
     """
 
-    __slots__ = ("background", "hosts", "sessions")
+    __slots__ = ("background", "credentials", "hosts", "sessions")
 
-    def __init__(self, hosts: DeviceHosts) -> None:
+    def __init__(self, hosts: DeviceHosts, credentials: Credentials | None = None) -> None:
         self.hosts = hosts
+        self.credentials = credentials or Credentials(None)
         self.sessions = DeviceSessions(hosts)
         self.background = BackgroundTasks()
 

@@ -16,9 +16,10 @@ from datetime import datetime
 
 import msgspec
 
+from mowdeck.notifications.alarms.feed import Written
 from mowdeck.notifications.ingest.model import Stamp, WatchWrite
 from mowdeck.notifications.ingest.ports import WatchStore
-from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.events import AlarmChange, RuleEvent
 from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["InMemoryWatches"]
@@ -36,8 +37,16 @@ def _earlier(stored: datetime | None, new: datetime | None) -> datetime | None:
 class InMemoryWatches(WatchStore):
     """Watches as a dict; events committed with them go to ``pending``."""
 
-    def __init__(self, *, pending: Callable[[Sequence[RuleEvent]], object]) -> None:
+    def __init__(
+        self,
+        *,
+        pending: Callable[[Sequence[RuleEvent]], object],
+        alarms: Callable[[Sequence[AlarmChange]], Written] = lambda _changes: [],
+        written: Callable[[Written], object] = lambda _written: None,
+    ) -> None:
         self._pending = pending
+        self._alarms = alarms
+        self._written = written
         self._lock = asyncio.Lock()
         self.watch_rows: dict[uuid.UUID, tuple[MowerWatch, datetime | None]] = {}
         self.versions: dict[uuid.UUID, int] = {}
@@ -49,6 +58,9 @@ class InMemoryWatches(WatchStore):
             tx = _WatchTransaction(self)
             yield tx
             self._pending(tx.commit())
+            written = self._alarms(tx.alarms)
+        if written:  # committed: told only now, the lock let go
+            self._written(written)
 
     async def read_watches(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MowerWatch]:
         """The stored watches of ``mower_ids``."""
@@ -71,6 +83,7 @@ class _WatchTransaction:
         self._claimed: set[uuid.UUID] = set()
         self._writes: list[WatchWrite | MowerWatch] = []
         self._events: list[RuleEvent] = []
+        self.alarms: list[AlarmChange] = []
 
     async def lock(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MowerWatch]:
         self._locked.update(mower_ids)
@@ -93,13 +106,19 @@ class _WatchTransaction:
         self._claimed.update(taken)
         return [self._store.watch_rows[m][0] for m in taken]
 
-    async def write(self, watches: Sequence[WatchWrite], events: Sequence[RuleEvent]) -> None:
+    async def write(
+        self,
+        watches: Sequence[WatchWrite],
+        events: Sequence[RuleEvent],
+        alarms: Sequence[AlarmChange] = (),
+    ) -> None:
         for write in watches:
             mower_id = write.watch.mower_id
             if mower_id not in self._locked and mower_id not in self._claimed:
                 raise ValueError(f"watch of {mower_id} written without locking it")
         self._writes.extend(watches)  # applied in order: the last write of a mower wins
         self._events.extend(events)
+        self.alarms.extend(alarms)
 
     async def touch(self, watches: Sequence[MowerWatch]) -> None:
         for watch in watches:

@@ -78,7 +78,7 @@ class OfflineScan:
             async with self._store.watches() as tx:
                 claimed = await tx.claim_due(now, self._batch)
                 plan = plan_silence(claimed, now, self._consuming.since, self._thresholds)
-                await tx.write(plan.writes, plan.events)
+                await tx.write(plan.writes, plan.events, plan.alarms)
             metrics = self._metrics
             metrics.commit_seconds.labels(source="scan").observe(time.perf_counter() - started)
             metrics.offline_scans.inc()
@@ -86,6 +86,7 @@ class OfflineScan:
             count_plan(metrics, plan, "scan")
             total.writes += plan.writes
             total.events += plan.events
+            total.alarms += plan.alarms
             if plan.events:
                 self._on_events()
             if len(claimed) < self._batch:

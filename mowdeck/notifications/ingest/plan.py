@@ -6,7 +6,7 @@ These fold the rules over a batch, so the consumers only lock, plan and write:
 async with store.watches() as tx:
     watches = await tx.lock(mower_ids(states))
     plan = plan_states(watches, states, now, thresholds, consuming_since)
-    await tx.write(plan.writes, plan.events)
+    await tx.write(plan.writes, plan.events, plan.alarms)
 ```
 """
 
@@ -29,7 +29,7 @@ from mowdeck.notifications.rules.evaluate import (
     evaluate_state,
     silence_due,
 )
-from mowdeck.notifications.rules.events import Outcome, RuleEvent, Suppressed
+from mowdeck.notifications.rules.events import AlarmChange, Outcome, RuleEvent, Suppressed
 from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = [
@@ -57,17 +57,20 @@ class LinkEvent:
 
 @dataclass(slots=True)
 class Plan:
-    """The watches to write, the events to store, what to count: suppressions, and
-    states ignored by reason (``not_newer``, ``from_the_future``)."""
+    """The watches to write, the events and alarm changes to store, what to count:
+    suppressions, and states ignored by reason (``not_newer``, ``from_the_future``)."""
 
     writes: list[WatchWrite] = field(default_factory=list)
     events: list[RuleEvent] = field(default_factory=list)
     suppressed: list[Suppressed] = field(default_factory=list)
     ignored: dict[str, int] = field(default_factory=dict)
+    alarms: list[AlarmChange] = field(default_factory=list)
 
     def _take(self, outcome: Outcome[MowerWatch] | Outcome[MowerWatch | None]) -> None:
         self.events.extend(outcome.events)
         self.suppressed.extend(outcome.suppressed)
+        if outcome.alarms:
+            self.alarms.extend(outcome.alarms)
         if outcome.ignored is not None:
             self.ignored[outcome.ignored] = self.ignored.get(outcome.ignored, 0) + 1
 

@@ -17,6 +17,9 @@ How ingest uses it:
 - The offline scan, on every replica: ``async with store.watches() as tx``:
   ``tx.claim_due(now, limit)``, ``rules.evaluate_silence`` each, ``tx.write(...)``.
 
+The alarm changes a transaction writes go to the alarms (``alarms.ports``), by the writer
+each adapter is given, in the same transaction.
+
 The events a transaction writes are the fan-out's to claim (``inbox.ports.PendingStore``).
 They are written in the watches' transaction (each adapter is given the inbox's writer of
 pending events, ADR 0022's one transaction per message): a watch and the events decided on
@@ -34,7 +37,7 @@ from datetime import datetime
 from typing import Protocol
 
 from mowdeck.notifications.ingest.model import Stamp, WatchWrite
-from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.events import AlarmChange, RuleEvent
 from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["WatchStore", "WatchTransaction"]
@@ -61,8 +64,14 @@ class WatchTransaction(Protocol):
         another transaction holds; most overdue first."""
         ...
 
-    async def write(self, watches: Sequence[WatchWrite], events: Sequence[RuleEvent]) -> None:
-        """Store watches of mowers this transaction locked or claimed, and pending events.
+    async def write(
+        self,
+        watches: Sequence[WatchWrite],
+        events: Sequence[RuleEvent],
+        alarms: Sequence[AlarmChange] = (),
+    ) -> None:
+        """Store watches of mowers this transaction locked or claimed, pending events and
+        the alarm changes decided on them (in their order).
 
         The last write of a mower wins. Writing a watch not locked or claimed here is a
         programming error (``ValueError``).

@@ -16,19 +16,34 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
+from contracts.v1.events import AlarmChangeKind
 from mowdeck.kit.pg import rows_affected
+from mowdeck.notifications.alarms.feed import Written
+from mowdeck.notifications.alarms.model import Alarm
 from mowdeck.notifications.errors import StoreConflictError
 from mowdeck.notifications.ingest import sql
 from mowdeck.notifications.ingest.model import Stamp, WatchWrite
 from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.pg import delete_rows, translated
-from mowdeck.notifications.rules.events import RuleEvent
+from mowdeck.notifications.rules.events import AlarmChange, RuleEvent
 from mowdeck.notifications.rules.watch import MowerWatch, decode_watch
 
 __all__ = ["PendingWriter", "PostgresWatches"]
 
 PendingWriter = Callable[[asyncpg.Connection, Sequence[RuleEvent]], Awaitable[object]]
 """Writes pending events on a connection, inside the transaction that holds it."""
+AlarmWriter = Callable[[asyncpg.Connection, Sequence[AlarmChange]], Awaitable[Written]]
+"""Writes alarm changes on a connection, inside the transaction that holds it; returns
+the alarms as they are after."""
+
+
+async def _no_alarms(_conn: asyncpg.Connection, _changes: Sequence[AlarmChange]) -> Written:
+    return []
+
+
+def _nobody(_written: Written) -> None:
+    return None
+
 
 _uuid_int = operator.attrgetter("int")
 _replace = msgspec.structs.replace
@@ -45,16 +60,29 @@ def _watch(row: asyncpg.Record) -> MowerWatch:
 class PostgresWatches(WatchStore):
     """``notification_watches`` through an asyncpg pool; events go to ``pending``."""
 
-    def __init__(self, pool: asyncpg.Pool, *, pending: PendingWriter) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        pending: PendingWriter,
+        alarms: AlarmWriter = _no_alarms,
+        written: Callable[[Written], object] = _nobody,
+    ) -> None:
         self._pool = pool
         self._pending = pending
+        self._alarms = alarms
+        self._written = written
 
     @asynccontextmanager
     async def watches(self) -> AsyncIterator[_WatchTransaction]:
         """One transaction for a batch of states, link events or a scan round."""
         with translated("watch transaction"):
-            async with self._pool.acquire() as conn, conn.transaction():
-                yield _WatchTransaction(conn, self._pending)
+            async with self._pool.acquire() as conn:
+                async with conn.transaction():
+                    tx = _WatchTransaction(conn, self._pending, self._alarms)
+                    yield tx
+                if tx.written:  # committed: told only now
+                    self._written(tx.written)
 
     async def read_watches(self, mower_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MowerWatch]:
         """The stored watches of ``mower_ids``."""
@@ -72,9 +100,13 @@ class PostgresWatches(WatchStore):
 
 
 class _WatchTransaction:
-    def __init__(self, conn: asyncpg.Connection, pending: PendingWriter) -> None:
+    def __init__(
+        self, conn: asyncpg.Connection, pending: PendingWriter, alarms: AlarmWriter
+    ) -> None:
         self._conn = conn
         self._pending = pending
+        self._alarms = alarms
+        self.written: list[tuple[Alarm, AlarmChangeKind]] = []  # after the commit
         # Mowers whose row this transaction holds, and those it may create.
         self._held: set[uuid.UUID] = set()
         self._claimed: set[uuid.UUID] = set()
@@ -111,7 +143,12 @@ class _WatchTransaction:
         if watches:
             await self._conn.execute(sql.TOUCH_WATCHES, *sql.touch_columns(watches))
 
-    async def write(self, watches: Sequence[WatchWrite], events: Sequence[RuleEvent]) -> None:
+    async def write(
+        self,
+        watches: Sequence[WatchWrite],
+        events: Sequence[RuleEvent],
+        alarms: Sequence[AlarmChange] = (),
+    ) -> None:
         update: list[WatchWrite] = []
         insert: list[WatchWrite] = []
         # The last write of a mower wins: ``unnest`` keys must be distinct per statement.
@@ -137,3 +174,5 @@ class _WatchTransaction:
             self._held.update(w.watch.mower_id for w in insert)
         if events:
             await self._pending(conn, events)
+        if alarms:
+            self.written += await self._alarms(conn, alarms)

@@ -128,10 +128,11 @@ class StateBatchWriter:
                     result.stamps[mower_id] = stamp
             plan.events.extend(part.events)
             plan.suppressed.extend(part.suppressed)
+            plan.alarms.extend(part.alarms)
             for reason, count in part.ignored.items():
                 plan.ignored[reason] = plan.ignored.get(reason, 0) + count
         await tx.touch(result.touched)
-        await tx.write(plan.writes, plan.events)
+        await tx.write(plan.writes, plan.events, plan.alarms)
         return result
 
 

@@ -54,6 +54,11 @@ def count_plan(metrics: NotificationsMetrics, plan: Plan, source: str) -> None:
         metrics.suppressed.labels(reason=suppressed.reason).inc()
     for reason, count in plan.ignored.items():
         metrics.states_ignored.labels(reason=reason).inc(count)
+    for change in plan.alarms:
+        metrics.alarm_changes.labels(change=change.change, kind=change.kind).inc()
+        if change.raised_at is not None:
+            cleared_after = (change.at - change.raised_at).total_seconds()
+            metrics.alarm_clear_seconds.labels(kind=change.kind).observe(cleared_after)
 
 
 async def transact(
@@ -66,7 +71,7 @@ async def transact(
     async def once() -> Plan:
         async with store.watches() as tx:
             plan = planner(await tx.lock(ids))
-            await tx.write(plan.writes, plan.events)
+            await tx.write(plan.writes, plan.events, plan.alarms)
         return plan
 
     return await retry_lost_races(

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import msgspec
+
+from mowdeck.notifications.rules.alarms import alarm_changes
 from mowdeck.notifications.rules.events import Outcome, Param, RuleEvent, Suppressed
 from mowdeck.notifications.rules.kinds import SEVERITY, Kind
 from mowdeck.notifications.rules.watch import MowerWatch
@@ -96,5 +99,10 @@ class Emitter:
         return self.last_sent, self.held
 
     def outcome(self, watch: MowerWatch) -> Outcome[MowerWatch]:
-        """The outcome with ``watch`` as the new watch."""
-        return Outcome(watch, self.events, self.suppressed)
+        """The outcome with ``watch`` as the new watch, its alarms decided."""
+        if not self.events and not self.watch.alarms:  # most states: nothing to decide
+            return Outcome(watch, self.events, self.suppressed)
+        raised, alarms = alarm_changes(self.watch, watch, self.events, self.at)
+        if raised is not watch.alarms:
+            watch = msgspec.structs.replace(watch, alarms=raised)
+        return Outcome(watch, self.events, self.suppressed, alarms=tuple(alarms))

@@ -11,7 +11,16 @@ import msgspec
 from mowdeck.notifications.rules.kinds import Kind, Severity
 from mowdeck.notifications.rules.watch import MowerWatch
 
-__all__ = ["IgnoreReason", "Outcome", "Param", "RuleEvent", "SuppressReason", "Suppressed"]
+__all__ = [
+    "AlarmChange",
+    "AlarmChangeKind",
+    "IgnoreReason",
+    "Outcome",
+    "Param",
+    "RuleEvent",
+    "SuppressReason",
+    "Suppressed",
+]
 
 Param = str | int | float
 """A message parameter: JSON-storable. Times are ISO 8601 strings in UTC, durations are
@@ -56,6 +65,26 @@ class Suppressed(msgspec.Struct, frozen=True, kw_only=True):
     at: datetime
 
 
+AlarmChangeKind = Literal["raised", "updated", "cleared"]
+
+
+class AlarmChange(msgspec.Struct, frozen=True, kw_only=True):
+    """An alarm raised, updated by another firing, or cleared, for one mower's condition."""
+
+    change: AlarmChangeKind
+    mower_id: uuid.UUID
+    account_id: uuid.UUID
+    condition: str
+    kind: Kind
+    severity: Severity
+    at: datetime
+    # The mower's error code, for an ``error:<code>`` condition.
+    code: str | None = None
+    # For a cleared alarm: when it was raised (its time to clear).
+    raised_at: datetime | None = None
+    params: dict[str, Param] = msgspec.field(default_factory=dict)
+
+
 W_co = TypeVar("W_co", bound=MowerWatch | None, covariant=True)
 
 
@@ -70,3 +99,5 @@ class Outcome(msgspec.Struct, Generic[W_co], frozen=True):
     events: list[RuleEvent] = msgspec.field(default_factory=list)
     suppressed: list[Suppressed] = msgspec.field(default_factory=list)
     ignored: IgnoreReason | None = None
+    # The alarms raised, updated or cleared (``rules/alarms.py``), stored with the watch.
+    alarms: tuple[AlarmChange, ...] = ()

@@ -105,6 +105,9 @@ class MowerWatch(msgspec.Struct, frozen=True, kw_only=True):
     # Occurrences the cooldown holds back, by kind: their dedupe keys, so each is reported
     # suppressed once however often it is found due again.
     held: dict[str, str] = msgspec.field(default_factory=dict)
+    # The alarms this mower has open, by condition (``rules/alarms.py``): when each was
+    # raised. A condition that no longer holds after a state is cleared.
+    alarms: dict[str, datetime] = msgspec.field(default_factory=dict)
 
 
 _encoder = msgspec.json.Encoder()

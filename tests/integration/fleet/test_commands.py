@@ -356,7 +356,7 @@ async def test_a_failed_command_request_is_logged_naming_its_mower_command_and_a
     async def broken(envelope: CommandEnvelope, body: bytes) -> None:
         raise RuntimeError("a bug in publishing")
 
-    monkeypatch.setattr(fleet.fleet.publisher, "publish", broken)
+    monkeypatch.setattr(fleet.parts.fleet.publisher, "publish", broken)
     with capture_logs(processors=[merge_contextvars, ids_as_text]) as logs:
         status, _ = await api.call(
             "POST", f"/v1/mowers/{mower_id}/commands", {"command": {"kind": "pause_mow"}}

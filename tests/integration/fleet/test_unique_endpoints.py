@@ -167,3 +167,35 @@ async def test_rows_from_before_keep_the_earliest_registration_linkable(
         assert (await api.call("POST", "/v1/mowers", body))[0] == 409
     finally:
         await fleet.stop()
+
+
+async def test_one_broker_holds_many_openmowers_one_per_prefix_and_bad_options_are_named(
+    fleet: FleetService, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await _owner(http, fleet, authorizer)
+    broker = "mqtt://127.0.0.1:8090"  # an allowed host of the test's Fleet
+
+    def openmower(**options: Any) -> dict[str, Any]:
+        return {"name": "OM", "connection": {"kind": "openmower", "options": options}}
+
+    prefix = uuid.uuid4().hex[:8]
+    first = openmower(broker=broker, prefix=f"{prefix}/om1", credentials="yard")
+    status, made = await api.call("POST", "/v1/mowers", first)
+    assert status == 201, (made.get("field"), made.get("detail"))
+    second = openmower(broker=broker, prefix=f"{prefix}/om2")
+    assert (await api.call("POST", "/v1/mowers", second))[0] == 201
+    # The first mower's prefix written with its trailing slash is the same device.
+    same = openmower(broker=broker + "/", prefix=f"{prefix}/om1/")
+    status, problem = await api.call("POST", "/v1/mowers", same)
+    assert (status, problem["field"]) == (409, "connection.options.broker")
+
+    bad = openmower(broker=broker, prefix=f"{prefix}/om3", datum={"lat": 95, "lon": 0})
+    status, problem = await api.call("POST", "/v1/mowers", bad)
+    assert (status, problem["field"]) == (422, "connection.options.datum.lat")
+    secret = openmower(broker="mqtt://user:pw@127.0.0.1:8090", prefix=f"{prefix}/om4")
+    status, problem = await api.call("POST", "/v1/mowers", secret)
+    assert (status, problem["field"]) == (422, "connection.options.broker")
+    elsewhere = openmower(broker="mqtt://10.9.9.9:1883", prefix=f"{prefix}/om5")
+    status, problem = await api.call("POST", "/v1/mowers", elsewhere)
+    assert status == 422
+    assert "MOWDECK_GATEWAY_DEVICE_HOSTS does not allow" in problem["detail"]

@@ -26,6 +26,7 @@ from mowdeck.gateway.settings import GatewaySettings
 from mowdeck.kit.bus import Bus
 from simulator import FleetConfig, SimulatorServer
 from tests.support.eventually import eventually, sentinel_through
+from tests.support.openmower import broker, openmower  # noqa: F401 - test_openmower.py
 from tests.support.settings import fast_path_from_environment
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000acc1")

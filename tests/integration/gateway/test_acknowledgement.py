@@ -43,15 +43,15 @@ async def test_a_command_running_longer_than_the_ack_wait_is_not_redelivered(
         await wait_connected(gw, len(mowers))
         env = command(mower, SetSpeed(speed_mps=0.4))
         await bus.publish_command(env, now=datetime.now(UTC))
-        await eventually(lambda: env.command_id in gw.held, timeout=5)  # type: ignore[operator]
+        await eventually(lambda: env.command_id in gw.parts.held, timeout=5)
         final = await results.wait_final(env.command_id, timeout=10)
         assert final.status == "executed"
         # Reported in progress every third of the ack wait while the mower worked on it.
         assert gw.metrics.progress_acks._value.get() >= 3
         assert gw.metrics.redeliveries._value.get() == 0
-        info = await bus.js.consumer_info(COMMANDS.name, gw.durable)
+        info = await bus.js.consumer_info(COMMANDS.name, gw.shard.durable)
         assert info.num_redelivered == 0
-        await eventually(lambda: not gw.held, timeout=5)
+        await eventually(lambda: not gw.parts.held, timeout=5)
         assert sim.fleet.mower(mower.mower_id).frames()[env.command_id] == 1
     info = await bus.js.consumer_info(COMMANDS.name, "device-gateway-0")
     assert info.num_ack_pending == 0  # acknowledged once its result was stored
@@ -81,7 +81,7 @@ async def _full_window(
         envs = [command(others[i % 3], SetSpeed(speed_mps=0.3), ttl_s=60) for i in range(load)]
         for env in envs:
             await bus.publish_command(env, now=datetime.now(UTC))
-        await eventually(lambda: len(gw.held) == window, timeout=5)  # type: ignore[arg-type]
+        await eventually(lambda: len(gw.parts.held) == window, timeout=5)
         yield gw, target, envs
 
 
@@ -101,7 +101,7 @@ async def test_a_stop_overtakes_a_full_in_flight_window(
         assert (await results.wait_final(stop.command_id, timeout=2)).status == "executed"
         elapsed = time.monotonic() - t0
         assert elapsed < 0.5, elapsed  # the window frees in 3 s at the earliest
-        assert len(gw.held) >= 19  # type: ignore[arg-type] # the load still holds it
+        assert len(gw.parts.held) >= 19  # the load still holds it
         assert all(results.final(e.command_id) is None for e in load[:3])
 
 

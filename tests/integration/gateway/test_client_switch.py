@@ -31,7 +31,6 @@ async def test_the_gateway_and_its_lane_use_the_client_the_environment_asks_for(
 ) -> None:
     expected = "fast" if EXPECT_FAST else "stock"
     async with running_gateway(settings_for(nats_server.url, sim.registrations())) as gw:
-        assert gw.bus is not None and gw._lane is not None
-        assert _kind(gw.bus.nc) == expected
-        assert _kind(gw._lane.nc) == expected
+        assert _kind(gw.parts.base.bus.nc) == expected
+        assert _kind(gw.parts.lane.nc) == expected
     assert _kind(bus.nc) == expected  # the tests' own publisher too

@@ -98,8 +98,8 @@ async def test_every_admission_path(
         await eventually(lambda: gw.metrics.refused.labels("invalid")._value.get() == 2)
         await sentinel_command(bus, results, mower)
         assert results.of(other.command_id) == []
-        assert await unsettled(bus, "COMMANDS", gw.durable, until=(0, 0)) == (0, 0)
-        info = await bus.js.consumer_info("COMMANDS", gw.durable)
+        assert await unsettled(bus, "COMMANDS", gw.shard.durable, until=(0, 0)) == (0, 0)
+        info = await bus.js.consumer_info("COMMANDS", gw.shard.durable)
         assert info.num_redelivered == 0
 
 
@@ -363,12 +363,12 @@ async def test_a_command_told_to_a_controller_that_just_died_reaches_its_success
     mowers = sim.registrations()
     async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
         await wait_connected(gw, len(mowers))
-        dead = DispatcherActor.start(dispatcher=gw.dispatcher)
+        dead = DispatcherActor.start(dispatcher=gw.parts.dispatcher)
         dead.stop()
         first, second = mowers[0], mowers[1]
         lost = command(first, SetBladeHeight(height_mm=33))
         other = command(second, SetBladeHeight(height_mm=34))
-        gw.router._tells.append((str(first.mower_id), dead, Submit(lost, 1)))
+        gw.parts.router._tells.append((str(first.mower_id), dead, Submit(lost, 1)))
         gw.tell(second.mower_id, Submit(other, 2))  # the same turn's batch
         assert (await results.wait_final(lost.command_id)).status == "executed"
         assert (await results.wait_final(other.command_id)).status == "executed"
@@ -383,8 +383,7 @@ async def test_healthz_fails_when_a_part_the_shard_needs_has_died(
         async with aiohttp.ClientSession(gw.url) as http:
             async with http.get("/healthz") as r:
                 assert r.status == 200
-            assert gw.intake is not None
-            task = gw.intake.task
+            task = gw.parts.intake.task
             assert task is not None
             task.cancel()  # as if admission had died of a bug
             await asyncio.gather(task, return_exceptions=True)
@@ -404,8 +403,8 @@ async def test_commands_for_a_controller_being_restarted_wait_for_it_in_order(
         await wait_connected(gw, len(mowers))
         key = str(mower.mower_id)
         gw.tell(mower.mower_id, object())  # an unknown message: the controller fails
-        await eventually(lambda: gw.router.supervisor.get(key) is None, timeout=5)
-        assert key in gw.router.supervisor  # restart pending
+        await eventually(lambda: gw.parts.router.supervisor.get(key) is None, timeout=5)
+        assert key in gw.parts.router.supervisor  # restart pending
         first = command(mower, SetBladeHeight(height_mm=41))
         second = command(mower, SetBladeHeight(height_mm=42))
         gw.tell(mower.mower_id, Submit(first, 100))
@@ -455,7 +454,7 @@ async def test_the_commands_a_failed_controller_held_get_their_final_result(
         assert ran.count(at_device.command_id) == 1
         for env in (at_device, queued, behind, later):
             assert len([s for s in results.of(env.command_id) if s != "accepted"]) == 1
-        assert len(gw.effects.pending) == 0  # a shutdown has nothing to wait for
+        assert len(gw.parts.effects.pending) == 0  # a shutdown has nothing to wait for
 
 
 async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
@@ -466,7 +465,7 @@ async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
     key = str(mower.mower_id)
     async with running_gateway(settings_for(nats_server.url, mowers)) as gw:
         await wait_connected(gw, len(mowers))
-        supervisor = gw.router.supervisor
+        supervisor = gw.parts.router.supervisor
         assert supervisor is not None
         while key not in supervisor.given_up():  # fails until the supervisor gives up
             await eventually(
@@ -482,10 +481,10 @@ async def test_commands_for_a_controller_given_up_on_are_answered_not_dropped(
         # What the controller held when it failed for the last time is answered at once,
         # not only once another command for the mower comes along.
         held = command(mower, SetBladeHeight(height_mm=35))
-        gw.router._open.told(key, Submit(held, 1))
+        gw.parts.router._open.told(key, Submit(held, 1))
         with capture_logs(processors=[merge_contextvars]) as logs:
-            gw.router.controller_failed(key, TypeError("bug"), True)
-        assert len(gw.router._open) == 0  # answered in the call, not at the next tell
+            gw.parts.router.controller_failed(key, TypeError("bug"), True)
+        assert len(gw.parts.router._open) == 0  # answered in the call, not at the next tell
         [answered] = [e for e in logs if e["event"] == "commands of a failed controller answered"]
         assert answered["mower_id"] == key
         final = await results.wait_final(held.command_id)

@@ -68,8 +68,7 @@ async def test_a_registration_the_adapter_refuses_is_skipped_and_every_other_mow
     loaded = set().union(*good.values())
     settings = settings_for(nats_server.url, [])
     async with running_gateway(settings) as gw:
-        assert gw.seed is not None
-        await eventually(gw.seed.seeded.is_set)
+        await eventually(gw.parts.seed.seeded.is_set)
         assert set(gw.mowers) == loaded
         assert bad not in gw.mowers
         refused = gw.metrics_registry.get_sample_value(
@@ -97,8 +96,7 @@ async def test_a_device_url_the_gateway_does_not_allow_is_refused_at_apply_and_t
             )
             good = {await register(api, reachable()) for _ in range(3)}
         async with running_gateway(settings_for(nats_server.url, [])) as gw:  # ["127.0.0.1"]
-            assert gw.seed is not None
-            await eventually(gw.seed.seeded.is_set)
+            await eventually(gw.parts.seed.seeded.is_set)
             assert set(gw.mowers) == good
             assert inside not in gw.mowers and inside not in gw.connections
             refused = gw.metrics_registry.get_sample_value(

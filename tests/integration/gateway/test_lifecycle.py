@@ -25,11 +25,9 @@ async def test_a_gateway_whose_start_fails_halfway_releases_what_it_started(
         gateway = GatewayService(settings_for(nats_server.url, [], http_port=port))
         with pytest.raises(OSError, match="address already in use"):
             await gateway.start()
-    assert gateway.bus is not None
-    assert gateway.bus.nc.is_closed  # the bus it connected itself was drained
-    assert not gateway.dispatcher.workers_alive
-    assert gateway.seed is not None
-    assert gateway.seed.task is not None
-    assert gateway.seed.task.done()
+    assert gateway.parts.base.bus.nc.is_closed  # the bus it connected itself was drained
+    assert not gateway.parts.dispatcher.workers_alive
+    assert gateway.parts.seed.task is not None
+    assert gateway.parts.seed.task.done()
     assert not gateway.connections
     await gateway.stop()  # again: nothing left to do

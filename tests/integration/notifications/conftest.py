@@ -12,7 +12,7 @@ from mowdeck.notifications.infra import Stores
 
 TABLES = (
     "notification_preferences, notification_watches, notification_pending, notification_inbox,"
-    " notification_targets, notification_deliveries"
+    " notification_targets, notification_deliveries, notification_alarms"
 )
 
 

@@ -143,8 +143,7 @@ async def make_service(
         )
         await service.start()
         started.append(service)
-        if service.fleet_seed is not None:
-            await asyncio.wait_for(service.fleet_seed.seeded.wait(), 5)
+        await asyncio.wait_for(service.parts.seed.seeded.wait(), 5)
         return service
 
     yield factory

@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 
 import aiohttp
+import msgspec
 import pytest
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
 
-from contracts.v1 import EventEnvelope, NotificationSent
+from contracts.v1 import AlarmChanged, EventEnvelope, NotificationSent
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.logging import ids_as_text
 from mowdeck.realtime.positions import parse_position
@@ -217,3 +218,38 @@ async def test_a_stream_s_lines_name_its_reader_and_the_service(
         "alice",
         str(ACCOUNT),
     )
+
+
+async def test_an_alarm_change_reaches_every_stream_that_shows_its_mower(
+    bus: Bus, make_service: ServiceFactory, open_stream: Opener
+) -> None:
+    service = await make_service()
+    alice = await open_stream(service, "alice")
+    bob = await open_stream(service, "bob")
+    await alice.next()
+    await bob.next()
+    at = now()
+    changed = AlarmChanged(
+        alarm_id=uuid.uuid4(),
+        mower_id=MOWER,
+        condition="battery_low",
+        kind="battery_low",
+        severity="warning",
+        state="active",
+        change="raised",
+        first_at=at,
+        latest_at=at,
+    )
+    foreign = msgspec.structs.replace(changed, alarm_id=uuid.uuid4(), mower_id=FOREIGN)
+    for payload, account in ((changed, ACCOUNT), (foreign, OTHER)):
+        await bus.publish_event(
+            EventEnvelope.new(
+                "notifications.alarm_changed", payload, producer="n", now=at, account_id=account
+            )
+        )
+    await publish_link(bus, MOWER)  # the sentinel: the foreign mower's alarm came before it
+    for reader in (alice, bob):
+        event = await reader.next()
+        assert event.type == "alarm"
+        assert (event.data["alarm_id"], event.data["change"]) == (str(changed.alarm_id), "raised")
+        assert (await reader.next()).type == "link"

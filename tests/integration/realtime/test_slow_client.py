@@ -58,7 +58,7 @@ async def test_a_stalled_client_gets_the_newest_state_and_every_command(
     fast = await open_stream(service, "bob")
     await fast.next()
     reader, writer = await _stalled_stream(service.url, issuer.mint("alice", ACCOUNT))
-    await eventually(lambda: len(service.hub.clients) == 2 if service.hub else False)
+    await eventually(lambda: len(service.parts.hub.clients) == 2)
     commands = []
     for n in range(300):
         await publish_state(bus, state(MOWER, battery=n % 100, raw=PADDING))

@@ -351,3 +351,19 @@ async def test_latency_counts_from_each_commands_arrival_not_the_previous_outcom
     assert 0.9 <= t_second < 1.3
     order = [f.command_id for f in client.of(OutcomeFrame)]
     assert order.index(first) < order.index(second)
+
+
+async def test_a_link_made_while_stopping_is_refused_and_the_stop_ends(
+    sim: SimulatorServer, connect: Connect, http: aiohttp.ClientSession
+) -> None:
+    mower_id = first_id(sim)
+    client = await connect(mower_id)
+    await eventually(lambda: bool(client.of(StateFrame)))
+    await sim.fleet.stop()  # the links are dropped; a device gateway dials again at once
+    await eventually(client.closed.is_set)
+    with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+        await http.ws_connect(f"ws://127.0.0.1:{sim.port}/mowers/{mower_id}/ws")
+    assert info.value.status == 503
+    started = time.monotonic()
+    await sim.stop()
+    assert time.monotonic() - started < 5

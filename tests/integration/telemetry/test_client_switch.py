@@ -29,6 +29,5 @@ async def test_telemetry_uses_the_client_the_environment_asks_for(
 ) -> None:
     expected = "fast" if EXPECT_FAST else "stock"
     service = await make_service()
-    assert service.bus is not None
-    assert _kind(service.bus.nc) == expected
+    assert _kind(service.parts.base.bus.nc) == expected
     assert _kind(bus.nc) == expected  # the tests' own publisher too

@@ -18,7 +18,7 @@ from contracts.v1 import (
 from contracts.v1.fleet import Connection
 from contracts.v1.subjects import COMMANDS, FLEET_MOWERS_LIST, result_subject
 from mowdeck.kit.bus import Bus
-from mowdeck.telemetry.service import RESULTS_DURABLE, STATES_DURABLE
+from mowdeck.telemetry.parts import RESULTS_DURABLE, STATES_DURABLE
 from tests.integration.telemetry.conftest import (
     ServiceFactory,
     pending_acks,
@@ -49,19 +49,19 @@ async def test_seed_retries_until_fleet_answers_and_events_win(
 ) -> None:
     late, evented = uuid.UUID(int=501), uuid.UUID(int=502)
     service = await make_service(seed=True)  # no Fleet yet: not fatal
-    store = service.store
-    assert store is not None
+    store = service.parts.store
     await bus.publish_event(registration_event("mower.registered", evented, ACCOUNT, 5))
     await eventually(lambda: store.directory_account(evented))
-    assert service.seeded is not None
-    assert not service.seeded.done()
+    seeded = service.parts.seed.task
+    assert seeded is not None
+    assert not seeded.done()
     asked: list[int] = []
     # Fleet's (stale) view says the evented mower belongs elsewhere: the event wins.
     sub = await _fleet_responder(
         bus, [_registration(late, ACCOUNT), _registration(evented, OTHER_ACCOUNT)], asked
     )
     try:
-        await asyncio.wait_for(asyncio.shield(service.seeded), 5)
+        await asyncio.wait_for(asyncio.shield(seeded), 5)
     finally:
         await sub.unsubscribe()  # type: ignore[attr-defined]
     assert asked == [1]
@@ -97,8 +97,7 @@ async def test_removal_purges_everything(
         return counts == [0, 0, 0, 0]
 
     await eventually(purged)
-    assert service.store is not None
-    assert await service.store.directory_account(MOWER) is None
+    assert await service.parts.store.directory_account(MOWER) is None
     # A later state starts afresh: the removed mower's actor forgot its memory.
     await publish_states(bus, [state(30)])
     await eventually(lambda: pool.fetchval("SELECT count(*) FROM mower_history"))
@@ -145,8 +144,7 @@ async def test_a_result_postgresql_refuses_is_terminated(
     make_service: ServiceFactory, bus: Bus, pool: asyncpg.Pool
 ) -> None:
     service = await make_service()
-    store = service.store
-    assert store is not None
+    store = service.parts.store
     await bus.publish_event(registration_event("mower.registered", MOWER, ACCOUNT))
     await eventually(lambda: store.directory_account(MOWER))  # no redelivery for that
     command = uuid.uuid4()

@@ -12,7 +12,7 @@ from contracts.v1 import encode
 from contracts.v1.subjects import telemetry_subject
 from mowdeck.kit.bus import Bus
 from mowdeck.telemetry import ingest
-from mowdeck.telemetry.service import STATES_DURABLE
+from mowdeck.telemetry.parts import STATES_DURABLE
 from tests.integration.telemetry.conftest import (
     ServiceFactory,
     pending_acks,
@@ -115,7 +115,7 @@ async def test_drop_paths_terminate_without_redelivery(
     other = uuid.UUID(int=77)
     registered = uuid.UUID(int=78)
     await bus.publish_event(registration_event("mower.registered", registered, ACCOUNT))
-    await eventually(lambda: service.store.directory_account(registered))  # type: ignore[union-attr]
+    await eventually(lambda: service.parts.store.directory_account(registered))
     await bus.publish(telemetry_subject(MOWER), b"{not json", msg_id="bad-1")
     await bus.publish(telemetry_subject(MOWER), b'{"mower_id": 1}', msg_id="bad-2")
     await publish_states(bus, [state(0)])  # stored with ACCOUNT

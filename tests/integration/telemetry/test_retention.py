@@ -162,8 +162,7 @@ async def test_the_service_runs_retention_on_its_interval(
 ) -> None:
     await _fill(pool, "mower_history", 400, 3)  # older than 30 days from today
     service = await make_service(telemetry_retention_interval_seconds=0.1)
-    assert service.retention is not None
-    service.retention.start()
+    service.parts.retention.start()
 
     async def deleted() -> float | None:
         return service.metrics_registry.get_sample_value(

@@ -49,7 +49,6 @@ async def service(make_service: ServiceFactory, authorizer: LocalAuthorizer) -> 
         Tuple("group:g1", "group", mower_object("not-a-uuid")),
     ]
     await authorizer.write(tuples)
-    assert svc.store is not None
     states = [
         state(0, mower_id=GROUPED),
         state(10, mower_id=GROUPED, battery=70),
@@ -57,9 +56,9 @@ async def service(make_service: ServiceFactory, authorizer: LocalAuthorizer) -> 
         state(0, mower_id=MISFILED, account_id=OTHER_ACCOUNT),
         state(0, mower_id=FOREIGN, account_id=OTHER_ACCOUNT),
     ]
-    await write(svc.store, latest=states[1:], history=states, positions=states)
+    await write(svc.parts.store, latest=states[1:], history=states, positions=states)
     for i, status in enumerate(("accepted", "executed")):
-        await svc.store.add_timeline(
+        await svc.parts.store.add_timeline(
             TimelineRow(
                 command_id=uuid.UUID(int=1),
                 status=status,
@@ -68,7 +67,7 @@ async def service(make_service: ServiceFactory, authorizer: LocalAuthorizer) -> 
                 at=at(i),
             )
         )
-    await svc.store.add_timeline(
+    await svc.parts.store.add_timeline(
         TimelineRow(
             command_id=uuid.UUID(int=2),
             status="accepted",
@@ -146,8 +145,7 @@ async def test_the_two_kinds_of_404(  # noqa: PLR0917 - one parameter per column
 
 async def test_the_misfiled_rows_exist_under_the_other_account(service: TelemetryService) -> None:
     # What the "account-filter" case above must not show is really there.
-    store = service.store
-    assert store is not None
+    store = service.parts.store
     start, end = at(-3600), at(3600)
     assert await store.history(OTHER_ACCOUNT, MISFILED, start, end, 10)
     assert await store.history_bins(OTHER_ACCOUNT, MISFILED, start, end, timedelta(hours=1))
@@ -256,8 +254,7 @@ async def test_a_range_at_the_end_of_time_is_refused_before_any_query(
 async def test_raw_history_is_cut_at_the_row_limit(
     make_service: ServiceFactory, service: TelemetryService, issuer: TokenIssuer
 ) -> None:
-    assert service.store is not None
-    await write(service.store, history=[state(100 + i, battery=i) for i in range(60)])
+    await write(service.parts.store, history=[state(100 + i, battery=i) for i in range(60)])
     path = f"/v1/mowers/{GROUPED}/history?from=2026-05-01T12:00:00Z&to=2026-05-01T13:00:00Z"
     status, body = await _get(service, issuer, "alice", path)
     assert status == 200

@@ -9,6 +9,7 @@ import pytest
 
 from contracts.v1 import Connection, MowerListRequest, MowerRegistration, decode_event
 from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
+from mowdeck.devices.kinds import OPENMOWER, SIMULATOR, ConnectionKinds
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.rules import (
     MAX_OPTIONS_BYTES,
@@ -304,3 +305,41 @@ def test_a_bad_command_kind_lists_the_valid_ones(body: bytes) -> None:
         decode_body(body, CommandRequest)
     assert "start_mow" in str(err.value)
     assert "return_to_dock" in str(err.value)
+
+
+OPENMOWER_ENDPOINTS = ConnectionKinds([SIMULATOR, OPENMOWER]).policy(DeviceHosts(["10.0.0.0/8"]))
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"broker": "mqtt://10.0.0.9:1883", "credentials": "yard"}, None),
+        (
+            {"broker": "mqtt://10.0.0.9:1883", "credentials": "a/b"},
+            "connection.options.credentials",
+        ),
+        (
+            {"broker": "mqtt://10.0.0.9:1883", "datum": {"lat": "x", "lon": 1}},
+            "connection.options.datum.lat",
+        ),
+        ({"prefix": "m1"}, "connection.options.broker"),
+    ],
+    ids=["good", "credential-name", "datum", "no-broker"],
+)
+def test_openmower_options_are_checked_at_register_and_patch(
+    options: dict[str, object], field: str | None
+) -> None:
+    connection = Connection(kind="openmower", options=options)
+    kinds = {"simulator", "openmower"}
+    register = RegisterRequest(name="M", connection=connection)
+    for attempt in (
+        lambda: new_registration(register, REG.account_id, kinds, OPENMOWER_ENDPOINTS),
+        lambda: apply_patch(REG, PatchRequest(connection=connection), kinds, OPENMOWER_ENDPOINTS),
+    ):
+        if field is None:
+            assert attempt().connection == connection
+            continue
+        with pytest.raises(InvalidRequestError) as err:
+            attempt()
+        assert err.value.field == field
+        assert err.value.detail.startswith(f"`{field}`")

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.devices.endpoints import DeviceHosts
-from mowdeck.devices.kinds import ConnectionKind, ConnectionKinds
+from mowdeck.devices.kinds import OPENMOWER, ConnectionKind, ConnectionKinds
 from mowdeck.gateway.connections import (
     ConnectionAdapters,
     ConnectionDeps,
@@ -204,3 +204,27 @@ def test_an_adapter_of_a_kind_nobody_declared_is_refused() -> None:
     with pytest.raises(UndeclaredConnectionKindError, match="stray"):
         adapters.check_declared(FAKE)
     ConnectionAdapters({"fake": FakeConnection}).check_declared(FAKE)  # type: ignore[dict-item]
+
+
+async def test_options_a_kind_declares_malformed_are_refused_as_invalid() -> None:
+    registry = CollectorRegistry()
+    controllers = FakeControllers()
+    hosts = DeviceHosts(["a"])
+    registrations = ShardRegistrations(
+        ShardMowers(0, 1),
+        controllers,  # type: ignore[arg-type]
+        controllers,  # type: ignore[arg-type]
+        adapters=ConnectionAdapters({"openmower": CountingLink}),  # type: ignore[dict-item]
+        metrics=GatewayMetrics(registry),
+        connections={},
+        endpoints=ConnectionKinds([OPENMOWER]).policy(hosts),
+        deps=ConnectionDeps(hosts),
+    )
+    # Stored before Fleet checked the kind's options: a datum off the globe.
+    bad = mower(7, kind="openmower", broker="mqtt://a:1883", datum={"lat": 99, "lon": 0})
+    await registrations.apply(bad)
+    assert uuid.UUID(int=7) not in registrations.mowers
+    refused = registry.get_sample_value(
+        "mowdeck_gateway_registrations_refused_total", {"reason": "invalid"}
+    )
+    assert refused == 1

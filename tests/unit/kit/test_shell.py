@@ -20,7 +20,7 @@ from mowdeck.kit.settings import BaseSettings, SettingsError
 from mowdeck.kit.shell import ServiceShell
 
 
-class Parts(ServiceShell[BaseSettings]):
+class Parts(ServiceShell[BaseSettings, object]):
     """A service whose start pushes ``a`` and ``b``, then fails, hangs or returns."""
 
     name = "parts"
@@ -156,7 +156,7 @@ async def test_an_authorizer_built_from_the_settings_on_the_pool_is_closed_at_cl
         resources.authorizer(None, AuthzSettings(authz="local"), None)
 
 
-class Remembers(ServiceShell[BaseSettings]):
+class Remembers(ServiceShell[BaseSettings, object]):
     """A service whose start leaves a task behind, and whose stop notes what is bound."""
 
     name = "remembers"

@@ -17,7 +17,7 @@ from mowdeck.notifications.rules.evaluate import (
     evaluate_silence,
     evaluate_state,
 )
-from mowdeck.notifications.rules.events import RuleEvent, Suppressed
+from mowdeck.notifications.rules.events import AlarmChange, RuleEvent, Suppressed
 from mowdeck.notifications.rules.watch import MowerWatch
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -123,6 +123,12 @@ class Trace:
     watch: MowerWatch | None = None
     events: list[RuleEvent] = field(default_factory=list)
     suppressed: list[Suppressed] = field(default_factory=list)
+    alarm_changes: list[AlarmChange] = field(default_factory=list)
+
+    @property
+    def alarms(self) -> list[str]:
+        """``change:condition@seconds`` of every alarm change."""
+        return [f"{a.change}:{a.condition}@{_secs(a.at)}" for a in self.alarm_changes]
 
     @property
     def sent(self) -> list[str]:
@@ -158,4 +164,5 @@ def run(
         trace.watch = outcome.watch
         trace.events.extend(outcome.events)
         trace.suppressed.extend(outcome.suppressed)
+        trace.alarm_changes.extend(outcome.alarms)
     return trace

@@ -25,6 +25,8 @@ DEFAULTS = {
     "notifications_recharge_max_seconds": 7200.0,
     "notifications_max_clock_skew_seconds": 300.0,
     "notifications_inbox_limit": 200,
+    "notifications_alarm_retention_days": 90,
+    "notifications_alarm_round_seconds": 30.0,
     "notifications_offline_scan_seconds": 5.0,
     "notifications_offline_scan_batch": 500,
     "notifications_state_batch_max": 2000,

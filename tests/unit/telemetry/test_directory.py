@@ -12,7 +12,7 @@ import structlog
 from contracts.v1 import MowerListReply, MowerRegistration, encode
 from contracts.v1.fleet import Connection
 from mowdeck.kit.bus import Bus, BusError
-from mowdeck.telemetry.directory import seed_directory
+from mowdeck.telemetry.directory import directory_seed
 from mowdeck.telemetry.memory import InMemoryTelemetryStore
 from tests.support.fakes import FakeBus
 from tests.unit.telemetry.samples import ACCOUNT, MOWER
@@ -65,14 +65,14 @@ async def test_the_seed_retries_whatever_the_store_raises(failure: Exception) ->
     fleet = fleet_answering()
     bus: Bus = fleet  # type: ignore[assignment]
     with structlog.testing.capture_logs() as logs:
-        seeded = await seed_directory(
+        seeded = await directory_seed(
             bus,
             store,
             timeout=1.0,
             retry_initial=1.0,
             retry_max=1.5,
             sleep=sleep,
-        )
+        ).run()
     assert seeded == 1
     assert await store.directory_account(MOWER) == ACCOUNT
     assert len(fleet.requests) == 3
@@ -88,5 +88,5 @@ async def test_the_seed_retries_until_fleet_answers() -> None:
     fleet, sleep = fleet_answering([BusError("no answer"), BusError("no answer")]), Sleeps()
     store = InMemoryTelemetryStore()
     bus: Bus = fleet  # type: ignore[assignment]
-    assert await seed_directory(bus, store, timeout=1.0, sleep=sleep) == 1
+    assert await directory_seed(bus, store, timeout=1.0, sleep=sleep).run() == 1
     assert sleep.delays == [1.0, 2.0]

@@ -1,0 +1,84 @@
+"""The alarm round: every replica counts the open alarms and prunes the old cleared ones.
+
+Both are cheap and idempotent (a count over the open index, a delete over the cleared
+index), so every replica runs them; the gauge is the same on each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import structlog
+
+from mowdeck.kit.periodic import Periodic
+from mowdeck.notifications.alarms.ports import AlarmStore
+from mowdeck.notifications.errors import StoreError
+from mowdeck.notifications.metrics import NotificationsMetrics
+from mowdeck.notifications.rules.alarms import ALARM_KINDS
+from mowdeck.notifications.rules.kinds import SEVERITY
+from mowdeck.notifications.settings import NotificationsSettings
+
+__all__ = ["AlarmRound"]
+
+log = structlog.get_logger("mowdeck.notifications.alarms")
+
+
+class AlarmRound:
+    """Counts open alarms into ``alarms_open`` and prunes cleared ones past retention."""
+
+    def __init__(
+        self,
+        store: AlarmStore,
+        metrics: NotificationsMetrics,
+        *,
+        interval: float,
+        retention: timedelta,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._retention = retention
+        self._clock = clock
+        self._timer = Periodic("alarm-round", interval, self.round)
+
+    @classmethod
+    def of(
+        cls,
+        settings: NotificationsSettings,
+        store: AlarmStore,
+        metrics: NotificationsMetrics,
+        *,
+        clock: Callable[[], datetime],
+    ) -> AlarmRound:
+        """The round of ``settings`` (its interval and the retention of cleared alarms)."""
+        return cls(
+            store,
+            metrics,
+            interval=settings.notifications_alarm_round_seconds,
+            retention=timedelta(days=settings.notifications_alarm_retention_days),
+            clock=clock,
+        )
+
+    def start(self) -> None:
+        """Run a round every interval."""
+        self._timer.start()
+
+    async def stop(self) -> None:
+        """Stop the timer."""
+        await self._timer.stop()
+
+    async def round(self) -> None:
+        """Count, then prune; a store failure is logged and the next round tries again."""
+        try:
+            counts = await self._store.open_counts()
+            pruned = await self._store.prune_cleared(self._clock() - self._retention)
+        except StoreError as err:
+            log.warning("alarm round failed", error=str(err))
+            return
+        gauge = self._metrics.alarms_open
+        for kind in sorted(ALARM_KINDS):  # none open reads 0, not the last count
+            severity = SEVERITY[kind]
+            gauge.labels(kind=kind, severity=severity).set(counts.get((kind, severity), 0))
+        if pruned:
+            log.info("cleared alarms pruned", alarms=pruned)

@@ -1,0 +1,124 @@
+"""Alarms: a condition of a mower that holds until it ends, decided from the watch.
+
+A rule that fires (``mower_stuck``, ``battery_low``, ``mower_offline``) raises an alarm for
+its condition: an error code (``error:<code>``), a standstill while mowing
+(``standstill``), a low battery (``battery_low``) or silence (``mower_offline``). The
+watch keeps the conditions it has raised (``MowerWatch.alarms``); a condition that no
+longer holds in the watch after a state clears its alarm: the error clears or changes,
+the mower moves or stops mowing, the battery re-arms, contact is back. A rule firing for a
+condition already raised (a later occurrence the cooldown let through) updates the alarm
+instead of opening another.
+
+An alarm is a told condition that has not ended: it opens with the notification that
+tells it (an occurrence the cooldown holds back opens it when it is sent), so the
+watch's own marks of what was told (``Fault.settled``, ``Anchor.settled``, a battery
+not re-armed, an offline episode not ended) are what keeps it open. Nothing here does
+I/O; ``alarm_changes`` runs in the watch actor with every evaluation (it is
+called by ``Emitter.outcome``) and is free when a mower has no alarm and fired nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind, RuleEvent
+from mowdeck.notifications.rules.kinds import SEVERITY, Kind
+from mowdeck.notifications.rules.watch import MowerWatch
+
+__all__ = ["ALARM_KINDS", "alarm_changes", "condition_holds"]
+
+ALARM_KINDS: frozenset[Kind] = frozenset({"mower_stuck", "battery_low", "mower_offline"})
+"""The kinds whose firing raises an alarm (the others tell of something that happened)."""
+
+
+def _condition(kind: Kind, key: str, watch: MowerWatch) -> tuple[str, str | None]:
+    """The condition a firing of ``kind`` (its dedupe key ``key``) is about."""
+    if kind == "mower_stuck":
+        fault = watch.fault
+        if ":error:" in key and fault is not None:
+            return f"error:{fault.code}", fault.code
+        return "standstill", None
+    return kind, None
+
+
+def condition_holds(condition: str, watch: MowerWatch) -> bool:
+    """Whether ``condition`` still holds in ``watch``."""
+    if condition.startswith("error:"):
+        return watch.fault is not None and f"error:{watch.fault.code}" == condition
+    if condition == "standstill":
+        return watch.anchor is not None and watch.anchor.settled
+    if condition == "battery_low":
+        return watch.battery_armed_at is None
+    if condition == "mower_offline":
+        return watch.offline is not None and watch.offline.ended_at is None
+    return False  # a condition an older release raised and this one does not know
+
+
+def alarm_changes(
+    before: MowerWatch,
+    after: MowerWatch,
+    events: Sequence[RuleEvent],
+    at: datetime,
+) -> tuple[dict[str, datetime], list[AlarmChange]]:
+    """The conditions raised after this evaluation (condition → raised at) and the
+    changes to store. ``before`` is the watch evaluated, ``after`` the watch it became."""
+    raised = before.alarms
+    if not raised and not events:
+        return raised, []
+    changes: list[AlarmChange] = []
+    now_raised = dict(raised)
+    for condition in raised:
+        if not condition_holds(condition, after):
+            del now_raised[condition]
+            kind = _kind_of(condition)
+            changes.append(
+                AlarmChange(
+                    change="cleared",
+                    mower_id=after.mower_id,
+                    account_id=after.account_id,
+                    condition=condition,
+                    kind=kind,
+                    severity=SEVERITY[kind],
+                    at=at,
+                    code=_code_of(condition),
+                    raised_at=raised[condition],
+                )
+            )
+    for event in events:
+        kind = event.kind
+        if kind not in ALARM_KINDS:
+            continue
+        condition, code = _condition(kind, event.dedupe_key, after)
+        if not condition_holds(condition, after):
+            continue  # fired and ended in the same evaluation: nothing to keep open
+        change: AlarmChangeKind = "updated" if condition in now_raised else "raised"
+        now_raised.setdefault(condition, at)
+        changes.append(
+            AlarmChange(
+                change=change,
+                mower_id=after.mower_id,
+                account_id=after.account_id,
+                condition=condition,
+                kind=kind,
+                severity=SEVERITY[kind],
+                at=at,
+                code=code,
+                params=event.params,
+            )
+        )
+    if not changes:
+        return raised, changes
+    return now_raised, changes
+
+
+def _code_of(condition: str) -> str | None:
+    return condition.removeprefix("error:") if condition.startswith("error:") else None
+
+
+def _kind_of(condition: str) -> Kind:
+    if condition.startswith("error:") or condition == "standstill":
+        return "mower_stuck"
+    if condition == "battery_low":
+        return "battery_low"
+    return "mower_offline"

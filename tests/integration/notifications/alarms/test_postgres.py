@@ -1,0 +1,9 @@
+"""The PostgreSQL alarm store against the alarm contract."""
+
+from __future__ import annotations
+
+from tests.unit.notifications.alarms.alarm_contract import AlarmContract
+
+
+class TestPostgresAlarms(AlarmContract):
+    pass

@@ -1,0 +1,152 @@
+"""Alarms through the running service: raised by states on NATS, listed, acknowledged by
+an operator (not a viewer), assigned, cleared when the condition ends, with access
+scoped as for the mowers they concern."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import pytest
+
+from contracts.v1 import AlarmChanged, decode_event
+from mowdeck.authn import TokenIssuer
+from mowdeck.authz import LocalAuthorizer
+from mowdeck.kit.bus import Bus
+from mowdeck.notifications.service import NotificationsService
+from tests.support.eventually import eventually
+from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, state
+
+from .conftest import AUTH, ServiceFactory, counted, grant, publish_states
+
+OPERATOR, VIEWER = "olga", "vera"
+
+
+def _headers(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TokenIssuer(AUTH).mint(user, ACCOUNT)}"}
+
+
+async def _alarms(http: aiohttp.ClientSession, url: str, user: str, query: str = "") -> Any:
+    async with http.get(f"{url}/v1/alarms{query}", headers=_headers(user)) as r:
+        assert r.status == 200, await r.text()
+        return await r.json()
+
+
+@pytest.fixture
+async def service(
+    make_service: ServiceFactory, authorizer: LocalAuthorizer
+) -> NotificationsService:
+    await grant(authorizer, OPERATOR, "operator")
+    await grant(authorizer, VIEWER, "viewer")
+    return await make_service()
+
+
+async def test_an_error_raises_an_alarm_an_operator_acknowledges_and_its_end_clears(
+    service: NotificationsService, bus: Bus
+) -> None:
+    changes: list[AlarmChanged] = []
+
+    async def on_change(msg: Any) -> None:
+        changes.append(decode_event(msg.data).payload)
+
+    sub = await bus.nc.subscribe("event.notifications.alarm_changed", cb=on_change)
+    await publish_states(
+        bus,
+        [
+            state(0, activity="mowing"),
+            state(10, activity="error", error_code="E42"),
+            state(11, mower_id=OTHER_MOWER, battery=50),
+        ],
+    )
+    async with aiohttp.ClientSession() as http:
+        url = service.url
+        listed = await eventually(
+            lambda: _items(http, url, VIEWER), what="the alarm listed for a viewer"
+        )
+        [alarm] = listed
+        assert (alarm["mower_id"], alarm["condition"], alarm["kind"]) == (
+            str(MOWER),
+            "error:E42",
+            "mower_stuck",
+        )
+        assert (alarm["state"], alarm["severity"], alarm["code"], alarm["count"]) == (
+            "active",
+            "critical",
+            "E42",
+            1,
+        )
+        ack = f"{url}/v1/alarms/{alarm['id']}/acknowledge"
+        async with http.post(ack, headers=_headers(VIEWER), json={}) as r:
+            assert r.status == 403  # seeing is not operating
+        async with http.post(ack, headers=_headers(OPERATOR), json={"comment": "on it"}) as r:
+            assert r.status == 200, await r.text()
+            acked = await r.json()
+        assert (acked["state"], acked["acknowledged_by"], acked["comment"]) == (
+            "acknowledged",
+            OPERATOR,
+            "on it",
+        )
+        assert (
+            service.metrics_registry.get_sample_value(
+                "mowdeck_notifications_alarm_acknowledge_seconds_count", {"kind": "mower_stuck"}
+            )
+            == 1.0
+        )
+        assign = f"{url}/v1/alarms/{alarm['id']}/assign"
+        async with http.post(assign, headers=_headers(OPERATOR), json={"assignee": VIEWER}) as r:
+            assert r.status == 200
+            assert (await r.json())["assignee"] == VIEWER
+        async with http.post(assign, headers=_headers(OPERATOR), json={"assignee": "nobody"}) as r:
+            assert r.status == 422
+            assert (await r.json())["field"] == "assignee"
+        # The error ends: the alarm is cleared, and listed only when cleared ones are asked.
+        await publish_states(bus, [state(30, activity="mowing")])
+        cleared = await eventually(
+            lambda: _items(http, url, VIEWER, "?state=cleared"), what="the alarm cleared"
+        )
+        assert [(a["id"], a["acknowledged_by"]) for a in cleared] == [(alarm["id"], OPERATOR)]
+        assert await _alarms(http, url, VIEWER) == {"items": [], "next": None}
+    # Every change went out once, in order, naming the alarm (cleared is the last).
+    await eventually(lambda: len(changes) >= 4 and changes[-1].change == "cleared")
+    await sub.unsubscribe()
+    assert [c.change for c in changes] == ["raised", "acknowledged", "assigned", "cleared"]
+    assert {str(c.alarm_id) for c in changes} == {alarm["id"]}
+    assert (changes[1].acknowledged_by, changes[2].assignee, changes[3].state) == (
+        OPERATOR,
+        VIEWER,
+        "cleared",
+    )
+    assert counted(service, "alarm_changes", change="raised", kind="mower_stuck") == 1
+    assert counted(service, "alarm_changes", change="cleared", kind="mower_stuck") == 1
+
+
+async def test_bad_queries_and_unknown_alarms_get_specific_answers(
+    service: NotificationsService,
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        url = service.url
+        for query, field in (
+            ("?state=open", "state"),
+            ("?severity=loud", "severity"),
+            ("?limit=0", "limit"),
+            ("?after=nonsense", "after"),
+            ("?mower=not-an-id", "mower"),
+        ):
+            async with http.get(f"{url}/v1/alarms{query}", headers=_headers(VIEWER)) as r:
+                assert r.status == 400, query
+                assert (await r.json())["field"] == field
+        async with http.get(f"{url}/v1/alarms?unknown=1", headers=_headers(VIEWER)) as r:
+            assert r.status == 200  # unknown parameters are ignored
+        for alarm_id in ("not-an-id", "00000000-0000-4000-8000-0000000000ff"):
+            ack = f"{url}/v1/alarms/{alarm_id}/acknowledge"
+            async with http.post(ack, headers=_headers(OPERATOR), json={}) as r:
+                assert r.status == 404
+        async with http.get(f"{url}/v1/alarms", headers=_headers("stranger")) as r:
+            assert r.status == 403  # can view nothing in the account
+
+
+async def _items(
+    http: aiohttp.ClientSession, url: str, user: str, query: str = ""
+) -> list[Any] | None:
+    items: list[Any] = (await _alarms(http, url, user, query))["items"]
+    return items or None
