@@ -6,6 +6,7 @@ from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from actors import ActorMetrics
 from mowdeck.kit.actor_batch import ActorBatchMetrics
 from mowdeck.notifications.rules.events import SuppressReason
 
@@ -22,6 +23,8 @@ class NotificationsMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         # The kit's own counts of the states (redeliveries, splits, unsettled deliveries).
         self.actor_batch = ActorBatchMetrics(registry, service="notifications")
+        # The actor runtime's: actors, mailboxes, handling, failures, restarts, give-ups.
+        self.actors = ActorMetrics(registry)
         p = "mowdeck_notifications_"
         self.states_evaluated = Counter(
             p + "states_evaluated", "States run through the rules.", registry=registry

@@ -89,7 +89,10 @@ def build(
     """The parts of a replica on ``infra``; ``fanout``: events wake this replica's fan-out."""
     s = settings
     actors = WatchActors(
-        infra.stores.watches, workers=s.notifications_actor_workers, thresholds=s.thresholds
+        infra.stores.watches,
+        workers=s.notifications_actor_workers,
+        thresholds=s.thresholds,
+        metrics=infra.metrics.actors,
     )
     inbox = _inbox(s, infra, actors)
     wake = inbox.fanout.wake if fanout else lambda: None  # another replica fans out

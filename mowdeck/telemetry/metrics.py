@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from actors import ActorMetrics
 from mowdeck.kit.actor_batch import ActorBatchMetrics
 
 __all__ = ["TelemetryMetrics"]
@@ -18,6 +19,8 @@ class TelemetryMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         # The kit's own counts of the ingest (redeliveries, splits, unsettled deliveries).
         self.actor_batch = ActorBatchMetrics(registry, service="telemetry")
+        # The actor runtime's: actors, mailboxes, handling, failures, restarts, give-ups.
+        self.actors = ActorMetrics(registry)
         p = "mowdeck_telemetry_"
         self.states_received = Counter(
             p + "states_received", "States received from the bus.", registry=registry

@@ -66,9 +66,13 @@ def build(
     """Every part, wired; called on the running loop (the batcher's bridge takes it)."""
     s, bus = settings, base.bus
     rules = Rules(heartbeat=s.heartbeat, max_clock_skew=s.max_clock_skew)
-    dispatcher = Dispatcher(workers=s.telemetry_actor_workers, name="telemetry")
+    dispatcher = Dispatcher(
+        workers=s.telemetry_actor_workers, name="telemetry", metrics=metrics.actors
+    )
     snapshots = LatestRowSnapshots(store)
-    supervisor = ShardSupervisor(dispatcher, actor_factory(dispatcher, rules), snapshots)
+    supervisor = ShardSupervisor(
+        dispatcher, actor_factory(dispatcher, rules), snapshots, metrics=metrics.actors
+    )
     batcher = StateBatcher(
         store,
         supervisor=supervisor,

@@ -104,7 +104,7 @@ class PostgresDeliveries(TargetStore, DeliveryStore):
     async def add_target(self, user_id: str, target: Target) -> StoredTarget:
         """Register a target; a Web Push endpoint moves to its last registrant."""
         endpoint = target.subscription.endpoint if isinstance(target, WebPushTarget) else None
-        channel = "webpush" if endpoint is not None else "ntfy"
+        channel = str(type(target).__struct_config__.tag)  # the target's channel
         async with self._pool.acquire() as conn, conn.transaction():
             if endpoint is not None:
                 await conn.execute(sql.TAKE_ENDPOINT, endpoint, user_id)

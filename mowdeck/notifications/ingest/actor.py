@@ -23,6 +23,7 @@ import pykka
 
 from actors import (
     ActorFactory,
+    ActorMetrics,
     AnswerSink,
     Dispatcher,
     DispatcherActor,
@@ -161,11 +162,21 @@ def actor_factory(dispatcher: Dispatcher, thresholds: Thresholds) -> ActorFactor
 class WatchActors:
     """The worker threads and the supervisor of one ``WatchActor`` per mower."""
 
-    def __init__(self, store: WatchStore, *, workers: int, thresholds: Thresholds) -> None:
-        self.dispatcher = Dispatcher(workers=workers, name="notifications")
+    def __init__(
+        self,
+        store: WatchStore,
+        *,
+        workers: int,
+        thresholds: Thresholds,
+        metrics: ActorMetrics | None = None,
+    ) -> None:
+        self.dispatcher = Dispatcher(workers=workers, name="notifications", metrics=metrics)
         self.snapshots = WatchSnapshots(store)
         self.supervisor = ShardSupervisor(
-            self.dispatcher, actor_factory(self.dispatcher, thresholds), self.snapshots
+            self.dispatcher,
+            actor_factory(self.dispatcher, thresholds),
+            self.snapshots,
+            metrics=metrics,
         )
 
     def start(self) -> None:

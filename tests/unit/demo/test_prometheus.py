@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import pytest
 
+from mowdeck.demo import cli
 from mowdeck.demo.prometheus import (
     PrometheusError,
     prometheus_binary,
@@ -15,6 +17,7 @@ from mowdeck.demo.prometheus import (
     scrape_targets,
     start_prometheus,
 )
+from mowdeck.demo.running import Demo
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -75,3 +78,17 @@ async def test_a_prometheus_that_exits_at_once_is_reported_with_its_log(tmp_path
     with pytest.raises(PrometheusError, match=r"exited with status 3: .*bad flag"):
         async with start_prometheus({"fleet": ["127.0.0.1:1"]}, rules=[], binary=str(fake)):
             pass
+
+
+async def test_demo_without_a_binary_says_so_and_runs_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MOWDECK_PROMETHEUS", "/nonexistent/prometheus")
+    url = "http://127.0.0.1:1"
+    running = Demo("t", url, url, url, url, url, mowers=[], realtime_url=url)
+    async with contextlib.AsyncExitStack() as stack:
+        await cli._prometheus(running, "127.0.0.1", stack)
+    err = capsys.readouterr().err
+    assert "--prometheus: no prometheus binary on the PATH" in err
+    assert "apt-get install prometheus" in err
+    assert running.prometheus_url == ""

@@ -9,6 +9,7 @@ import pytest
 
 from mowdeck.notifications.delivery.model import ClaimedDelivery, DeliveryOutcome
 from mowdeck.notifications.delivery.targets import (
+    LogTarget,
     NtfyTarget,
     WebPushKeys,
     WebPushSubscription,
@@ -74,6 +75,12 @@ class DeliveryContract:
         by_channel = {c.channel: c.target for c in claimed}
         assert by_channel["ntfy"]["token"] == "tk_secret"
         assert by_channel["webpush"]["subscription"]["endpoint"].endswith("/a")
+
+    async def test_a_log_target_s_deliveries_go_to_the_log_channel(self, stores: Stores) -> None:
+        log_target = await stores.targets.add_target("ann", LogTarget())
+        await fan_out(stores, "k1", [InboxEntry(user_id="ann")])
+        claimed = await stores.deliveries.claim_deliveries(NOW, 10, LEASE)
+        assert [(c.target_id, c.channel) for c in claimed] == [(log_target.id, "log")]
 
     async def test_a_repeated_event_queues_nothing_more(self, stores: Stores) -> None:
         await stores.targets.add_target("ann", push())
