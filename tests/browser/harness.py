@@ -51,6 +51,22 @@ class Harness:
         self.targets: list[dict[str, Any]] = []
         self.registered: list[dict[str, Any]] = []
         self.removed: list[str] = []
+        # Fleet's audit trail, newest first; pages of two so that the console pages.
+        self.audit = [
+            {
+                "command_id": str(uuid.UUID(int=100 + n)),
+                "account_id": str(uuid.UUID(int=0)),
+                "mower_id": str(MOWERS[n % len(MOWERS)]),
+                "kind": kind,
+                "command": None,
+                "issued_by": "erin",
+                "issued_at": f"2026-05-0{5 - n}T10:00:00+00:00",
+                "expires_at": f"2026-05-0{5 - n}T10:01:00+00:00",
+                "statuses": [{"status": "executed", "at": f"2026-05-0{5 - n}T10:00:01+00:00"}],
+            }
+            for n, kind in enumerate(["start_mow", "emergency_stop", "start_mow"])
+        ]
+        self.audit_asked: list[dict[str, str]] = []
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -230,6 +246,31 @@ class Harness:
             self.removed.append(request.match_info["mower_id"])
             return web.Response(status=204)
 
+        def audit_matches(request: web.Request) -> list[dict[str, Any]]:
+            q = request.query
+            return [
+                c
+                for c in self.audit
+                if (not q.get("kind") or c["kind"] == q["kind"])
+                and (not q.get("mower") or c["mower_id"] == q["mower"])
+            ]
+
+        async def audit(request: web.Request) -> web.Response:
+            authed(request)
+            self.audit_asked.append(dict(request.query))
+            found = audit_matches(request)
+            start = int(request.query.get("after", "0"))
+            page = found[start : start + 2]
+            more = start + 2 < len(found)
+            return web.json_response(
+                {"commands": page, "next_after": str(start + 2) if more else None, "has_more": more}
+            )
+
+        async def audit_export(request: web.Request) -> web.Response:
+            authed(request)
+            lines = "".join(json.dumps(c) + "\n" for c in audit_matches(request))
+            return web.Response(text=lines, content_type="application/x-ndjson")
+
         async def targets(request: web.Request) -> web.Response:
             authed(request)
             return web.json_response({"items": self.targets, "next": None})
@@ -316,6 +357,8 @@ class Harness:
                 self.codes,
             ),
             web.get("/v1/mowers", mowers),
+            web.get("/v1/audit", audit),
+            web.get("/v1/audit/export", audit_export),
             web.post("/v1/mowers", register),
             web.patch("/v1/mowers/{mower_id}", rename),
             web.delete("/v1/mowers/{mower_id}", remove),

@@ -286,6 +286,41 @@ async def test_registering_renaming_and_removing_a_mower_from_the_console(browse
         await harness.stop()
 
 
+async def test_the_audit_trail_pages_filters_and_exports(browser: Any, tmp_path: Path) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        page = await browser.new_page(viewport=VIEWPORT, accept_downloads=True)
+        errors = ConsoleErrors(page)
+        await page.goto(url)
+        await page.locator("#mowers tbody tr").nth(len(MOWERS) - 1).wait_for()
+        await page.click("#open-audit")
+        rows = page.locator("#audit-table tbody tr")
+        await rows.nth(1).wait_for()
+        assert await rows.count() == 2  # a page, and more to come
+        await page.click("#audit-more")
+        await rows.nth(2).wait_for()
+        assert await page.locator("#audit-more").is_hidden()
+        assert await rows.nth(0).locator("td").nth(1).inner_text() == "harness-1"
+        # Filtered by kind: the query names it, and only those commands show.
+        await page.select_option("#audit-kind", "emergency_stop")
+        await page.click('#audit-form button[type="submit"]')
+        await page.wait_for_function(
+            "document.querySelectorAll('#audit-table tbody tr').length === 1"
+        )
+        assert harness.audit_asked[-1]["kind"] == "emergency_stop"
+        async with page.expect_download() as waiting:
+            await page.click("#audit-export")
+        download = await waiting.value
+        saved = tmp_path / download.suggested_filename
+        await download.save_as(saved)
+        exported = [json.loads(line) for line in saved.read_text().splitlines()]
+        assert [c["kind"] for c in exported] == ["emergency_stop"]
+        assert errors.seen == []
+    finally:
+        await harness.stop()
+
+
 # -- on `mowdeck demo` ---------------------------------------------------------------------
 
 

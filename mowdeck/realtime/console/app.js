@@ -440,6 +440,67 @@ function renderChart(items) {
   chart.replaceChildren(...nodes);
 }
 
+// --- the audit trail (account admins) -----------------------------------------------------
+
+function auditQuery() {
+  const params = new URLSearchParams();
+  if ($("audit-mower").value) params.set("mower", $("audit-mower").value);
+  if ($("audit-kind").value) params.set("kind", $("audit-kind").value);
+  if ($("audit-from").value) params.set("from", new Date(`${$("audit-from").value}T00:00:00`).toISOString());
+  if ($("audit-to").value) params.set("to", new Date(`${$("audit-to").value}T23:59:59.999`).toISOString());
+  return params;
+}
+
+function openAudit() {
+  $("audit-mower").replaceChildren(el("option", { value: "" }, "every mower"),
+    ...sortedMowers().map((m) => el("option", { value: m.id }, m.name)));
+  $("audit").hidden = false;
+  quietly(loadAudit(false));
+}
+
+// One page of the trail; ``more`` appends the page after the last one shown.
+async function loadAudit(more) {
+  const params = auditQuery();
+  params.set("limit", "50");
+  if (more && state.auditAfter) params.set("after", state.auditAfter);
+  let page;
+  try {
+    page = await fleet(`/v1/audit?${params}`);
+  } catch (err) {
+    $("audit-error").textContent = err.status === 403 ? "The audit trail is for the account's admins." : err.message;
+    return;
+  }
+  $("audit-error").textContent = "";
+  const rows = page.commands.map((c) => {
+    const last = c.statuses.length ? c.statuses[c.statuses.length - 1] : null;
+    return el("tr", { "data-command": c.command_id },
+      el("td", {}, new Date(c.issued_at).toLocaleString()),
+      el("td", {}, state.mowers.get(c.mower_id)?.name || c.mower_id),
+      el("td", {}, c.kind), el("td", {}, c.issued_by),
+      el("td", { class: last ? `st-${last.status}` : "" }, last ? last.status : "—"));
+  });
+  if (more) $("audit-table").tBodies[0].append(...rows);
+  else $("audit-table").tBodies[0].replaceChildren(...rows);
+  state.auditAfter = page.has_more ? page.next_after : null;
+  $("audit-more").hidden = !page.has_more;
+}
+
+// The whole selection as JSON lines, saved as a file (the API wants the bearer token, so
+// the page fetches it and hands the browser the result).
+async function exportAudit() {
+  const response = await fetch(`${state.config.fleet_url}/v1/audit/export?${auditQuery()}`, {
+    headers: { Authorization: `Bearer ${state.token}` },
+  });
+  if (!response.ok) {
+    $("audit-error").textContent = `export refused: ${response.status}`;
+    return;
+  }
+  const link = el("a", { href: URL.createObjectURL(await response.blob()), download: "mowdeck-audit.ndjson" });
+  document.body.append(link);
+  link.click();
+  link.remove();
+}
+
 // --- registering, renaming and removing mowers ---------------------------------------------
 
 async function registerMower() {
@@ -799,6 +860,11 @@ function wire() {
   $("first-run-settings").onclick = openSettings;
   $("close-settings").onclick = () => { $("settings").hidden = true; };
   $("add-ntfy").onclick = () => quietly(addNtfy());
+  $("open-audit").onclick = openAudit;
+  $("close-audit").onclick = () => { $("audit").hidden = true; };
+  $("audit-form").onsubmit = (e) => { e.preventDefault(); quietly(loadAudit(false)); };
+  $("audit-more").onclick = () => quietly(loadAudit(true));
+  $("audit-export").onclick = () => quietly(exportAudit());
   $("open-register").onclick = () => { $("register-form").hidden = false; $("register-name").focus(); };
   $("close-register").onclick = () => { $("register-form").hidden = true; };
   $("register-form").onsubmit = (e) => { e.preventDefault(); quietly(registerMower()); };
