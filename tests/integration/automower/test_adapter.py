@@ -305,3 +305,21 @@ async def test_cloud_hosts_not_allowed_are_not_dialled(
     assert cloud.token_requests == 0
     await conn.close()
     await deps.close()
+
+
+async def test_a_token_that_cannot_be_renewed_ends_the_link_until_the_secret_works(
+    cloud: StandInCloud, deps: ConnectionDeps, secrets_dir: Path
+) -> None:
+    cloud.expires_in = 2
+    reg = registration("mower-a")
+    conn, rec = await opened(reg, deps)
+    await eventually(lambda: conn.connected)
+    cloud.clients[CLIENT] = "rotated"  # the application's secret changed at the vendor
+    await eventually(lambda: not conn.connected, 10)
+    assert rec.links[-1][0] is False
+    assert "token renewal failed: the token endpoint answered 401" in str(rec.links[-1][1])
+    (secrets_dir / "husq.json").write_text(
+        json.dumps({"client_id": CLIENT, "client_secret": "rotated"})
+    )
+    await eventually(lambda: conn.connected, 15)
+    await conn.close()

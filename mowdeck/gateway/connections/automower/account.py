@@ -130,6 +130,8 @@ class AccountLink:
         self.up = False
         self.reason: str | None = "not connected yet"
         self.token_refreshes = 0
+        self._came_up = False  # this connect got as far as a snapshot
+        self._ending: str | None = None  # why this connect is being ended, if by us
         self._token: str | None = None
         self._login: ClientLogin | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -225,18 +227,16 @@ class AccountLink:
     async def _run(self) -> None:
         delay = BACKOFF_INITIAL
         while True:
-            heard = False
+            self._came_up = False
             try:
-                heard = await self._connect()
+                await self._connect()
             except asyncio.CancelledError:
                 self._down("closed")
                 raise
-            except (aiohttp.ClientError, LinkDownError, ProtocolError, TimeoutError) as err:
-                self._down(f"automower account {self.name!r}: {err}")
             except Exception as err:
                 self._log.exception("automower account link failed; reconnecting")
                 self._down(f"link error: {err!r}")
-            if heard:
+            if self._came_up:
                 delay = BACKOFF_INITIAL
             await asyncio.sleep(random.uniform(delay / 2, delay))
             delay = min(delay * 2, BACKOFF_MAX)
@@ -248,26 +248,30 @@ class AccountLink:
                 return f"{url} {why}"
         return None
 
-    async def _connect(self) -> bool:
-        """One connection of the account; True when it came up."""
+    async def _connect(self) -> None:
+        """One connection of the account, until it ends; down with the reason it ended."""
         refusal = self._refusal()
         if refusal is not None:
             self._down(refusal)
-            return False
+            return
         try:
             login = self._deps.credentials.read(self.name, ClientLogin)
         except CredentialError as err:
             self._down(str(err))
-            return False
+            return
         session = self._deps.sessions.acquire()
+        self._ending = None
+        reason = "WebSocket closed"
         try:
-            return await self._connected(session, login)
+            await self._connected(session, login)
+        except (aiohttp.ClientError, LinkDownError, ProtocolError, TimeoutError) as err:
+            reason = f"automower account {self.name!r}: {err}"
         finally:
             self._session, self._token = None, None
-            self._down("WebSocket closed" if self.up else (self.reason or "closed"))
+            self._down(self._ending or reason)
             await self._deps.sessions.release(session)
 
-    async def _connected(self, session: aiohttp.ClientSession, login: ClientLogin) -> bool:
+    async def _connected(self, session: aiohttp.ClientSession, login: ClientLogin) -> None:
         lifetime = await self._renew(session, login)
         self._session, self._login = session, login
         headers = {"Authorization": f"Bearer {self._token}"}
@@ -281,6 +285,7 @@ class AccountLink:
             if answer.status != 200:
                 raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
             mowers = decode_snapshot(answer.body).by_id()
+            self._came_up = True
             self._log.info("automower account up", mowers=len(mowers))
             for vendor_id, member in list(self.members.items()):
                 member.on_snapshot(mowers.get(vendor_id))
@@ -300,7 +305,6 @@ class AccountLink:
                 for chore in chores:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await chore
-        return True
 
     async def _keep_token(
         self,
@@ -316,7 +320,7 @@ class AccountLink:
             try:
                 lifetime = await self._renew(session, login)
             except (aiohttp.ClientError, LinkDownError, TimeoutError) as err:
-                self.reason = f"token renewal failed: {err}"
+                self._ending = f"automower account {self.name!r}: token renewal failed: {err}"
                 await ws.close()
                 return
 
