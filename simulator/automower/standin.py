@@ -9,7 +9,8 @@ bearer token and ``X-Api-Key`` (the client id) and ``Authorization-Provider:
 husqvarna``, as the vendor's do; more than ``rate`` requests a second per client answer
 429 with ``Retry-After``, as its one-request-a-second limit does.
 
-Knobs for tests: ``deaf`` mowers take commands and do nothing; ``Mower.state`` may be
+Knobs for tests: ``deaf`` mowers take commands and do nothing; ``mute`` answers no
+``ping``; ``Mower.state`` may be
 set and ``push`` sends its events; ``drop_sockets()`` ends every WebSocket.
 """
 
@@ -124,6 +125,7 @@ class StandInCloud:
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
+        self.mute = False  # answer no ping (a socket gone without a close)
 
     def add(self, mower: StandInMower) -> StandInMower:
         self.mowers[mower.id] = mower
@@ -306,7 +308,7 @@ class StandInCloud:
         self._sockets.add(ws)
         try:
             async for msg in ws:
-                if msg.type == WSMsgType.TEXT and msg.data == "ping":
+                if msg.type == WSMsgType.TEXT and msg.data == "ping" and not self.mute:
                     await ws.send_str("pong")
         finally:
             self._sockets.discard(ws)

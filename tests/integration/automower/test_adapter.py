@@ -30,7 +30,7 @@ from contracts.v1 import (
 from mowdeck.devices.automower import AutomowerEndpoints
 from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import CommandOutcome, ConnectionAdapters, ConnectionDeps
-from mowdeck.gateway.connections.automower import AutomowerConnection
+from mowdeck.gateway.connections.automower import AutomowerConnection, account
 from mowdeck.gateway.connections.credentials import Credentials
 from mowdeck.gateway.connections.port import LinkDownError
 from simulator.automower.standin import StandInCloud, StandInMower
@@ -322,4 +322,22 @@ async def test_a_token_that_cannot_be_renewed_ends_the_link_until_the_secret_wor
         json.dumps({"client_id": CLIENT, "client_secret": "rotated"})
     )
     await eventually(lambda: conn.connected, 15)
+    await conn.close()
+
+
+async def test_a_socket_that_answers_no_ping_is_ended_and_redialled(
+    cloud: StandInCloud, deps: ConnectionDeps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(account, "PING_SECONDS", 0.3)
+    monkeypatch.setattr(account, "PONG_SECONDS", 0.3)
+    reg = registration("mower-a")
+    conn, rec = await opened(reg, deps)
+    await eventually(lambda: conn.connected)
+    await asyncio.sleep(1.0)  # pings answered: still the first connect
+    assert rec.links == [(True, None)]
+    cloud.mute = True
+    await eventually(lambda: not conn.connected, 5)
+    assert rec.links[-1] == (False, "automower account 'husq': no answer to ping in 0.3 s")
+    cloud.mute = False
+    await eventually(lambda: conn.connected, 10)
     await conn.close()

@@ -40,6 +40,7 @@ log = structlog.get_logger("mowdeck.gateway.automower")
 
 REQUEST_INTERVAL_SECONDS = 1.0  # the vendor's limit: one request a second per application
 PING_SECONDS = 60.0  # the vendor's WebSocket closes after a quiet while; "ping" keeps it
+PONG_SECONDS = 10.0  # nothing at all this long after a ping: the socket is dead
 BACKOFF_INITIAL, BACKOFF_MAX = 1.0, 60.0
 REFRESH_MARGIN_SECONDS = 300.0  # a token is renewed this long before it expires...
 REFRESH_MARGIN_SHARE = 0.2  # ...or this share of its life, whichever is shorter
@@ -132,6 +133,7 @@ class AccountLink:
         self.token_refreshes = 0
         self._came_up = False  # this connect got as far as a snapshot
         self._ending: str | None = None  # why this connect is being ended, if by us
+        self._heard_at = 0.0  # the socket's last message, on the loop's clock
         self._token: str | None = None
         self._login: ClientLogin | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -325,11 +327,23 @@ class AccountLink:
                 return
 
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """``ping`` now and again; a socket that then says nothing at all is ended (a
+        connection gone without a close would otherwise look up for ever)."""
+        loop = asyncio.get_running_loop()
         while not ws.closed:
             await asyncio.sleep(PING_SECONDS)
+            sent = loop.time()
             await ws.send_str("ping")
+            await asyncio.sleep(PONG_SECONDS)
+            if self._heard_at < sent:
+                self._ending = (
+                    f"automower account {self.name!r}: no answer to ping in {PONG_SECONDS:g} s"
+                )
+                await ws.close()
+                return
 
     def _on_message(self, data: str) -> None:
+        self._heard_at = asyncio.get_running_loop().time()
         try:
             event = decode_event(data)
         except ProtocolError as err:
