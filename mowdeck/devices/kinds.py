@@ -20,11 +20,13 @@ from importlib.metadata import entry_points
 
 import msgspec
 
+from mowdeck.devices.automower import AutomowerOptions
 from mowdeck.devices.endpoints import DeviceHosts, EndpointPolicy
 from mowdeck.devices.openmower import OpenMowerOptions
 from mowdeck.errors import MowdeckError
 
 __all__ = [
+    "AUTOMOWER",
     "ENTRY_POINT_GROUP",
     "OPENMOWER",
     "SIMULATOR",
@@ -63,6 +65,8 @@ SIMULATOR = ConnectionKind("simulator", url_option="url")
 OPENMOWER = ConnectionKind(
     "openmower", url_option="broker", scope_option="prefix", options=OpenMowerOptions
 )
+# Husqvarna's Automower Connect cloud API: a mower named by the vendor's id (docs/adapters.md).
+AUTOMOWER = ConnectionKind("automower", device_id_option="vendor_id", options=AutomowerOptions)
 
 
 class ConnectionKinds:

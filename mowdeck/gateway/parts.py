@@ -166,7 +166,11 @@ def _links(
     s: GatewaySettings, shard: Shard, router: ControllerRouter, closing: ControllerClosing
 ) -> tuple[ConnectionDeps, ShardRegistrations]:
     # What the links share (their session, their pings' tasks): the gateway's own.
-    links = ConnectionDeps(s.device_hosts(), Credentials.at(s.gateway_credentials_dir))
+    links = ConnectionDeps(
+        s.device_hosts(),
+        Credentials.at(s.gateway_credentials_dir),
+        automower=s.automower_endpoints(),
+    )
     registrations = ShardRegistrations(
         shard.mowers,
         router,

@@ -7,6 +7,12 @@ from typing import Annotated
 import msgspec
 
 from contracts.v1 import MowerRegistration
+from mowdeck.devices.automower import (
+    DEFAULT_API_URL,
+    DEFAULT_TOKEN_URL,
+    DEFAULT_WS_URL,
+    AutomowerEndpoints,
+)
 from mowdeck.devices.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
 from mowdeck.kit.settings import BaseSettings
 
@@ -46,6 +52,11 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     # Where device links read the credentials connections name (``<name>.json``); unset:
     # a connection that names one stays down with that reason. See docs/gateway.md.
     gateway_credentials_dir: str | None = None
+    # The Automower Connect cloud (connection kind automower): OAuth2 token endpoint, REST
+    # base (ending /v1) and WebSocket; their hosts must be in MOWDECK_GATEWAY_DEVICE_HOSTS.
+    automower_token_url: str = DEFAULT_TOKEN_URL
+    automower_api_url: str = DEFAULT_API_URL
+    automower_ws_url: str = DEFAULT_WS_URL
     # SCHED_FIFO priority of the emergency lane's thread (0: ordinary scheduling); it
     # needs CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least this. See docs/gateway.md.
     gateway_lane_realtime_priority: Annotated[int, msgspec.Meta(ge=0, le=99)] = 10
@@ -54,6 +65,7 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         DeviceHosts(self.gateway_device_hosts)  # a pattern that is not one fails at start
+        self.automower_endpoints()  # so does an Automower URL that is not one
         if self.shard_index >= self.shard_count:
             raise ValueError(
                 "MOWDECK_SHARD_INDEX must be less than MOWDECK_SHARD_COUNT "
@@ -63,3 +75,11 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     def device_hosts(self) -> DeviceHosts:
         """The parsed ``MOWDECK_GATEWAY_DEVICE_HOSTS``."""
         return DeviceHosts(self.gateway_device_hosts)
+
+    def automower_endpoints(self) -> AutomowerEndpoints:
+        """The ``MOWDECK_AUTOMOWER_*`` endpoints."""
+        return AutomowerEndpoints(
+            token_url=self.automower_token_url,
+            api_url=self.automower_api_url,
+            ws_url=self.automower_ws_url,
+        )

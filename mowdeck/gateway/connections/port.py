@@ -7,6 +7,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState
+from mowdeck.devices.automower import AutomowerEndpoints
 from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.errors import MowdeckError
 from mowdeck.gateway.connections.credentials import Credentials
@@ -91,13 +92,23 @@ class ConnectionDeps:
     with (``MOWDECK_GATEWAY_CREDENTIALS_DIR``), and the tasks their pings and closes run
     in. Nothing of it lives at module level: two gateways in one process
     (the tests', the demo's) share nothing, and one's stop ends only its own.
+    ``automower``: the Automower Connect cloud's endpoints (``MOWDECK_AUTOMOWER_*``);
+    ``shared``: what the links of one kind share, by kind (the automower account links).
     """
 
-    __slots__ = ("background", "credentials", "hosts", "sessions")
+    __slots__ = ("automower", "background", "credentials", "hosts", "sessions", "shared")
 
-    def __init__(self, hosts: DeviceHosts, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self,
+        hosts: DeviceHosts,
+        credentials: Credentials | None = None,
+        *,
+        automower: AutomowerEndpoints | None = None,
+    ) -> None:
         self.hosts = hosts
         self.credentials = credentials or Credentials(None)
+        self.automower = automower or AutomowerEndpoints()
+        self.shared: dict[str, object] = {}
         self.sessions = DeviceSessions(hosts)
         self.background = BackgroundTasks()
 

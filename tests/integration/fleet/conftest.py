@@ -13,13 +13,19 @@ import pytest
 
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import Authorizer, LocalAuthorizer, PostgresTupleStore
-from mowdeck.devices.kinds import OPENMOWER, SIMULATOR, ConnectionKind, ConnectionKinds
+from mowdeck.devices.kinds import (
+    AUTOMOWER,
+    OPENMOWER,
+    SIMULATOR,
+    ConnectionKind,
+    ConnectionKinds,
+)
 from mowdeck.fleet import FleetService, FleetSettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 
 AUTH = AuthSettings(jwt_secret="fleet-tests-secret-of-at-least-32-bytes!")
-KINDS = ConnectionKinds([SIMULATOR, OPENMOWER, ConnectionKind("mqtt")])
+KINDS = ConnectionKinds([SIMULATOR, OPENMOWER, AUTOMOWER, ConnectionKind("mqtt")])
 
 
 @pytest.fixture(scope="module")

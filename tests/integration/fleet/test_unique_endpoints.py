@@ -199,3 +199,33 @@ async def test_one_broker_holds_many_openmowers_one_per_prefix_and_bad_options_a
     status, problem = await api.call("POST", "/v1/mowers", elsewhere)
     assert status == 422
     assert "MOWDECK_GATEWAY_DEVICE_HOSTS does not allow" in problem["detail"]
+
+
+async def test_an_automower_is_held_by_its_vendor_id_and_bad_options_are_named(
+    fleet: FleetService, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    api = await _owner(http, fleet, authorizer)
+
+    def automower(**options: Any) -> dict[str, Any]:
+        return {"name": "AM", "connection": {"kind": "automower", "options": options}}
+
+    vendor_id = str(uuid.uuid4())
+    # Fleet checks the credential's name only; no such file exists anywhere.
+    first = automower(vendor_id=vendor_id, credentials="husqvarna-main")
+    status, made = await api.call("POST", "/v1/mowers", first)
+    assert status == 201, (made.get("field"), made.get("detail"))
+    # The same vendor id under another credential is the same mower.
+    again = automower(vendor_id=vendor_id, credentials="husqvarna-other")
+    status, problem = await api.call("POST", "/v1/mowers", again)
+    assert (status, problem["field"]) == (409, "connection.options.vendor_id")
+
+    missing = automower(vendor_id=str(uuid.uuid4()))
+    status, problem = await api.call("POST", "/v1/mowers", missing)
+    assert (status, problem["field"]) == (422, "connection.options.credentials")
+    path = automower(vendor_id="../../users", credentials="husqvarna-main")
+    status, problem = await api.call("POST", "/v1/mowers", path)
+    assert (status, problem["field"]) == (422, "connection.options.vendor_id")
+    secret = automower(vendor_id=str(uuid.uuid4()), credentials="a", client_secret="s")
+    status, problem = await api.call("POST", "/v1/mowers", secret)
+    assert status == 422
+    assert "client_secret" in problem["detail"]
