@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from prometheus_client import CollectorRegistry
+
 from actors import Dispatcher, LoopBridge
 from contracts.v1.subjects import COMMANDS
 from mowdeck.gateway.closing import ControllerClosing
@@ -96,7 +98,7 @@ def build(
         dispatcher, mowers.__getitem__, effects, loop=loop, keys=keys, metrics=shard.actor_metrics
     )
     closing = ControllerClosing(router, LoopBridge(loop))
-    links, registrations = _links(s, shard, router, closing)
+    links, registrations = _links(s, shard, router, closing, base.registry)
     seed = registration_seed(s, bus, registrations, shard.metrics, on_seeded)
     intake = CommandIntake(
         shard_index=s.shard_index,
@@ -163,13 +165,18 @@ def steps(parts: Parts, settings: GatewaySettings) -> list[Step]:
 
 
 def _links(
-    s: GatewaySettings, shard: Shard, router: ControllerRouter, closing: ControllerClosing
+    s: GatewaySettings,
+    shard: Shard,
+    router: ControllerRouter,
+    closing: ControllerClosing,
+    registry: CollectorRegistry,
 ) -> tuple[ConnectionDeps, ShardRegistrations]:
     # What the links share (their session, their pings' tasks): the gateway's own.
     links = ConnectionDeps(
         s.device_hosts(),
         Credentials.at(s.gateway_credentials_dir),
         automower=s.automower_endpoints(),
+        registry=registry,
     )
     registrations = ShardRegistrations(
         shard.mowers,

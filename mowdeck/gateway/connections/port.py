@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 import msgspec
+from prometheus_client import CollectorRegistry
 
 from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState
 from mowdeck.devices.automower import AutomowerEndpoints
@@ -93,10 +94,19 @@ class ConnectionDeps:
     in. Nothing of it lives at module level: two gateways in one process
     (the tests', the demo's) share nothing, and one's stop ends only its own.
     ``automower``: the Automower Connect cloud's endpoints (``MOWDECK_AUTOMOWER_*``);
-    ``shared``: what the links of one kind share, by kind (the automower account links).
+    ``shared``: what the links of one kind share, by kind (the automower account links);
+    ``registry``: the gateway's metrics registry, for what an adapter counts of its own.
     """
 
-    __slots__ = ("automower", "background", "credentials", "hosts", "sessions", "shared")
+    __slots__ = (
+        "automower",
+        "background",
+        "credentials",
+        "hosts",
+        "registry",
+        "sessions",
+        "shared",
+    )
 
     def __init__(
         self,
@@ -104,8 +114,10 @@ class ConnectionDeps:
         credentials: Credentials | None = None,
         *,
         automower: AutomowerEndpoints | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.hosts = hosts
+        self.registry = registry  # the gateway's: adapters' metrics of their own
         self.credentials = credentials or Credentials(None)
         self.automower = automower or AutomowerEndpoints()
         self.shared: dict[str, object] = {}

@@ -23,6 +23,7 @@ import aiohttp
 import msgspec
 import structlog
 
+from mowdeck.gateway.connections.automower.budget import BudgetMetrics, MonthlyBudget
 from mowdeck.gateway.connections.credentials import CredentialError
 from mowdeck.gateway.connections.port import ConnectionDeps, LinkDownError
 from mowdeck.kit.background import cancel_and_wait
@@ -109,6 +110,17 @@ class Limiter:
         self._held_until = max(self._held_until, until)
 
 
+def _budget_metrics(deps: ConnectionDeps) -> BudgetMetrics | None:
+    # One gauge per gateway registry, made by the first account link of the gateway.
+    if deps.registry is None:
+        return None
+    found = deps.shared.get("automower-budget")
+    if found is None:
+        found = deps.shared["automower-budget"] = BudgetMetrics(deps.registry)
+    assert isinstance(found, BudgetMetrics)
+    return found
+
+
 def account_for(name: str, deps: ConnectionDeps) -> AccountLink:
     """The account link of credential ``name`` in ``deps`` (made on first use)."""
     accounts = deps.shared.setdefault("automower", {})
@@ -128,6 +140,7 @@ class AccountLink:
         self._deps = deps
         self.members: dict[str, Member] = {}
         self.limiter = Limiter()
+        self.budget = MonthlyBudget(name, _budget_metrics(deps))
         self.up = False
         self.reason: str | None = "not connected yet"
         self.token_refreshes = 0
@@ -193,6 +206,7 @@ class AccountLink:
             "Content-Type": "application/vnd.api+json",
         }
         data = msgspec.json.encode(body) if body is not None else None
+        self.budget.spend()
         async with session.request(
             method, url, headers=headers, data=data, timeout=_TIMEOUT
         ) as resp:
