@@ -45,10 +45,13 @@ def cursor_of(entry: AuditEntry) -> str:
     return base64.urlsafe_b64encode(doc).decode().rstrip("=")
 
 
-def _after(raw: str | None, now: datetime) -> tuple[datetime, uuid.UUID] | None:
+def _after(params: Mapping[str, str], now: datetime) -> tuple[datetime, uuid.UUID] | None:
+    # ``cursor`` is the name this parameter had before every list spoke of ``after``.
+    field = "after" if params.get("after") else "cursor"
+    raw = params.get(field)
     if raw is None or raw == "":
         return None
-    refused = BadQueryError("cursor", "`cursor` is not one this API gave out")
+    refused = BadQueryError(field, f"`{field}` is not one this API gave out")
     try:
         doc = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
         at, command_id = msgspec.json.decode(doc, type=tuple[datetime, uuid.UUID])
@@ -64,7 +67,7 @@ def _after(raw: str | None, now: datetime) -> tuple[datetime, uuid.UUID] | None:
 
 
 def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: datetime) -> AuditQuery:
-    """The audit query of ``?mower=&from=&to=&kind=&limit=&cursor=`` in ``account_id``;
+    """The audit query of ``?mower=&from=&to=&kind=&limit=&after=`` in ``account_id``;
     times are held to the range a query may name (``kit.times``) as of ``now``."""
     mower: uuid.UUID | None = None
     if raw := params.get("mower"):
@@ -85,5 +88,5 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: dateti
         until=until,
         kind=kind,
         limit=_limit(params.get("limit")),
-        before=_after(params.get("cursor"), now),
+        before=_after(params, now),
     )

@@ -14,7 +14,8 @@ from aiohttp import web
 from mowdeck.authn import principal
 from mowdeck.authz import AuthzUnavailableError
 from mowdeck.fleet import rules
-from mowdeck.fleet.audit import audit_query, cursor_of
+from mowdeck.fleet.audit import audit_query
+from mowdeck.fleet.audit import cursor_of as audit_cursor_of
 from mowdeck.fleet.errors import (
     BadQueryError,
     CommandNotFoundError,
@@ -34,9 +35,12 @@ from mowdeck.fleet.usecases import Fleet
 from mowdeck.kit.bus import BusError, ExpiredCommandError
 from mowdeck.kit.http import Problem, authz_unavailable, json_response, read_json
 from mowdeck.kit.logging import bind
+from mowdeck.kit.paging import cursor_of, page_params, read_cursor
 
 __all__ = [
     "FLEET",
+    "AuditPage",
+    "MowerPage",
     "MowerView",
     "fleet_errors",
     "problem_of",
@@ -47,6 +51,8 @@ FLEET = web.AppKey("fleet", Fleet)
 log = structlog.get_logger("mowdeck.fleet")
 _encoder = msgspec.json.Encoder()
 _EXPORT_PAGE = 500
+MOWER_PAGE = 100
+MAX_MOWER_PAGE = 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -154,10 +160,27 @@ async def register(request: web.Request) -> web.Response:
     return json_response(registration, status=201 if created else 200)
 
 
+class MowerPage(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of mowers; ``next_after`` continues it while ``has_more``."""
+
+    mowers: list[MowerView]
+    next_after: str | None
+    has_more: bool
+
+
 async def list_mowers(request: web.Request) -> web.Response:
-    """``GET /v1/mowers``."""
-    records = await request.app[FLEET].visible(principal(request))
-    return json_response({"mowers": [_view(r) for r in records]})
+    """``GET /v1/mowers?limit=&after=``: a page of the caller's mowers, by name then id."""
+    params = page_params(request.query, default=MOWER_PAGE, maximum=MAX_MOWER_PAGE)
+    after = None if params.after is None else read_cursor(params.after, tuple[str, uuid.UUID])
+    records, more = await request.app[FLEET].visible_page(principal(request), after, params.limit)
+    last = records[-1].registration if records and more else None
+    return json_response(
+        MowerPage(
+            mowers=[_view(r) for r in records],
+            next_after=None if last is None else cursor_of([last.name, last.mower_id]),
+            has_more=more,
+        )
+    )
 
 
 async def get_mower(request: web.Request) -> web.Response:
@@ -227,13 +250,28 @@ async def get_command(request: web.Request) -> web.Response:
     )
 
 
+class AuditPage(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of the audit, newest first; ``next_after`` continues it while ``has_more``.
+
+    ``next_cursor`` is the same cursor under the name it had first.
+    """
+
+    commands: list[AuditEntry]
+    next_after: str | None
+    next_cursor: str | None
+    has_more: bool
+
+
 async def get_audit(request: web.Request) -> web.Response:
-    """``GET /v1/audit?mower=&from=&to=&kind=&limit=&cursor=``: one page, newest first."""
+    """``GET /v1/audit?mower=&from=&to=&kind=&limit=&after=``: one page, newest first."""
     who = principal(request)
     query = audit_query(request.query, who.account_id, now=request.app[FLEET].clock())
-    page = await request.app[FLEET].audit(who, query)
-    cursor = cursor_of(page[-1]) if len(page) == query.limit else None
-    return json_response({"commands": page, "next_cursor": cursor})
+    rows = await request.app[FLEET].audit(who, replace(query, limit=query.limit + 1))
+    page, more = rows[: query.limit], len(rows) > query.limit
+    cursor = audit_cursor_of(page[-1]) if more else None
+    return json_response(
+        AuditPage(commands=page, next_after=cursor, next_cursor=cursor, has_more=more)
+    )
 
 
 async def export_audit(request: web.Request) -> web.StreamResponse:

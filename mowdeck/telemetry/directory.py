@@ -54,7 +54,6 @@ def directory_seed(
     )
 
 
-
 class DirectoryEvents:
     """Applies ``mower.registered|updated|removed``; a removal purges the mower's data."""
 

@@ -30,6 +30,7 @@ from mowdeck.kit.http import (
     service_app,
 )
 from mowdeck.kit.logging import bind
+from mowdeck.kit.paging import cursor_of, page_params, read_cursor, split_page
 from mowdeck.kit.times import EARLIEST, TimeRefusal, check_time, parse_time
 from mowdeck.telemetry.bins import check_range, parse_step
 from mowdeck.telemetry.errors import (
@@ -47,6 +48,8 @@ __all__ = ["QueryDeps", "create_app"]
 log = structlog.get_logger("mowdeck.telemetry.routes")
 
 _DEFAULT_WINDOW = timedelta(hours=24)
+STATES_PAGE = 500
+MAX_STATES_PAGE = 1000
 
 
 def _utcnow() -> datetime:
@@ -200,10 +203,23 @@ async def list_states(request: web.Request) -> web.Response:
             visible = _mower_ids(await deps.authorizer.list_objects(user, "can_view", "mower"))
     except AuthzUnavailableError as err:
         raise authz_unavailable() from err
-    states = (
-        [] if visible == set() else await deps.store.latest_of_account(caller.account_id, visible)
+    params = page_params(request.query, default=STATES_PAGE, maximum=MAX_STATES_PAGE)
+    after = None if params.after is None else read_cursor(params.after, uuid.UUID)
+    rows = (
+        []
+        if visible == set()
+        else await deps.store.latest_of_account(
+            caller.account_id, visible, after=after, limit=params.limit + 1
+        )
     )
-    return json_response({"items": [_state_body(s, deps) for s in states]})
+    states, more = split_page(rows, params.limit)
+    return json_response(
+        {
+            "items": [_state_body(s, deps) for s in states],
+            "next_after": cursor_of(states[-1].mower_id) if more else None,
+            "has_more": more,
+        }
+    )
 
 
 def _mower_ids(objects: Iterable[str]) -> set[uuid.UUID]:
