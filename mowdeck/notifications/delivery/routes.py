@@ -16,8 +16,10 @@ import msgspec
 import structlog
 from aiohttp import web
 
+from contracts.v1 import AwareDatetime
 from mowdeck.authn import principal
 from mowdeck.kit.http import Problem, json_response, read_json
+from mowdeck.kit.paging import cursor_of, page_params, read_cursor, split_page
 from mowdeck.kit.ratelimit import RequestLimit
 from mowdeck.notifications.delivery.model import StoredTarget
 from mowdeck.notifications.delivery.ports import TargetStore
@@ -34,6 +36,8 @@ from mowdeck.notifications.delivery.targets import (
 __all__ = ["ROUTES", "TARGET_DEPS", "TargetDeps", "add_target_routes", "target_body"]
 
 log = structlog.get_logger("mowdeck.notifications.delivery.routes")
+TARGETS_PAGE = 100
+MAX_TARGETS_PAGE = 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -106,10 +110,25 @@ async def post_target(request: web.Request) -> web.Response:
 
 
 async def list_targets(request: web.Request) -> web.Response:
-    """``GET /v1/notifications/targets``: the caller's targets."""
+    """``GET /v1/notifications/targets?limit=&after=``: a page of the caller's targets,
+    oldest first."""
     deps = request.app[TARGET_DEPS]
-    stored = await deps.store.list_targets(principal(request).user_id)
-    return json_response({"items": [target_body(s) for s in stored]})
+    params = page_params(request.query, default=TARGETS_PAGE, maximum=MAX_TARGETS_PAGE)
+    after = (
+        None if params.after is None else read_cursor(params.after, tuple[AwareDatetime, uuid.UUID])
+    )
+    rows = await deps.store.list_targets(
+        principal(request).user_id, after=after, limit=params.limit + 1
+    )
+    stored, more = split_page(rows, params.limit)
+    last = stored[-1] if more else None
+    return json_response(
+        {
+            "items": [target_body(s) for s in stored],
+            "next_after": None if last is None else cursor_of([last.created_at, last.id]),
+            "has_more": more,
+        }
+    )
 
 
 async def delete_target(request: web.Request) -> web.Response:

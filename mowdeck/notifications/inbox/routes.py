@@ -177,13 +177,16 @@ def _limit(request: web.Request) -> int:
 
 
 def _cursor(request: web.Request) -> InboxCursor | None:
-    text = request.query.get("before")
+    # ``before`` is this parameter's first name (the inbox runs newest first); every list
+    # now says ``after``, and it wins when both are given.
+    field = "after" if "after" in request.query else "before"
+    text = request.query.get(field)
     if text is None:
         return None
     try:
         return InboxCursor.decode(text)
     except CursorError:
-        raise _bad_query("before", "is not a cursor this inbox handed out") from None
+        raise _bad_query(field, "is not a cursor this inbox handed out") from None
 
 
 def _item_body(item: InboxItem, prefs: Preferences) -> dict[str, Any]:
@@ -208,16 +211,19 @@ def _item_body(item: InboxItem, prefs: Preferences) -> dict[str, Any]:
 
 
 async def get_inbox(request: web.Request) -> web.Response:
-    """``GET /v1/notifications/inbox?limit&before``: a page, newest first, rendered."""
+    """``GET /v1/notifications/inbox?limit&after``: a page, newest first, rendered."""
     deps, access = await caller(request)
     limit, cursor = _limit(request), _cursor(request)
     prefs = await deps.preferences.get_preferences(access.user_id) or Preferences()
     page = await deps.inbox.inbox_page(access.user_id, limit, cursor)
     unread = await deps.inbox.unread_count(access.user_id)
+    after = None if page.next is None else page.next.encode()
     return json_response(
         {
             "items": [_item_body(item, prefs) for item in page.items],
-            "next": None if page.next is None else page.next.encode(),
+            "next": after,
+            "next_after": after,
+            "has_more": after is not None,
             "unread": unread,
         }
     )
