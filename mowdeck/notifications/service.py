@@ -19,6 +19,7 @@ from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.compose import Given, Needs, Step
 from mowdeck.kit.http import task_alive
+from mowdeck.kit.openapi import add_openapi
 from mowdeck.kit.shell import ServiceShell
 from mowdeck.notifications.delivery.limits import target_creations
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
@@ -26,6 +27,7 @@ from mowdeck.notifications.delivery.targets import TargetPolicy
 from mowdeck.notifications.inbox.routes import ApiDeps, create_app, viewers_only
 from mowdeck.notifications.infra import Infra, Stores
 from mowdeck.notifications.metrics import NotificationsMetrics
+from mowdeck.notifications.openapi import openapi
 from mowdeck.notifications.parts import Parts, build
 from mowdeck.notifications.pg import pool_options
 from mowdeck.notifications.settings import NotificationsSettings
@@ -82,6 +84,7 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
         creations=target_creations(s, infra.registry),
     )
     add_target_routes(app, targets, guard=viewers_only)
+    add_openapi(app, openapi())
     return app
 
 
