@@ -116,7 +116,7 @@ def _text(description: str) -> Body:
     return Body(str, "ok", description, media_type="text/plain")
 
 
-class _Status(msgspec.Struct, frozen=True):
+class Probe(msgspec.Struct, frozen=True):
     """The status of a health or readiness probe."""
 
     status: str
@@ -129,7 +129,10 @@ OPS_OPERATIONS: tuple[Operation, ...] = (
         "/healthz",
         "health",
         "Liveness: 503 naming the parts that failed.",
-        {200: Body(_Status, _Status("ok"), "Alive."), 503: Body(_Status, _Status("failed", ["x"]))},
+        {
+            200: Body(Probe, Probe("ok"), "Alive."),
+            503: Body(Probe, Probe("failed", ["x"]), "Not alive: the parts that failed."),
+        },
         public=True,
         tags=("operations",),
     ),
@@ -138,7 +141,7 @@ OPS_OPERATIONS: tuple[Operation, ...] = (
         "/readyz",
         "ready",
         "Readiness: 503 with the reason while the service cannot serve.",
-        {200: Body(_Status, _Status("ready"), "Ready.")},
+        {200: Body(Probe, Probe("ready"), "Ready.")},
         problems=(503,),
         public=True,
         tags=("operations",),
@@ -174,10 +177,15 @@ def _content(body: Body, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def document(
-    title: str, version: str, operations: Sequence[Operation], description: str = ""
+    title: str,
+    version: str,
+    operations: Sequence[Operation],
+    description: str = "",
+    *,
+    ops_operations: Sequence[Operation] = OPS_OPERATIONS,
 ) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of ``operations`` (the ops routes' included)."""
-    ops = [*operations, *OPS_OPERATIONS]
+    """The OpenAPI 3.1 document of ``operations`` and the ops routes (``ops_operations``)."""
+    ops = [*operations, *ops_operations]
     models: list[Any] = [ProblemDocument]
     for op in ops:
         models += [p.model for p in op.params]
