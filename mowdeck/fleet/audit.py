@@ -70,7 +70,7 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: dateti
     """The audit query of ``?mower=&from=&to=&kind=&limit=&after=`` in ``account_id``;
     times are held to the range a query may name (``kit.times``) as of ``now``."""
     mower: uuid.UUID | None = None
-    if raw := params.get("mower"):
+    if (raw := params.get("mower")) is not None:
         try:
             mower = uuid.UUID(raw)
         except ValueError:

@@ -61,7 +61,8 @@ _CURSOR = "WyJCYWNrIGdhcmRlbiIsIjZmMWMyYTllIl0"
 
 Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 AuditLimit = Annotated[int, msgspec.Meta(ge=1, le=AUDIT_MAX)]
-Wait = Annotated[float, msgspec.Meta(ge=0)]
+# As ``rules.parse_wait`` reads it: digits with an optional point, no exponent or sign.
+Wait = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)$")]
 Kind = Literal[COMMAND_KINDS]  # type: ignore[valid-type]
 
 _ID = Param("mower_id", "path", uuid.UUID, "The mower's id.")
@@ -116,7 +117,17 @@ OPERATIONS: tuple[Operation, ...] = (
         "Rename a mower or change its connection.",
         {200: Body(MowerView, _VIEW)},
         params=(_ID,),
-        body=Body(PatchRequest, PatchRequest(name="Front lawn")),
+        body=Body(
+            PatchRequest,
+            PatchRequest(name="Front lawn"),
+            "At least one of `name` and `connection`, not null.",
+            also={
+                "anyOf": [
+                    {"required": ["name"], "properties": {"name": {"type": "string"}}},
+                    {"required": ["connection"], "properties": {"connection": {"type": "object"}}},
+                ]
+            },
+        ),
         problems=(403, 404, 409, 422, 503),
         tags=("mowers",),
     ),
@@ -145,7 +156,13 @@ OPERATIONS: tuple[Operation, ...] = (
         },
         params=(
             _ID,
-            Param("wait", "query", Wait, "Seconds to wait for the final result (0: none)."),
+            Param(
+                "wait",
+                "query",
+                Wait,
+                "Seconds to wait for the final result (0: none), such as 2.5; at most the "
+                "service's `MOWDECK_COMMAND_MAX_WAIT_SECONDS` (a 422 above it).",
+            ),
         ),
         body=Body(CommandRequest, CommandRequest(command=PauseMow())),
         problems=(403, 404, 422, 429, 503),

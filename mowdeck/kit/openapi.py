@@ -81,6 +81,8 @@ class Body:
     example: Any
     description: str = ""
     media_type: str = "application/json"
+    # A rule across fields the model's schema cannot state (JSON Schema, with the model's).
+    also: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,8 @@ def _example(value: Any) -> Any:
 
 
 def _content(body: Body, schema: dict[str, Any]) -> dict[str, Any]:
+    if body.also is not None:
+        schema = {"allOf": [schema, dict(body.also)]}
     return {body.media_type: {"schema": schema, "example": _example(body.example)}}
 
 

@@ -45,13 +45,16 @@ def page_params(
     ``cursor_names`` are older names of ``after`` still read (``after`` wins).
     """
     raw = query.get("limit")
-    if raw is None or raw == "":
+    if raw is None:
         limit = default
     elif raw.isascii() and raw.isdigit() and 1 <= int(raw) <= maximum:
         limit = int(raw)
     else:
         raise _bad("limit", f"`limit` must be a whole number from 1 to {maximum}")
-    after = query.get("after") or next((query[n] for n in cursor_names if query.get(n)), None)
+    name = next((n for n in ("after", *cursor_names) if n in query), None)
+    after = None if name is None else query[name]
+    if after == "":
+        raise _bad(name or "after", f"`{name}` is empty: leave it out for the first page")
     return PageParams(limit, after)
 
 
