@@ -98,6 +98,7 @@ async def _fuzz(url: str, token: str, config: Path) -> tuple[int, str]:
         "--no-color",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
+        cwd=config.parent,  # its cache of failures stays with the test's files
     )
     out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode()

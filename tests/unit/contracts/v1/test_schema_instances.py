@@ -135,13 +135,12 @@ def _check_instance(name: str, instance: Any) -> None:
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_schema_valid_instances_decode_and_re_encode_valid(name: str) -> None:
     @settings(
-        max_examples=40,
+        max_examples=25,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(st.data())
-    def run(data: st.DataObject) -> None:
-        instance = data.draw(from_schema(SCHEMAS[name], custom_formats=FORMATS))
+    @given(from_schema(SCHEMAS[name], custom_formats=FORMATS))
+    def run(instance: Any) -> None:
         assert _validators[name].is_valid(instance)
         _check_instance(name, instance)
 
