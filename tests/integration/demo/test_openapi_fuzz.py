@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from mowdeck import demo
 from mowdeck.commands.contracts import render_openapi
 from tests.integration.demo.test_demo_start import _args
 
-_SCHEMATHESIS = Path(os.environ.get("VIRTUAL_ENV", ".venv"), "bin", "st")
+_SCHEMATHESIS = Path(sys.executable).parent / "st"  # installed with the dev extra
 _EXAMPLES = int(os.environ.get("MOWDECK_FUZZ_EXAMPLES", "50"))
 _STREAMS = r"^/(v1/(stream|ws)|mowers/\{mower_id\}/ws)$"
 _CURSOR = "a cursor is opaque: only one the API gave out is valid (400 naming it)"
