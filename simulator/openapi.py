@@ -85,7 +85,7 @@ OPERATIONS: tuple[Operation, ...] = (
                         activity="docked",
                         battery=98,
                     ),
-                    garden=Garden(polygon=[(52.52, 13.405)], dock=(52.52, 13.405)),
+                    garden=Garden(polygon=[[52.52, 13.405]], dock=[52.52, 13.405]),
                     commands=[
                         CommandRecord(
                             command_id=uuid.UUID(int=1), kind="pause_mow", received_at=_AT

@@ -90,7 +90,9 @@ async def _detail(request: web.Request) -> web.Response:
         account_id=m.account_id,
         url=_url(request.app, m.mower_id),
         state=m.state(datetime.now(UTC)),
-        garden=Garden(polygon=list(g.polygon()), dock=g.to_latlon(g.dock_x, g.dock_y)),
+        garden=Garden(
+            polygon=[list(p) for p in g.polygon()], dock=list(g.to_latlon(g.dock_x, g.dock_y))
+        ),
         commands=list(m.commands or ()),
     )
     return json_response(doc)

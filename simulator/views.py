@@ -4,7 +4,7 @@ its OpenAPI document describes (``simulator/openapi.py``)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -40,11 +40,15 @@ class MowerList(msgspec.Struct, frozen=True, kw_only=True):
     mowers: list[MowerSummary]
 
 
+# A pair as an array of two (not a tuple: tuples' ``prefixItems`` trip client generators).
+LatLon = Annotated[list[float], msgspec.Meta(min_length=2, max_length=2)]
+
+
 class Garden(msgspec.Struct, frozen=True, kw_only=True):
     """The mower's garden: its outline and its dock, as ``[lat, lon]`` pairs."""
 
-    polygon: list[tuple[float, float]]
-    dock: tuple[float, float]
+    polygon: list[LatLon]
+    dock: LatLon
 
 
 class MowerDetail(MowerSummary, frozen=True, kw_only=True):
