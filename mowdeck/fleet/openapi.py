@@ -26,7 +26,7 @@ from mowdeck.fleet.views import (
     MowerView,
     StatusView,
 )
-from mowdeck.kit.openapi import Body, Operation, Param, document
+from mowdeck.kit.openapi import Body, Link, Operation, Param, document
 
 __all__ = ["OPERATIONS", "openapi"]
 
@@ -75,6 +75,7 @@ _AUDIT_QUERY = (
     Param("kind", "query", Kind, "Only commands of this kind."),
 )
 _MOWER_PROBLEMS = (404, 503)
+_MOWER_LINK = {"mower_id": "$response.body#/mower_id"}
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -86,6 +87,15 @@ OPERATIONS: tuple[Operation, ...] = (
             201: Body(MowerRegistration, _REG, "Registered."),
             200: Body(MowerRegistration, _REG, "Registered before, with this body."),
         },
+        links=tuple(
+            Link(201, name, op, _MOWER_LINK)
+            for name, op in (
+                ("get", "getMower"),
+                ("update", "updateMower"),
+                ("command", "sendCommand"),
+                ("remove", "removeMower"),
+            )
+        ),
         body=Body(RegisterRequest, RegisterRequest(name="Back garden", connection=_CONNECTION)),
         problems=(403, 409, 422, 503),
         tags=("mowers",),
@@ -154,6 +164,14 @@ OPERATIONS: tuple[Operation, ...] = (
             ),
             202: Body(CommandAccepted, CommandAccepted(command_id=_COMMAND), "Sent."),
         },
+        links=(
+            Link(
+                202,
+                "status",
+                "getCommand",
+                {"mower_id": "$request.path.mower_id", "command_id": "$response.body#/command_id"},
+            ),
+        ),
         params=(
             _ID,
             Param(

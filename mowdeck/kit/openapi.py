@@ -23,6 +23,7 @@ __all__ = [
     "OPENAPI_PATH",
     "OPS_OPERATIONS",
     "Body",
+    "Link",
     "OneOf",
     "Operation",
     "Param",
@@ -97,6 +98,17 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Link:
+    """An OpenAPI link: what an answer of ``status`` lets a client do next, with which
+    parameters (runtime expressions such as ``$response.body#/id``)."""
+
+    status: int
+    name: str
+    operation_id: str
+    parameters: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Operation:
     """One route: what it does, what it takes, and every answer it gives."""
 
@@ -112,6 +124,7 @@ class Operation:
     tags: Sequence[str] = ()
     description: str = ""
     streaming: bool = field(default=False)
+    links: Sequence[Link] = ()
 
 
 def _text(description: str) -> Body:
@@ -265,6 +278,11 @@ def _operation(op: Operation, schema_of: Mapping[str, Any]) -> dict[str, Any]:
                 "description": answer.description or "OK",
                 "content": _content(answer, schema_of[_key(answer.model)]),
             }
+    for link in op.links:
+        responses[str(link.status)].setdefault("links", {})[link.name] = {
+            "operationId": link.operation_id,
+            "parameters": dict(link.parameters),
+        }
     problems = set(op.problems) | ({400, 413, 415} if op.body is not None else set())
     if not op.public:
         problems |= {401}

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from mowdeck.kit.openapi import Body, OneOf, Operation, Param, document
+from mowdeck.kit.openapi import Body, Link, OneOf, Operation, Param, document
 from mowdeck.notifications.delivery.routes import TargetPage, TargetView, VapidKey
 from mowdeck.notifications.delivery.targets import (
     LogTarget,
@@ -109,6 +109,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "addTarget",
         "Register where the caller's notifications go: a browser (webpush) or an ntfy topic.",
         {201: Body(TargetView, _NTFY, "Registered.")},
+        links=(Link(201, "delete", "deleteTarget", {"target_id": "$response.body#/id"}),),
         body=Body(
             OneOf((WebPushTarget, NtfyTarget, LogTarget)),
             NtfyTarget(server="https://ntfy.sh", topic="lawn"),
