@@ -32,7 +32,8 @@ def _time(params: Mapping[str, str], name: str, now: datetime) -> datetime | Non
 
 
 def _limit(raw: str | None) -> int:
-    if raw is None or raw == "":
+    # An empty ``limit`` is a bad one, as on every list (``kit.paging``).
+    if raw is None:
         return DEFAULT_LIMIT
     if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadQueryError("limit", f"`limit` must be a whole number from 1 to {MAX_LIMIT}")
@@ -47,9 +48,9 @@ def cursor_of(entry: AuditEntry) -> str:
 
 def _after(params: Mapping[str, str], now: datetime) -> tuple[datetime, uuid.UUID] | None:
     # ``cursor`` is the name this parameter had before every list spoke of ``after``.
-    field = "after" if params.get("after") else "cursor"
+    field = "after" if "after" in params else "cursor"
     raw = params.get(field)
-    if raw is None or raw == "":
+    if raw is None:
         return None
     refused = BadQueryError(field, f"`{field}` is not one this API gave out")
     try:

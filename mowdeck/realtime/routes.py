@@ -74,8 +74,10 @@ class RealtimeDeps:
 DEPS = web.AppKey("realtime_deps", RealtimeDeps)
 
 
-def _bad(detail: str, type_: str = "bad-query") -> Problem:
-    return Problem(400, "Bad Request", detail, type_=type_)
+def _bad(detail: str, type_: str = "bad-query", field: str | None = None) -> Problem:
+    return Problem(
+        400, "Bad Request", detail, type_=type_, extra={"field": field} if field else None
+    )
 
 
 def _unauthenticated(reason: str, detail: str) -> Problem:
@@ -101,7 +103,11 @@ async def _caller(request: web.Request, deps: RealtimeDeps) -> Principal:
     ticket = query.get("ticket")
     if ticket is not None:
         if _looks_like_token(ticket):
-            raise _bad("a token is not a ticket: POST /v1/stream/tickets", type_="token-in-url")
+            raise _bad(
+                "a token is not a ticket: POST /v1/stream/tickets",
+                type_="token-in-url",
+                field="ticket",
+            )
         try:
             return await deps.tickets.redeem(ticket, time.time())
         except TicketError as err:
@@ -125,7 +131,7 @@ def _types(request: web.Request) -> frozenset[str]:
     chosen = frozenset(t.strip() for t in text.split(",") if t.strip())
     unknown = chosen - EVENT_TYPES
     if unknown or not chosen:
-        raise _bad(f"`types` takes {', '.join(sorted(EVENT_TYPES))}")
+        raise _bad(f"`types` takes {', '.join(sorted(EVENT_TYPES))}", field="types")
     return chosen
 
 
