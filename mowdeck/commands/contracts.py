@@ -11,6 +11,7 @@ from typing import Any
 from contracts.v1.schema import SCHEMA_DIR, stale_schemas, write_schemas
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.openapi import openapi as fleet
+from mowdeck.kit.openapi_markdown import markdown
 from mowdeck.notifications.openapi import openapi as notifications
 from mowdeck.realtime.openapi import openapi as realtime
 from mowdeck.telemetry.openapi import openapi as telemetry
@@ -29,26 +30,29 @@ DOCUMENTS: dict[str, Callable[[], dict[str, Any]]] = {
 
 
 def render_openapi() -> dict[str, str]:
-    """File name to OpenAPI document text for every HTTP API."""
-    return {
-        f"{name}.json": json.dumps(make(), indent=2, sort_keys=True) + "\n"
-        for name, make in DOCUMENTS.items()
-    }
+    """File name to text for every HTTP API: its OpenAPI document (``<name>.json``) and
+    its reference page (``../api/<name>.md``)."""
+    out = {}
+    for name, make in DOCUMENTS.items():
+        doc = make()
+        out[f"{name}.json"] = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+        out[f"../api/{name}.md"] = markdown(doc)
+    return out
 
 
 def write_openapi(directory: Path = OPENAPI_DIR) -> list[Path]:
-    """Write every document into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write every document into ``directory`` and every page beside it in ``../api``."""
     written = []
     for name, text in render_openapi().items():
         path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        written.append(path)
+        written.append(path.resolve())
     return written
 
 
 def stale_openapi(directory: Path = OPENAPI_DIR) -> list[str]:
-    """Names of documents that are missing or different."""
+    """Names of documents and pages that are missing or different."""
     return sorted(
         name
         for name, text in render_openapi().items()

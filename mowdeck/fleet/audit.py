@@ -23,7 +23,7 @@ MAX_LIMIT = 1000
 
 def _time(params: Mapping[str, str], name: str, now: datetime) -> datetime | None:
     raw = params.get(name)
-    if raw is None or raw == "":
+    if raw is None:  # an empty one is no time: a 400 naming it
         return None
     try:
         return check_time(name, parse_time(name, raw), now)
@@ -76,12 +76,13 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: dateti
             mower = uuid.UUID(raw)
         except ValueError:
             raise BadQueryError("mower", "`mower` must be a mower id (a UUID)") from None
-    kind = params.get("kind") or None
+    kind = params.get("kind")
     if kind is not None and kind not in COMMAND_KINDS:
         raise BadQueryError("kind", f"`kind` must be one of {', '.join(COMMAND_KINDS)}")
     since, until = _time(params, "from", now), _time(params, "to", now)
     if since is not None and until is not None and until <= since:
-        raise BadQueryError("to", "`to` must be after `from`")
+        # Each is a well-formed time: the pair is what is refused, a 422 as Telemetry's.
+        raise BadQueryError("to", "`to` must be after `from`", out_of_range=True)
     return AuditQuery(
         account_id=account_id,
         mower_id=mower,

@@ -10,6 +10,7 @@ import msgspec
 
 from contracts.v1 import (
     COMMAND_KINDS,
+    AwareDatetime,
     CommandResult,
     Connection,
     MowerRegistration,
@@ -70,8 +71,8 @@ _AFTER = Param("after", "query", str, "The cursor of the previous page (`next_af
 _TIME = "An RFC 3339 time with an offset."
 _AUDIT_QUERY = (
     Param("mower", "query", uuid.UUID, "Only the commands of this mower."),
-    Param("from", "query", datetime, f"Only commands issued at or after this. {_TIME}"),
-    Param("to", "query", datetime, f"Only commands issued before this. {_TIME}"),
+    Param("from", "query", AwareDatetime, f"Only commands issued at or after this. {_TIME}"),
+    Param("to", "query", AwareDatetime, f"Only commands issued before this. {_TIME}"),
     Param("kind", "query", Kind, "Only commands of this kind."),
 )
 _MOWER_PROBLEMS = (404, 503)

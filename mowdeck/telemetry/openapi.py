@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from contracts.v1 import Position
+from contracts.v1 import AwareDatetime, Position
 from mowdeck.kit.openapi import Body, OneOf, Operation, Param, document
 from mowdeck.telemetry.model import HistoryBin, HistoryRow, PositionRow, TimelineRow
 from mowdeck.telemetry.views import (
@@ -62,8 +62,8 @@ _BIN = HistoryBin(
 _TIME = "An RFC 3339 time with an offset"
 _WINDOW = (
     Param("mower_id", "path", uuid.UUID, "The mower's id."),
-    Param("from", "query", datetime, f"{_TIME}; 24 hours before `to` when absent."),
-    Param("to", "query", datetime, f"{_TIME}; now when absent."),
+    Param("from", "query", AwareDatetime, f"{_TIME}; 24 hours before `to` when absent."),
+    Param("to", "query", AwareDatetime, f"{_TIME}; now when absent."),
 )
 Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 Step = Annotated[str, msgspec.Meta(pattern=r"^[0-9]+[smhd]$")]

@@ -111,8 +111,8 @@ def _time(request: web.Request, name: str, default: datetime, now: datetime) -> 
     name (``kit.times``): 400 when it is no time, 422 when it is out of that range."""
     text = request.query.get(name)
     try:
-        # An empty value is an absent one, as in Fleet's audit.
-        value = default if not text else parse_time(name, text)
+        # An empty value is a bad one (the document says a date-time), as in Fleet's audit.
+        value = default if text is None else parse_time(name, text)
         return check_time(name, value, now)
     except TimeRefusal as err:
         if err.out_of_range:

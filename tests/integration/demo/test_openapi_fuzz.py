@@ -37,7 +37,7 @@ _TIMES = "`from`/`to` must lie in the range any query may name (kit.times; 422 n
 SEMANTIC: dict[str, tuple[tuple[int, ...], str]] = {
     "GET /v1/mowers": ((400,), _CURSOR),
     "GET /v1/audit": ((400, 422), f"{_CURSOR}; {_TIMES}"),
-    "GET /v1/audit/export": ((400, 422), _TIMES),
+    "GET /v1/audit/export": ((422,), _TIMES),
     "POST /v1/mowers": (
         (422,),
         "the connection kind must be installed and its URL one the "
@@ -49,9 +49,12 @@ SEMANTIC: dict[str, tuple[tuple[int, ...], str]] = {
         "`wait` at most the configured maximum; `ttl_s` long enough to send the command",
     ),
     "GET /v1/states": ((400,), _CURSOR),
-    "GET /v1/mowers/{mower_id}/history": ((400, 422), f"{_TIMES}; a window within the row limit"),
-    "GET /v1/mowers/{mower_id}/track": ((400, 422), _TIMES),
-    "GET /v1/mowers/{mower_id}/commands": ((400, 422), _TIMES),
+    "GET /v1/mowers/{mower_id}/history": (
+        (422,),
+        f"{_TIMES}; `step` above zero and a window of at most the row limit's bins",
+    ),
+    "GET /v1/mowers/{mower_id}/track": ((422,), _TIMES),
+    "GET /v1/mowers/{mower_id}/commands": ((422,), _TIMES),
     "GET /v1/notifications/inbox": ((400,), _CURSOR),
     "GET /v1/notifications/targets": ((400,), _CURSOR),
     "POST /v1/notifications/targets": ((422,), "the server must resolve to an allowed host"),
@@ -111,7 +114,11 @@ async def test_every_api_holds_to_its_document_under_fuzzing(
 ) -> None:
     monkeypatch.delenv("MOWDECK_NATS_URL", raising=False)
     monkeypatch.setenv("MOWDECK_DATABASE_URL", database_url)
-    committed = {name.removesuffix(".json"): json.loads(t) for name, t in render_openapi().items()}
+    committed = {
+        name.removesuffix(".json"): json.loads(text)
+        for name, text in render_openapi().items()
+        if name.endswith(".json")
+    }
     async with demo.running_demo(_args()) as running:
         services = {
             "telemetry": (running.telemetry_url, running.mowers[0]),

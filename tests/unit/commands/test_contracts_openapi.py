@@ -35,11 +35,22 @@ def test_the_exported_documents_are_current() -> None:
 
 
 def test_a_changed_document_is_stale(tmp_path: Path) -> None:
-    write_openapi(tmp_path)
-    assert stale_openapi(tmp_path) == []
-    (tmp_path / "fleet.json").write_text("{}")
-    (tmp_path / "realtime.json").unlink()
-    assert stale_openapi(tmp_path) == ["fleet.json", "realtime.json"]
+    folder = tmp_path / "openapi"
+    write_openapi(folder)
+    assert stale_openapi(folder) == []
+    (folder / "fleet.json").write_text("{}")
+    (folder / "realtime.json").unlink()
+    (tmp_path / "api" / "telemetry.md").write_text("# old")
+    assert stale_openapi(folder) == ["../api/telemetry.md", "fleet.json", "realtime.json"]
+
+
+def test_the_reference_page_lists_every_operation_and_schema() -> None:
+    doc = json.loads(render_openapi()["fleet.json"])
+    page = render_openapi()["../api/fleet.md"]
+    for route, _ in _operations(doc):
+        assert f"### `{route}`" in page
+    for name in doc["components"]["schemas"]:
+        assert f"### {name}\n" in page
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTS))

@@ -81,6 +81,9 @@ def test_good_parameters_make_the_query(
         ({"after": ""}, "after", False),
         ({"after": "W10", "cursor": _cursor("2026-05-01T00:00:00Z")}, "after", False),
         ({"mower": ""}, "mower", False),
+        ({"from": ""}, "from", False),
+        ({"kind": ""}, "kind", False),
+        ({"from": "2026-05-01T00:00:00Z", "to": "2026-05-01T00:00:00Z"}, "to", True),
     ],
     ids=[
         "negative-limit",
@@ -97,6 +100,9 @@ def test_good_parameters_make_the_query(
         "empty-after",
         "after-wins-over-cursor",
         "empty-mower",
+        "empty-from",
+        "empty-kind",
+        "empty-window",
     ],
 )
 def test_bad_parameters_are_refused_by_name(
