@@ -6,6 +6,8 @@ from typing import Annotated
 
 import msgspec
 
+from mowdeck.kit.http import decode_as_json_schema
+
 __all__ = [
     "BatteryFault",
     "ErrorFault",
@@ -78,13 +80,12 @@ Fault = (
     | RejectFault
     | BatteryFault
 )
-_decoder = msgspec.json.Decoder(Fault)
 
 
 def decode_fault(data: bytes | str) -> Fault:
     """Decode a fault request, or raise ``FaultError`` with a reason."""
     try:
-        fault: Fault = _decoder.decode(data)
+        fault: Fault = decode_as_json_schema(data, Fault)  # type: ignore[arg-type]
     except msgspec.DecodeError as err:
         raise FaultError(str(err)) from err
     return fault

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -13,10 +12,21 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from contracts.v1 import Connection, MowerRegistration
 from mowdeck.kit.http import Problem, json_response, problem_middleware, read_json
 from mowdeck.kit.http_server import HttpServer
+from mowdeck.kit.openapi import add_openapi
 from simulator.faults import Fault, FaultError, decode_fault
 from simulator.fleet import FleetConfig, SimulatorFleet, UnknownMowerError
 from simulator.metrics import simulator_registry
+from simulator.openapi import openapi
 from simulator.session import MowerSession
+from simulator.views import (
+    FaultsView,
+    FramesView,
+    Garden,
+    Health,
+    MowerDetail,
+    MowerList,
+    MowerSummary,
+)
 
 __all__ = ["FLEET", "SimulatorServer", "create_app"]
 
@@ -58,23 +68,23 @@ async def _websocket(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def _summary(request: web.Request, i: int) -> dict[str, Any]:
+def _summary(request: web.Request, i: int) -> MowerSummary:
     fleet = request.app[FLEET]
     m = fleet.mowers[i]
-    return {
-        "mower_id": str(m.mower_id),
-        "name": m.name,
-        "activity": m.body.activity,
-        "battery": round(m.body.battery, 1),
-        "connected": fleet.links[i] is not None,
-        "faults": m.faults(fleet.clock.wall()),
-    }
+    return MowerSummary(
+        mower_id=m.mower_id,
+        name=m.name,
+        activity=m.body.activity,
+        battery=round(m.body.battery, 1),
+        connected=fleet.links[i] is not None,
+        faults=m.faults(fleet.clock.wall()),
+    )
 
 
 async def _list(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     mowers = [_summary(request, i) for i in range(len(fleet.mowers))]
-    return json_response({"count": len(mowers), "mowers": mowers})
+    return json_response(MowerList(count=len(mowers), mowers=mowers))
 
 
 async def _detail(request: web.Request) -> web.Response:
@@ -83,23 +93,24 @@ async def _detail(request: web.Request) -> web.Response:
     m = fleet.mowers[i]
     m.advance(fleet.clock.now())
     g = m.garden
-    doc = _summary(request, i) | {
-        "account_id": str(m.account_id),
-        "url": _url(request.app, m.mower_id),
-        "state": m.state(datetime.now(UTC)),
-        "garden": {
-            "polygon": [[lat, lon] for lat, lon in g.polygon()],
-            "dock": list(g.to_latlon(g.dock_x, g.dock_y)),
-        },
-        "commands": list(m.commands or ()),
-    }
+    summary = _summary(request, i)
+    doc = MowerDetail(
+        **{f: getattr(summary, f) for f in summary.__struct_fields__},
+        account_id=m.account_id,
+        url=_url(request.app, m.mower_id),
+        state=m.state(datetime.now(UTC)),
+        garden=Garden(
+            polygon=[list(p) for p in g.polygon()], dock=list(g.to_latlon(g.dock_x, g.dock_y))
+        ),
+        commands=list(m.commands or ()),
+    )
     return json_response(doc)
 
 
 async def _frames(request: web.Request) -> web.Response:
     m = request.app[FLEET].mowers[_mower_index(request)]
     frames = {str(command_id): n for command_id, n in m.frames().items()}
-    return json_response({"count": len(frames), "frames": frames})
+    return json_response(FramesView(count=len(frames), frames=frames))
 
 
 async def _inject(request: web.Request) -> web.Response:
@@ -110,14 +121,14 @@ async def _inject(request: web.Request) -> web.Response:
     except FaultError as err:
         raise Problem(422, "Unprocessable Content", str(err), type_="invalid-fault") from None
     await fleet.inject(fleet.mowers[i].mower_id, fault)
-    return json_response({"faults": fleet.mowers[i].faults(fleet.clock.wall())})
+    return json_response(FaultsView(faults=fleet.mowers[i].faults(fleet.clock.wall())))
 
 
 async def _clear(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     i = _mower_index(request)
     await fleet.clear_faults(fleet.mowers[i].mower_id)
-    return json_response({"faults": fleet.mowers[i].faults(fleet.clock.wall())})
+    return json_response(FaultsView(faults=fleet.mowers[i].faults(fleet.clock.wall())))
 
 
 async def _registrations(request: web.Request) -> web.Response:
@@ -132,12 +143,12 @@ async def _metrics(request: web.Request) -> web.Response:
 async def _health(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     return json_response(
-        {
-            "status": "ok",
-            "mowers": len(fleet.mowers),
-            "states_sent": fleet.states_sent,
-            "states_skipped": fleet.states_skipped,
-        }
+        Health(
+            status="ok",
+            mowers=len(fleet.mowers),
+            states_sent=fleet.states_sent,
+            states_skipped=fleet.states_skipped,
+        )
     )
 
 
@@ -177,6 +188,7 @@ def create_app(fleet: SimulatorFleet) -> web.Application:
             web.get("/metrics", _metrics),
         ]
     )
+    add_openapi(app, openapi())
     return app
 
 

@@ -113,7 +113,14 @@ def command_kind(command: CommandBase) -> str:
 
 
 class CommandEnvelope(Struct, frozen=True):
-    """A command addressed to one mower, with identity, expiry and priority."""
+    """A command addressed to one mower, with identity, expiry and priority.
+
+    Rules across fields (a decoder refuses a message that breaks one):
+    - ``expires_at`` is strictly after ``issued_at``;
+    - ``priority`` may be ``emergency`` only when ``command.kind`` is ``emergency_stop``;
+      it is derived from the command when omitted, and an ``emergency_stop`` is always
+      ``emergency`` (a ``normal`` one is raised).
+    """
 
     command_id: uuid.UUID
     mower_id: uuid.UUID

@@ -49,6 +49,9 @@ below NATS's default 1 MB payload limit)."""
 class MowerListRequest(Struct, frozen=True):
     """Ask Fleet for the mowers of one gateway shard; ``shard_count=1`` means all.
 
+    Rule across fields (a decoder refuses a message that breaks it): ``shard_index`` is
+    less than ``shard_count``.
+
     Pages: mowers come ordered by id; ``after`` continues behind the last id of the
     previous page, and a reply whose ``next_after`` is set has more.
     """

@@ -35,9 +35,28 @@ def render_schemas() -> dict[str, str]:
         out[f"{name}.json"] = _dump(msgspec.json.schema(model))
     for (event_type, version), payload in sorted(EVENT_PAYLOADS.items()):
         schema = msgspec.json.schema(EventEnvelope[payload])  # type: ignore[valid-type]
+        _pin_event(schema, event_type, version)
         schema["title"] = f"EventEnvelope {event_type} v{version}"
         out[f"event.{event_type}.v{version}.json"] = _dump(schema)
     return out
+
+
+def _pin_event(schema: dict[str, Any], event_type: str, version: int) -> None:
+    """Pin ``type`` and ``version`` of an event schema to the one event it describes.
+
+    The envelope is generic: without the pins a validator elsewhere would accept any event
+    type under this file. ``version`` may be left out only where its default is the pin.
+    """
+    envelope = schema["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    props = envelope["properties"]
+    props["type"] = {"const": event_type, "type": "string"}
+    props["version"] = {"const": version, "default": 1, "type": "integer"}
+    if version != 1:
+        envelope["required"] = [*envelope["required"], "version"]
+    envelope["description"] = (
+        f"The event ``{event_type}`` version {version}: its ``payload`` is "
+        f"{EVENT_PAYLOADS[(event_type, version)].__name__}. ``occurred_at`` is normalised to UTC."
+    )
 
 
 def _dump(schema: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from mowdeck.kit.http import Problem
 __all__ = ["PRINCIPAL", "auth_middleware", "principal"]
 
 PRINCIPAL = web.RequestKey("principal", Principal)
-PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics")
+PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

@@ -23,7 +23,7 @@ MAX_LIMIT = 1000
 
 def _time(params: Mapping[str, str], name: str, now: datetime) -> datetime | None:
     raw = params.get(name)
-    if raw is None or raw == "":
+    if raw is None:  # an empty one is no time: a 400 naming it
         return None
     try:
         return check_time(name, parse_time(name, raw), now)
@@ -32,7 +32,8 @@ def _time(params: Mapping[str, str], name: str, now: datetime) -> datetime | Non
 
 
 def _limit(raw: str | None) -> int:
-    if raw is None or raw == "":
+    # An empty ``limit`` is a bad one, as on every list (``kit.paging``).
+    if raw is None:
         return DEFAULT_LIMIT
     if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadQueryError("limit", f"`limit` must be a whole number from 1 to {MAX_LIMIT}")
@@ -45,10 +46,13 @@ def cursor_of(entry: AuditEntry) -> str:
     return base64.urlsafe_b64encode(doc).decode().rstrip("=")
 
 
-def _after(raw: str | None, now: datetime) -> tuple[datetime, uuid.UUID] | None:
-    if raw is None or raw == "":
+def _after(params: Mapping[str, str], now: datetime) -> tuple[datetime, uuid.UUID] | None:
+    # ``cursor`` is the name this parameter had before every list spoke of ``after``.
+    field = "after" if "after" in params else "cursor"
+    raw = params.get(field)
+    if raw is None:
         return None
-    refused = BadQueryError("cursor", "`cursor` is not one this API gave out")
+    refused = BadQueryError(field, f"`{field}` is not one this API gave out")
     try:
         doc = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
         at, command_id = msgspec.json.decode(doc, type=tuple[datetime, uuid.UUID])
@@ -64,20 +68,21 @@ def _after(raw: str | None, now: datetime) -> tuple[datetime, uuid.UUID] | None:
 
 
 def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: datetime) -> AuditQuery:
-    """The audit query of ``?mower=&from=&to=&kind=&limit=&cursor=`` in ``account_id``;
+    """The audit query of ``?mower=&from=&to=&kind=&limit=&after=`` in ``account_id``;
     times are held to the range a query may name (``kit.times``) as of ``now``."""
     mower: uuid.UUID | None = None
-    if raw := params.get("mower"):
+    if (raw := params.get("mower")) is not None:
         try:
             mower = uuid.UUID(raw)
         except ValueError:
             raise BadQueryError("mower", "`mower` must be a mower id (a UUID)") from None
-    kind = params.get("kind") or None
+    kind = params.get("kind")
     if kind is not None and kind not in COMMAND_KINDS:
         raise BadQueryError("kind", f"`kind` must be one of {', '.join(COMMAND_KINDS)}")
     since, until = _time(params, "from", now), _time(params, "to", now)
     if since is not None and until is not None and until <= since:
-        raise BadQueryError("to", "`to` must be after `from`")
+        # Each is a well-formed time: the pair is what is refused, a 422 as Telemetry's.
+        raise BadQueryError("to", "`to` must be after `from`", out_of_range=True)
     return AuditQuery(
         account_id=account_id,
         mower_id=mower,
@@ -85,5 +90,5 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: dateti
         until=until,
         kind=kind,
         limit=_limit(params.get("limit")),
-        before=_after(params.get("cursor"), now),
+        before=_after(params, now),
     )

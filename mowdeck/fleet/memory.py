@@ -86,6 +86,22 @@ class InMemoryMowerRepository:
         found = [self.mowers[m] for m in set(mower_ids) if m in self.mowers]
         return sorted(found, key=lambda r: (r.registration.name, r.registration.mower_id))
 
+    async def page_of_account(
+        self,
+        account_id: uuid.UUID,
+        mower_ids: Sequence[uuid.UUID],
+        after: tuple[str, uuid.UUID] | None,
+        limit: int,
+    ) -> list[MowerRecord]:
+        """Up to ``limit`` of the account's mowers among ``mower_ids`` behind ``after``."""
+        found = [
+            r
+            for r in await self.get_many(mower_ids)
+            if r.registration.account_id == account_id
+            and (after is None or (r.registration.name, r.registration.mower_id) > after)
+        ]
+        return found[:limit]
+
     async def all_registrations(self) -> list[MowerRegistration]:
         """Every registration a gateway may link."""
         return [r.registration for m, r in self.mowers.items() if m not in self.unlinkable]

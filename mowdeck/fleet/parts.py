@@ -21,6 +21,7 @@ from mowdeck.fleet.finalizing import Finalizer
 from mowdeck.fleet.issuing import CommandJournal, CommandPublisher
 from mowdeck.fleet.limits import COMMAND_LIMITS, CommandLimits, command_limits
 from mowdeck.fleet.listing import MowerListResponder
+from mowdeck.fleet.openapi import openapi
 from mowdeck.fleet.postgres import PostgresMowerRepository, PostgresPruning
 from mowdeck.fleet.postgres_commands import PostgresAuditTrail, PostgresCommandLog
 from mowdeck.fleet.pruning import Pruner
@@ -31,6 +32,7 @@ from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.kit.compose import Base, Step
 from mowdeck.kit.cors import CorsPolicy
 from mowdeck.kit.http import service_app, task_alive
+from mowdeck.kit.openapi import add_openapi
 
 __all__ = ["Parts", "app", "build", "steps"]
 
@@ -153,6 +155,7 @@ def app(settings: FleetSettings, parts: Parts) -> web.Application:
     application[FLEET] = parts.fleet
     application[COMMAND_LIMITS] = parts.limits
     application.add_routes(routes())
+    add_openapi(application, openapi())
     return application
 
 

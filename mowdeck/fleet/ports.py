@@ -146,6 +146,17 @@ class MowerRepository(Protocol):
         """The registered mowers among ``mower_ids``, ordered by name then id."""
         ...
 
+    async def page_of_account(
+        self,
+        account_id: uuid.UUID,
+        mower_ids: Sequence[uuid.UUID],
+        after: tuple[str, uuid.UUID] | None,
+        limit: int,
+    ) -> list[MowerRecord]:
+        """Up to ``limit`` of the account's mowers among ``mower_ids``, by name then id,
+        behind the keyset position ``after`` (a name and an id)."""
+        ...
+
     async def all_registrations(self) -> list[MowerRegistration]:
         """Every registration a gateway may link (the gateways' shard lists are cut from
         it): all but the mowers ``assign_endpoint_keys`` left without their endpoint."""

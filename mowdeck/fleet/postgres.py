@@ -167,6 +167,29 @@ class PostgresMowerRepository:
         )
         return [_record(r) for r in rows]
 
+    async def page_of_account(
+        self,
+        account_id: uuid.UUID,
+        mower_ids: Sequence[uuid.UUID],
+        after: tuple[str, uuid.UUID] | None,
+        limit: int,
+    ) -> list[MowerRecord]:
+        """Up to ``limit`` of the account's mowers among ``mower_ids`` behind ``after``."""
+        name, mower_id = after if after is not None else ("", uuid.UUID(int=0))
+        # ``after`` None reads from the start: every name sorts at or after "" and the
+        # null id, and a mower named "" cannot be registered.
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM fleet_mowers"  # noqa: S608
+            " WHERE account_id = $1 AND mower_id = ANY($2::uuid[])"
+            " AND (name, mower_id) > ($3, $4) ORDER BY name, mower_id LIMIT $5",
+            account_id,
+            list(mower_ids),
+            name,
+            mower_id,
+            limit,
+        )
+        return [_record(r) for r in rows]
+
     async def all_registrations(self) -> list[MowerRegistration]:
         """Every registration a gateway may link."""
         rows = await self._fetch(f"SELECT {_COLUMNS} FROM fleet_mowers WHERE NOT unlinkable")  # noqa: S608

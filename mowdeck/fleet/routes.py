@@ -5,16 +5,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
-from typing import Any
 
 import msgspec
 import structlog
 from aiohttp import web
 
+from contracts.v1 import FINAL_STATUSES
 from mowdeck.authn import principal
 from mowdeck.authz import AuthzUnavailableError
 from mowdeck.fleet import rules
-from mowdeck.fleet.audit import audit_query, cursor_of
+from mowdeck.fleet.audit import audit_query
+from mowdeck.fleet.audit import cursor_of as audit_cursor_of
 from mowdeck.fleet.errors import (
     BadQueryError,
     CommandNotFoundError,
@@ -28,16 +29,24 @@ from mowdeck.fleet.errors import (
     VersionConflictError,
 )
 from mowdeck.fleet.limits import COMMAND_LIMITS
-from mowdeck.fleet.ports import AuditEntry, MowerRecord
+from mowdeck.fleet.ports import AuditEntry
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
+from mowdeck.fleet.views import (
+    AuditPage,
+    CommandAccepted,
+    CommandView,
+    MowerPage,
+    StatusView,
+    mower_view,
+)
 from mowdeck.kit.bus import BusError, ExpiredCommandError
 from mowdeck.kit.http import Problem, authz_unavailable, json_response, read_json
 from mowdeck.kit.logging import bind
+from mowdeck.kit.paging import cursor_of, page_params, read_cursor
 
 __all__ = [
     "FLEET",
-    "MowerView",
     "fleet_errors",
     "problem_of",
     "routes",
@@ -47,30 +56,9 @@ FLEET = web.AppKey("fleet", Fleet)
 log = structlog.get_logger("mowdeck.fleet")
 _encoder = msgspec.json.Encoder()
 _EXPORT_PAGE = 500
+MOWER_PAGE = 100
+MAX_MOWER_PAGE = 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class MowerView(msgspec.Struct, frozen=True, kw_only=True):
-    """A mower as the API shows it: the registration plus timestamps."""
-
-    mower_id: uuid.UUID
-    account_id: uuid.UUID
-    name: str
-    connection: Any
-    created_at: Any
-    updated_at: Any
-
-
-def _view(record: MowerRecord) -> MowerView:
-    reg = record.registration
-    return MowerView(
-        mower_id=reg.mower_id,
-        account_id=reg.account_id,
-        name=reg.name,
-        connection=reg.connection,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-    )
 
 
 def problem_of(  # noqa: PLR0911 - one per error kind
@@ -155,15 +143,24 @@ async def register(request: web.Request) -> web.Response:
 
 
 async def list_mowers(request: web.Request) -> web.Response:
-    """``GET /v1/mowers``."""
-    records = await request.app[FLEET].visible(principal(request))
-    return json_response({"mowers": [_view(r) for r in records]})
+    """``GET /v1/mowers?limit=&after=``: a page of the caller's mowers, by name then id."""
+    params = page_params(request.query, default=MOWER_PAGE, maximum=MAX_MOWER_PAGE)
+    after = None if params.after is None else read_cursor(params.after, tuple[str, uuid.UUID])
+    records, more = await request.app[FLEET].visible_page(principal(request), after, params.limit)
+    last = records[-1].registration if records and more else None
+    return json_response(
+        MowerPage(
+            mowers=[mower_view(r) for r in records],
+            next_after=None if last is None else cursor_of([last.name, last.mower_id]),
+            has_more=more,
+        )
+    )
 
 
 async def get_mower(request: web.Request) -> web.Response:
     """``GET /v1/mowers/{id}``."""
     record = await request.app[FLEET].get(principal(request), _mower_id(request))
-    return json_response(_view(record))
+    return json_response(mower_view(record))
 
 
 async def patch_mower(request: web.Request) -> web.Response:
@@ -171,7 +168,7 @@ async def patch_mower(request: web.Request) -> web.Response:
     mower_id = _mower_id(request)
     body = rules.decode_body(await read_json(request), PatchRequest)
     record = await request.app[FLEET].update(principal(request), mower_id, body)
-    return json_response(_view(record))
+    return json_response(mower_view(record))
 
 
 async def delete_mower(request: web.Request) -> web.Response:
@@ -196,10 +193,10 @@ async def post_command(request: web.Request) -> web.Response:
     envelope, result = await fleet.issue(who, mower_id, body, wait)
     if result is not None:
         return json_response(result, status=200)
-    doc: dict[str, Any] = {"command_id": envelope.command_id}
-    if wait > 0:
-        doc["status"] = "pending"
-    return json_response(doc, status=202)
+    accepted = CommandAccepted(
+        command_id=envelope.command_id, status="pending" if wait > 0 else None
+    )
+    return json_response(accepted, status=202)
 
 
 async def get_command(request: web.Request) -> web.Response:
@@ -210,30 +207,31 @@ async def get_command(request: web.Request) -> web.Response:
     except ValueError:
         raise CommandNotFoundError("no such command") from None
     found = await request.app[FLEET].command_status(principal(request), mower_id, command_id)
-    final = any(
-        s["status"] in {"rejected", "executed", "expired", "failed"} for s in found.statuses
-    )
+    statuses = [msgspec.convert(s, StatusView) for s in found.statuses]
     return json_response(
-        {
-            "command_id": found.command.command_id,
-            "mower_id": found.command.mower_id,
-            "kind": found.command.kind,
-            "issued_by": found.command.issued_by,
-            "issued_at": found.command.issued_at,
-            "expires_at": found.command.expires_at,
-            "statuses": found.statuses,
-            "final": final,
-        }
+        CommandView(
+            command_id=found.command.command_id,
+            mower_id=found.command.mower_id,
+            kind=found.command.kind,
+            issued_by=found.command.issued_by,
+            issued_at=found.command.issued_at,
+            expires_at=found.command.expires_at,
+            statuses=statuses,
+            final=any(s.status in FINAL_STATUSES for s in statuses),
+        )
     )
 
 
 async def get_audit(request: web.Request) -> web.Response:
-    """``GET /v1/audit?mower=&from=&to=&kind=&limit=&cursor=``: one page, newest first."""
+    """``GET /v1/audit?mower=&from=&to=&kind=&limit=&after=``: one page, newest first."""
     who = principal(request)
     query = audit_query(request.query, who.account_id, now=request.app[FLEET].clock())
-    page = await request.app[FLEET].audit(who, query)
-    cursor = cursor_of(page[-1]) if len(page) == query.limit else None
-    return json_response({"commands": page, "next_cursor": cursor})
+    rows = await request.app[FLEET].audit(who, replace(query, limit=query.limit + 1))
+    page, more = rows[: query.limit], len(rows) > query.limit
+    cursor = audit_cursor_of(page[-1]) if more else None
+    return json_response(
+        AuditPage(commands=page, next_after=cursor, next_cursor=cursor, has_more=more)
+    )
 
 
 async def export_audit(request: web.Request) -> web.StreamResponse:

@@ -25,6 +25,7 @@ from contracts.v1.subjects import event_subject
 from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet.errors import InvalidRequestError
 from mowdeck.fleet.ports import RegistryEvent
+from mowdeck.kit.http import decode_as_json_schema
 from mowdeck.kit.storable import may_hold_nul, nul_field
 
 __all__ = [
@@ -82,9 +83,6 @@ class CommandRequest(msgspec.Struct, frozen=True, kw_only=True):
     correlation_id: uuid.UUID | None = None
 
 
-_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
-    model: msgspec.json.Decoder(model) for model in (RegisterRequest, PatchRequest, CommandRequest)
-}
 _AT = re.compile(r"^(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _MISSING = re.compile(r"missing required field `(?P<field>[^`]+)`")
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
@@ -102,17 +100,16 @@ def _field_of(message: str) -> tuple[str, str]:
 
 def decode_body(data: bytes, model: type[T]) -> T:
     """Decode a request body as ``model``; raises ``InvalidRequestError`` naming the field."""
-    decoder: msgspec.json.Decoder[T] = _decoders[model]
     try:
-        return _decode(data, decoder)
+        return _decode(data, model)
     except RecursionError:
         # Thousands of nested arrays or objects: malformed for us, like invalid JSON.
         raise InvalidRequestError("", "the body is nested too deeply") from None
 
 
-def _decode(data: bytes, decoder: msgspec.json.Decoder[T]) -> T:
+def _decode(data: bytes, model: type[T]) -> T:
     try:
-        decoded = decoder.decode(data)
+        decoded = decode_as_json_schema(data, model)
     except msgspec.ValidationError as err:
         field, text = _field_of(str(err))
         if field == "command.kind":

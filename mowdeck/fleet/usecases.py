@@ -186,12 +186,15 @@ class Fleet:
         self.records.forget(mower_id)
         return await self._allowed(who, mower_id, "can_view")
 
-    async def visible(self, who: Principal) -> list[MowerRecord]:
-        """Every mower of the caller's account the caller may view."""
+    async def visible_page(
+        self, who: Principal, after: tuple[str, uuid.UUID] | None, limit: int
+    ) -> tuple[list[MowerRecord], bool]:
+        """A page of the caller's account's mowers the caller may view, by name then id,
+        behind ``after``; and whether more follow."""
         objects = await self.authorizer.list_objects(user_ref(who.user_id), "can_view", "mower")
         ids = [uuid.UUID(o.partition(":")[2]) for o in objects]
-        found = await self.repository.get_many(ids)
-        return [r for r in found if r.registration.account_id == who.account_id]
+        rows = await self.repository.page_of_account(who.account_id, ids, after, limit + 1)
+        return rows[:limit], len(rows) > limit
 
     async def update(self, who: Principal, mower_id: uuid.UUID, patch: PatchRequest) -> MowerRecord:
         """Rename a mower or change its connection."""

@@ -8,8 +8,9 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import msgspec
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -26,6 +27,7 @@ __all__ = [
     "Problem",
     "Readiness",
     "authz_unavailable",
+    "decode_as_json_schema",
     "json_depth_exceeds",
     "json_response",
     "problem_middleware",
@@ -37,6 +39,7 @@ __all__ = [
 ]
 
 log = structlog.get_logger("mowdeck.http")
+T = TypeVar("T")
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 PROBLEM_BASE = "https://mowdeck.dev/problems/"
 
@@ -177,6 +180,22 @@ async def read_json(request: web.Request, *, max_depth: int = MAX_JSON_DEPTH) ->
             type_="too-deep",
         )
     return body
+
+
+def _number(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+# Untyped JSON with whole floats read as integers (``float_hook`` sees every float literal).
+_schema_numbers = msgspec.json.Decoder(float_hook=_number)
+
+
+def decode_as_json_schema(data: bytes | str, model: type[T]) -> T:
+    """Decode ``data`` as ``model`` reading numbers as JSON Schema does: ``2.0`` is an
+    integer. The documents describe bodies in JSON Schema, so a client may send either;
+    errors are msgspec's (``ValidationError`` naming the path, ``DecodeError``)."""
+    return msgspec.convert(_schema_numbers.decode(data), model)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -19,6 +19,7 @@ from mowdeck.authz import Authorizer, AuthzSettings
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.compose import Given, Needs, Step
 from mowdeck.kit.http import task_alive
+from mowdeck.kit.openapi import add_openapi
 from mowdeck.kit.shell import ServiceShell
 from mowdeck.notifications.alarms.routes import ALARM_DEPS, AlarmDeps, alarm_routes
 from mowdeck.notifications.delivery.limits import target_creations
@@ -27,6 +28,7 @@ from mowdeck.notifications.delivery.targets import TargetPolicy
 from mowdeck.notifications.inbox.routes import ApiDeps, create_app, viewers_only
 from mowdeck.notifications.infra import Infra, Stores
 from mowdeck.notifications.metrics import NotificationsMetrics
+from mowdeck.notifications.openapi import openapi
 from mowdeck.notifications.parts import Parts, build
 from mowdeck.notifications.pg import pool_options
 from mowdeck.notifications.settings import NotificationsSettings
@@ -94,6 +96,7 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
         stores.alarm_feed,
     )
     app.add_routes(alarm_routes())
+    add_openapi(app, openapi())
     return app
 
 

@@ -20,7 +20,9 @@ __all__ = [
     "CONSOLE_PUBLIC_PATHS",
     "CodeExchange",
     "ConsoleConfig",
+    "ExchangeRequest",
     "OneTimeCodes",
+    "TokenReply",
     "console_config",
     "console_routes",
     "security_headers",
@@ -102,11 +104,19 @@ class OneTimeCodes:
         return found[0]
 
 
-class _ExchangeRequest(msgspec.Struct, frozen=True):
+class ExchangeRequest(msgspec.Struct, frozen=True):
+    """Body of ``POST /console/exchange``: a one-time sign-in code."""
+
     code: str
 
 
-_decode_exchange = msgspec.json.Decoder(_ExchangeRequest)
+class TokenReply(msgspec.Struct, frozen=True):
+    """The access token a sign-in code was exchanged for."""
+
+    token: str
+
+
+_decode_exchange = msgspec.json.Decoder(ExchangeRequest)
 
 
 def _origin(url: str) -> str | None:
@@ -198,7 +208,7 @@ def console_routes(
                 "paste a token instead",
                 type_="invalid-code",
             )
-        return json_response({"token": token})
+        return json_response(TokenReply(token))
 
     # One route per asset: any other path under /console/ is the router's 404, before
     # authentication asks a signed-out browser for a token.

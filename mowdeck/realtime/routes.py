@@ -30,6 +30,7 @@ from mowdeck.kit.http import (
     json_response,
     service_app,
 )
+from mowdeck.kit.openapi import OPS_OPERATIONS, add_openapi
 from mowdeck.realtime.access import Access
 from mowdeck.realtime.buffer import SendBuffer
 from mowdeck.realtime.client import Client, Transport
@@ -42,15 +43,17 @@ from mowdeck.realtime.console import (
 from mowdeck.realtime.errors import TicketError
 from mowdeck.realtime.frames import EVENT_TYPES
 from mowdeck.realtime.limits import RealtimeLimits
+from mowdeck.realtime.openapi import openapi
 from mowdeck.realtime.positions import parse_position
 from mowdeck.realtime.session import Streams
 from mowdeck.realtime.settings import RealtimeSettings
 from mowdeck.realtime.sinks import SseSink, WsSink
-from mowdeck.realtime.tickets import Tickets
+from mowdeck.realtime.tickets import TicketReply, Tickets
 
 __all__ = ["RealtimeDeps", "create_app"]
 
 STREAM_PATHS = ("/v1/stream", "/v1/ws")
+OPS_PATHS = tuple(op.path for op in OPS_OPERATIONS)
 # Query parameters that would carry a credential in a URL: refused, never read.
 _CREDENTIAL_PARAMS = frozenset({"token", "access_token", "bearer", "jwt", "authorization"})
 
@@ -71,8 +74,10 @@ class RealtimeDeps:
 DEPS = web.AppKey("realtime_deps", RealtimeDeps)
 
 
-def _bad(detail: str, type_: str = "bad-query") -> Problem:
-    return Problem(400, "Bad Request", detail, type_=type_)
+def _bad(detail: str, type_: str = "bad-query", field: str | None = None) -> Problem:
+    return Problem(
+        400, "Bad Request", detail, type_=type_, extra={"field": field} if field else None
+    )
 
 
 def _unauthenticated(reason: str, detail: str) -> Problem:
@@ -98,7 +103,11 @@ async def _caller(request: web.Request, deps: RealtimeDeps) -> Principal:
     ticket = query.get("ticket")
     if ticket is not None:
         if _looks_like_token(ticket):
-            raise _bad("a token is not a ticket: POST /v1/stream/tickets", type_="token-in-url")
+            raise _bad(
+                "a token is not a ticket: POST /v1/stream/tickets",
+                type_="token-in-url",
+                field="ticket",
+            )
         try:
             return await deps.tickets.redeem(ticket, time.time())
         except TicketError as err:
@@ -122,7 +131,7 @@ def _types(request: web.Request) -> frozenset[str]:
     chosen = frozenset(t.strip() for t in text.split(",") if t.strip())
     unknown = chosen - EVENT_TYPES
     if unknown or not chosen:
-        raise _bad(f"`types` takes {', '.join(sorted(EVENT_TYPES))}")
+        raise _bad(f"`types` takes {', '.join(sorted(EVENT_TYPES))}", field="types")
     return chosen
 
 
@@ -277,7 +286,7 @@ async def post_ticket(request: web.Request) -> web.Response:
     caller = principal(request)  # auth_middleware refused a denied user
     ticket = await deps.tickets.issue(caller, time.time())
     ttl = deps.settings.realtime_ticket_ttl_seconds
-    return json_response({"ticket": ticket, "expires_in": ttl}, status=201)
+    return json_response(TicketReply(ticket=ticket, expires_in=ttl), status=201)
 
 
 def create_app(
@@ -293,7 +302,7 @@ def create_app(
     ``POST /console/exchange`` for one-time sign-in codes when given an ``exchange``) and
     ops routes; tickets and sign-ins under ``limits``."""
     # The streams check their callers themselves; a signed-out browser loads the console.
-    public = ("/healthz", "/readyz", "/metrics", *STREAM_PATHS, *CONSOLE_PUBLIC_PATHS)
+    public = (*OPS_PATHS, *STREAM_PATHS, *CONSOLE_PUBLIC_PATHS)
     app = service_app(
         "realtime",
         readiness,
@@ -310,4 +319,5 @@ def create_app(
             *console_routes(console_config(deps.settings), exchange, limit=limits.sign_ins),
         ]
     )
+    add_openapi(app, openapi(exchange=exchange is not None))
     return app

@@ -21,9 +21,16 @@ from nats.js.kv import KeyValue
 from mowdeck.authn import Principal
 from mowdeck.realtime.errors import RealtimeError, TicketError
 
-__all__ = ["MemoryTickets", "NatsTickets", "Tickets", "open_bucket"]
+__all__ = ["MemoryTickets", "NatsTickets", "TicketReply", "Tickets", "open_bucket"]
 
 _USED = ".used"
+
+
+class TicketReply(msgspec.Struct, frozen=True, kw_only=True):
+    """A single-use ticket for one stream (``?ticket=``), good for ``expires_in`` seconds."""
+
+    ticket: str
+    expires_in: float
 
 
 class _Claims(msgspec.Struct, frozen=True):

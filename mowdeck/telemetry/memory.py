@@ -120,14 +120,22 @@ class InMemoryTelemetryStore:
         return row[0]
 
     async def latest_of_account(
-        self, account_id: uuid.UUID, mower_ids: Collection[uuid.UUID] | None
+        self,
+        account_id: uuid.UUID,
+        mower_ids: Collection[uuid.UUID] | None,
+        *,
+        after: uuid.UUID | None = None,
+        limit: int | None = None,
     ) -> list[MowerState]:
-        """The account's latest states, optionally of ``mower_ids`` only."""
-        return [
+        """The account's latest states, optionally of ``mower_ids`` only, behind ``after``."""
+        found = [
             state
             for mower_id, (state, _) in sorted(self.latest_rows.items(), key=lambda kv: kv[0])
-            if state.account_id == account_id and (mower_ids is None or mower_id in mower_ids)
+            if state.account_id == account_id
+            and (mower_ids is None or mower_id in mower_ids)
+            and (after is None or mower_id > after)
         ]
+        return found if limit is None else found[:limit]
 
     def _history(
         self, account_id: uuid.UUID, mower_id: uuid.UUID, start: datetime, end: datetime

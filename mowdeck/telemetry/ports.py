@@ -126,9 +126,15 @@ class TelemetryStore(Protocol):
         ...
 
     async def latest_of_account(
-        self, account_id: uuid.UUID, mower_ids: Collection[uuid.UUID] | None
+        self,
+        account_id: uuid.UUID,
+        mower_ids: Collection[uuid.UUID] | None,
+        *,
+        after: uuid.UUID | None = None,
+        limit: int | None = None,
     ) -> list[MowerState]:
-        """The account's latest states, of ``mower_ids`` only unless None; by mower id."""
+        """The account's latest states, of ``mower_ids`` only unless None; by mower id,
+        of the mowers behind ``after`` only unless None, at most ``limit`` unless None."""
         ...
 
     async def history(

@@ -219,14 +219,24 @@ class PostgresTelemetryStore:
         return None if row is None else _state(row)
 
     async def latest_of_account(
-        self, account_id: uuid.UUID, mower_ids: Collection[uuid.UUID] | None
+        self,
+        account_id: uuid.UUID,
+        mower_ids: Collection[uuid.UUID] | None,
+        *,
+        after: uuid.UUID | None = None,
+        limit: int | None = None,
     ) -> list[MowerState]:
-        """The account's latest states, optionally of ``mower_ids`` only."""
+        """The account's latest states, optionally of ``mower_ids`` only, behind ``after``."""
+        args: list[Any] = [account_id, limit]
+        if mower_ids is None:
+            query = sql.LATEST_ACCOUNT if after is None else sql.LATEST_ACCOUNT_AFTER
+        else:
+            query = sql.LATEST_SOME if after is None else sql.LATEST_SOME_AFTER
+            args.append(list(mower_ids))
+        if after is not None:
+            args.append(after)
         with _translated("latest states read"):
-            if mower_ids is None:
-                rows = await self._pool.fetch(sql.LATEST_ACCOUNT, account_id)
-            else:
-                rows = await self._pool.fetch(sql.LATEST_SOME, account_id, list(mower_ids))
+            rows = await self._pool.fetch(query, *args)
         return [_state(row) for row in rows]
 
     async def history(

@@ -11,13 +11,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import msgspec
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from contracts.v1 import MowerState
 from mowdeck.authn import DenyList, Principal, TokenVerifier, auth_middleware, principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, mower_object, user_ref
 from mowdeck.kit.cors import CorsPolicy
@@ -30,6 +29,8 @@ from mowdeck.kit.http import (
     service_app,
 )
 from mowdeck.kit.logging import bind
+from mowdeck.kit.openapi import add_openapi
+from mowdeck.kit.paging import cursor_of, page_params, read_cursor, split_page
 from mowdeck.kit.times import EARLIEST, TimeRefusal, check_time, parse_time
 from mowdeck.telemetry.bins import check_range, parse_step
 from mowdeck.telemetry.errors import (
@@ -39,14 +40,26 @@ from mowdeck.telemetry.errors import (
     StoreTimeoutError,
 )
 from mowdeck.telemetry.metrics import TelemetryMetrics
+from mowdeck.telemetry.openapi import openapi
 from mowdeck.telemetry.ports import TelemetryStore
 from mowdeck.telemetry.settings import TelemetrySettings
+from mowdeck.telemetry.views import (
+    BinsPage,
+    HistoryPage,
+    StatePage,
+    StateView,
+    TimelinePage,
+    TrackPage,
+    state_view,
+)
 
 __all__ = ["QueryDeps", "create_app"]
 
 log = structlog.get_logger("mowdeck.telemetry.routes")
 
 _DEFAULT_WINDOW = timedelta(hours=24)
+STATES_PAGE = 500
+MAX_STATES_PAGE = 1000
 
 
 def _utcnow() -> datetime:
@@ -98,6 +111,7 @@ def _time(request: web.Request, name: str, default: datetime, now: datetime) -> 
     name (``kit.times``): 400 when it is no time, 422 when it is out of that range."""
     text = request.query.get(name)
     try:
+        # An empty value is a bad one (the document says a date-time), as in Fleet's audit.
         value = default if text is None else parse_time(name, text)
         return check_time(name, value, now)
     except TimeRefusal as err:
@@ -130,14 +144,8 @@ def _range(
     return start, end
 
 
-def _page(items: list[Any], limit: int, **extra: Any) -> web.Response:
-    return json_response({**extra, "items": items[:limit], "truncated": len(items) > limit})
-
-
-def _state_body(state: Any, deps: QueryDeps) -> dict[str, Any]:
-    body: dict[str, Any] = msgspec.to_builtins(state)
-    body["stale"] = deps.clock() - state.observed_at > deps.settings.stale_after
-    return body
+def _state_body(state: MowerState, deps: QueryDeps) -> StateView:
+    return state_view(state, deps.clock(), deps.settings.stale_after)
 
 
 async def get_state(request: web.Request) -> web.Response:
@@ -161,14 +169,17 @@ async def get_history(request: web.Request) -> web.Response:
     try:
         step = None if step_text is None else parse_step(step_text)
     except QueryLimitError as err:
-        raise Problem(422, "Unprocessable Content", str(err), type_="query-limit") from err
+        raise Problem(
+            422, "Unprocessable Content", str(err), type_="query-limit", extra={"field": "step"}
+        ) from err
     start, end = _range(request, deps, step)
     limit = deps.settings.telemetry_query_max_rows
-    if step is not None:
+    if step is not None and step_text is not None:
         bins = await deps.store.history_bins(caller.account_id, mower_id, start, end, step)
-        return _page(bins, limit, step=step_text)
+        items, cut = bins[:limit], len(bins) > limit
+        return json_response(BinsPage(step=step_text, items=items, truncated=cut))
     rows = await deps.store.history(caller.account_id, mower_id, start, end, limit + 1)
-    return _page(rows, limit, step=None)
+    return json_response(HistoryPage(step=None, items=rows[:limit], truncated=len(rows) > limit))
 
 
 async def get_track(request: web.Request) -> web.Response:
@@ -176,7 +187,8 @@ async def get_track(request: web.Request) -> web.Response:
     deps, caller, mower_id = await _visible_mower(request)
     start, end = _range(request, deps, None)
     limit = deps.settings.telemetry_query_max_rows
-    return _page(await deps.store.track(caller.account_id, mower_id, start, end, limit + 1), limit)
+    rows = await deps.store.track(caller.account_id, mower_id, start, end, limit + 1)
+    return json_response(TrackPage(items=rows[:limit], truncated=len(rows) > limit))
 
 
 async def get_commands(request: web.Request) -> web.Response:
@@ -185,7 +197,7 @@ async def get_commands(request: web.Request) -> web.Response:
     start, end = _range(request, deps, None)
     limit = deps.settings.telemetry_query_max_rows
     rows = await deps.store.timeline(caller.account_id, mower_id, start, end, limit + 1)
-    return _page(rows, limit)
+    return json_response(TimelinePage(items=rows[:limit], truncated=len(rows) > limit))
 
 
 async def list_states(request: web.Request) -> web.Response:
@@ -200,10 +212,23 @@ async def list_states(request: web.Request) -> web.Response:
             visible = _mower_ids(await deps.authorizer.list_objects(user, "can_view", "mower"))
     except AuthzUnavailableError as err:
         raise authz_unavailable() from err
-    states = (
-        [] if visible == set() else await deps.store.latest_of_account(caller.account_id, visible)
+    params = page_params(request.query, default=STATES_PAGE, maximum=MAX_STATES_PAGE)
+    after = None if params.after is None else read_cursor(params.after, uuid.UUID)
+    rows = (
+        []
+        if visible == set()
+        else await deps.store.latest_of_account(
+            caller.account_id, visible, after=after, limit=params.limit + 1
+        )
     )
-    return json_response({"items": [_state_body(s, deps) for s in states]})
+    states, more = split_page(rows, params.limit)
+    return json_response(
+        StatePage(
+            items=[_state_body(s, deps) for s in states],
+            next_after=cursor_of(states[-1].mower_id) if more else None,
+            has_more=more,
+        )
+    )
 
 
 def _mower_ids(objects: Iterable[str]) -> set[uuid.UUID]:
@@ -273,4 +298,5 @@ def create_app(
             web.get("/v1/states", list_states),
         ]
     )
+    add_openapi(app, openapi())
     return app

@@ -132,10 +132,22 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
 """
 _STATE = ", ".join(STATE_COLUMNS) + ", lat, lon, heading_deg, raw::text AS raw"
 LATEST_ONE = f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id = $2"
-LATEST_ACCOUNT = f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 ORDER BY mower_id"
+# Pages by keyset on mower_latest_account (account_id, mower_id): the first one, then
+# those behind a mower id (the last parameter); a NULL limit is none.
+LATEST_ACCOUNT = (
+    f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 ORDER BY mower_id LIMIT $2"
+)
+LATEST_ACCOUNT_AFTER = (
+    f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id > $3"
+    " ORDER BY mower_id LIMIT $2"
+)
 LATEST_SOME = (
-    f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id = ANY($2::uuid[])"
-    " ORDER BY mower_id"
+    f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id = ANY($3::uuid[])"
+    " ORDER BY mower_id LIMIT $2"
+)
+LATEST_SOME_AFTER = (
+    f"SELECT {_STATE} FROM mower_latest WHERE account_id = $1 AND mower_id = ANY($3::uuid[])"
+    " AND mower_id > $4 ORDER BY mower_id LIMIT $2"
 )
 _RANGE = "account_id = $1 AND mower_id = $2 AND observed_at >= $3 AND observed_at < $4"
 HISTORY = f"""

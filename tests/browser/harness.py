@@ -185,9 +185,18 @@ class Harness:
             return web.json_response(json.loads(json.dumps(self._config, default=_fields)))
 
         async def mowers(request: web.Request) -> web.Response:
+            # Pages of two, whatever the limit asked (a server may answer fewer): the
+            # console must follow ``next_after`` to learn every name.
             authed(request)
+            start = int(request.query.get("after", "0"))
+            page = MOWERS[start : start + 2]
+            more = start + 2 < len(MOWERS)
             return web.json_response(
-                {"mowers": [{"mower_id": str(m), "name": NAMES[m]} for m in MOWERS]}
+                {
+                    "mowers": [{"mower_id": str(m), "name": NAMES[m]} for m in page],
+                    "next_after": str(start + 2) if more else None,
+                    "has_more": more,
+                }
             )
 
         async def states(request: web.Request) -> web.Response:

@@ -44,6 +44,10 @@ async def test_the_console_follows_the_live_stream(browser: Any, shots: Path) ->
         errors = ConsoleErrors(page)
         await page.goto(url)
         await page.locator("#mowers tbody tr").nth(len(MOWERS) - 1).wait_for()
+        # The last name is on Fleet's second page.
+        await page.locator(
+            f'#mowers tr[data-mower="{MOWERS[-1]}"]', has_text="harness-3"
+        ).wait_for()
         # The code is used and gone from the address bar; the token is in session storage.
         assert "code=" not in page.url
         assert await page.evaluate("sessionStorage.getItem('mowdeck.token')") == TOKEN

@@ -61,7 +61,6 @@ LIVE = frozenset(
 MUTABLE_DISPLAYS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
 # Found and kept, with the reason: "path:name".
 KEPT = {
-    "mowdeck/fleet/rules.py:_decoders": "a fixed table of msgspec decoders, built at import",
     "mowdeck/kit/logging.py:_message_vars": "the context variables of the message keys, made once",
     "mowdeck/notifications/rules/quiet.py:zone": "IANA zones by name: immutable, bounded (512)",
     "mowdeck/notifications/rules/templates.py:default_catalogue": (

@@ -101,9 +101,23 @@ class InMemoryDeliveries(TargetStore, DeliveryStore):
         self.targets[stored.id] = stored
         return stored
 
-    async def list_targets(self, user_id: str) -> list[StoredTarget]:
-        """The user's targets, oldest first."""
-        return [t for t in self.targets.values() if t.user_id == user_id]
+    async def list_targets(
+        self,
+        user_id: str,
+        *,
+        after: tuple[datetime, uuid.UUID] | None = None,
+        limit: int | None = None,
+    ) -> list[StoredTarget]:
+        """The user's targets, oldest first, behind ``after``."""
+        found = sorted(
+            (
+                t
+                for t in self.targets.values()
+                if t.user_id == user_id and (after is None or (t.created_at, t.id) > after)
+            ),
+            key=lambda t: (t.created_at, t.id),
+        )
+        return found if limit is None else found[:limit]
 
     async def delete_target(self, user_id: str, target_id: uuid.UUID) -> bool:
         """Delete the user's target."""

@@ -39,8 +39,15 @@ class TargetStore(Protocol):
         previous owner's deliveries to it are dropped."""
         ...
 
-    async def list_targets(self, user_id: str) -> list[StoredTarget]:
-        """The user's targets, oldest first."""
+    async def list_targets(
+        self,
+        user_id: str,
+        *,
+        after: tuple[datetime, uuid.UUID] | None = None,
+        limit: int | None = None,
+    ) -> list[StoredTarget]:
+        """The user's targets, oldest first (by creation, then id): those behind the
+        position ``after`` only unless None, at most ``limit`` unless None."""
         ...
 
     async def delete_target(self, user_id: str, target_id: uuid.UUID) -> bool:

@@ -114,9 +114,19 @@ class PostgresDeliveries(TargetStore, DeliveryStore):
         assert row is not None
         return _stored(row)
 
-    async def list_targets(self, user_id: str) -> list[StoredTarget]:
-        """The user's targets."""
-        return [_stored(r) for r in await self._pool.fetch(sql.LIST_TARGETS, user_id)]
+    async def list_targets(
+        self,
+        user_id: str,
+        *,
+        after: tuple[datetime, uuid.UUID] | None = None,
+        limit: int | None = None,
+    ) -> list[StoredTarget]:
+        """The user's targets, oldest first, behind ``after``."""
+        if after is None:
+            rows = await self._pool.fetch(sql.LIST_TARGETS, user_id, limit)
+        else:
+            rows = await self._pool.fetch(sql.LIST_TARGETS_AFTER, user_id, limit, *after)
+        return [_stored(r) for r in rows]
 
     async def delete_target(self, user_id: str, target_id: uuid.UUID) -> bool:
         """Delete the user's target."""

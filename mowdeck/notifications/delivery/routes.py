@@ -10,14 +10,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Literal
 
 import msgspec
 import structlog
 from aiohttp import web
 
+from contracts.v1 import AwareDatetime
 from mowdeck.authn import principal
 from mowdeck.kit.http import Problem, json_response, read_json
+from mowdeck.kit.paging import cursor_of, page_params, read_cursor, split_page
 from mowdeck.kit.ratelimit import RequestLimit
 from mowdeck.notifications.delivery.model import StoredTarget
 from mowdeck.notifications.delivery.ports import TargetStore
@@ -26,14 +29,26 @@ from mowdeck.notifications.delivery.targets import (
     NtfyTarget,
     TargetPolicy,
     Violation,
+    WebPushSubscription,
     WebPushTarget,
     check_target_addresses,
     validate_target,
 )
 
-__all__ = ["ROUTES", "TARGET_DEPS", "TargetDeps", "add_target_routes", "target_body"]
+__all__ = [
+    "ROUTES",
+    "TARGET_DEPS",
+    "TargetDeps",
+    "TargetPage",
+    "TargetView",
+    "VapidKey",
+    "add_target_routes",
+    "target_body",
+]
 
 log = structlog.get_logger("mowdeck.notifications.delivery.routes")
+TARGETS_PAGE = 100
+MAX_TARGETS_PAGE = 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -53,19 +68,45 @@ class TargetDeps:
 TARGET_DEPS = web.AppKey("notification_target_deps", TargetDeps)
 
 
-def target_body(stored: StoredTarget) -> dict[str, Any]:
+class TargetView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A target as the API shows it: a webpush one with its ``subscription``, an ntfy one
+    with its ``server`` and ``topic`` (its token only as ``token_set``)."""
+
+    id: uuid.UUID
+    channel: Literal["webpush", "ntfy", "log"]
+    created_at: datetime
+    subscription: WebPushSubscription | None = None
+    server: str | None = None
+    topic: str | None = None
+    token_set: bool | None = None
+
+
+class TargetPage(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of the caller's targets, oldest first; ``next_after`` continues it while
+    ``has_more``."""
+
+    items: list[TargetView]
+    next_after: str | None
+    has_more: bool
+
+
+class VapidKey(msgspec.Struct, frozen=True):
+    """The VAPID public key a browser subscribes with (URL-safe base64)."""
+
+    public_key: str
+
+
+def target_body(stored: StoredTarget) -> TargetView:
     """A target as the API shows it (an ntfy token only as ``token_set``)."""
-    body: dict[str, Any] = {
-        "id": str(stored.id),
-        "channel": stored.channel,
-        "created_at": stored.created_at.isoformat(),
-    }
     target = stored.target
+    view = TargetView(id=stored.id, channel=stored.channel, created_at=stored.created_at)  # type: ignore[arg-type]
     if isinstance(target, WebPushTarget):
-        body["subscription"] = msgspec.to_builtins(target.subscription)
-    elif isinstance(target, NtfyTarget):
-        body.update(server=target.server, topic=target.topic, token_set=target.token is not None)
-    return body
+        return msgspec.structs.replace(view, subscription=target.subscription)
+    if isinstance(target, NtfyTarget):
+        return msgspec.structs.replace(
+            view, server=target.server, topic=target.topic, token_set=target.token is not None
+        )
+    return view
 
 
 def _invalid(violations: list[Violation]) -> Problem:
@@ -106,10 +147,25 @@ async def post_target(request: web.Request) -> web.Response:
 
 
 async def list_targets(request: web.Request) -> web.Response:
-    """``GET /v1/notifications/targets``: the caller's targets."""
+    """``GET /v1/notifications/targets?limit=&after=``: a page of the caller's targets,
+    oldest first."""
     deps = request.app[TARGET_DEPS]
-    stored = await deps.store.list_targets(principal(request).user_id)
-    return json_response({"items": [target_body(s) for s in stored]})
+    params = page_params(request.query, default=TARGETS_PAGE, maximum=MAX_TARGETS_PAGE)
+    after = (
+        None if params.after is None else read_cursor(params.after, tuple[AwareDatetime, uuid.UUID])
+    )
+    rows = await deps.store.list_targets(
+        principal(request).user_id, after=after, limit=params.limit + 1
+    )
+    stored, more = split_page(rows, params.limit)
+    last = stored[-1] if more else None
+    return json_response(
+        TargetPage(
+            items=[target_body(s) for s in stored],
+            next_after=None if last is None else cursor_of([last.created_at, last.id]),
+            has_more=more,
+        )
+    )
 
 
 async def delete_target(request: web.Request) -> web.Response:
@@ -132,7 +188,7 @@ async def vapid_public_key(request: web.Request) -> web.Response:
     key = request.app[TARGET_DEPS].application_server_key()
     if key is None:
         raise Problem(404, "Not Found", "Web Push is not enabled", type_="not-found")
-    return json_response({"public_key": key})
+    return json_response(VapidKey(key))
 
 
 ROUTES = [

@@ -19,9 +19,14 @@ VALUES ($1, $2, $3::jsonb, $4)
 ON CONFLICT (endpoint) DO UPDATE SET target = excluded.target
 RETURNING id, user_id, target::text AS target, created_at
 """
+# Pages by keyset on notification_targets_user (user_id, created_at, id); NULL: no limit.
 LIST_TARGETS = """
 SELECT id, user_id, target::text AS target, created_at FROM notification_targets
-WHERE user_id = $1 ORDER BY created_at, id
+WHERE user_id = $1 ORDER BY created_at, id LIMIT $2
+"""
+LIST_TARGETS_AFTER = """
+SELECT id, user_id, target::text AS target, created_at FROM notification_targets
+WHERE user_id = $1 AND (created_at, id) > ($3, $4) ORDER BY created_at, id LIMIT $2
 """
 DELETE_TARGET = "DELETE FROM notification_targets WHERE user_id = $1 AND id = $2"
 DELETE_TARGETS_BY_ID = "DELETE FROM notification_targets WHERE id = ANY($1::uuid[])"

@@ -36,6 +36,7 @@ from mowdeck.notifications.inbox.access import Access, MowerAccount, caller_acce
 from mowdeck.notifications.inbox.model import CursorError, InboxCursor, InboxItem
 from mowdeck.notifications.inbox.ports import InboxStore, PreferencesStore
 from mowdeck.notifications.inbox.preferences import Preferences, PreferencesError
+from mowdeck.notifications.rules.kinds import Severity
 from mowdeck.notifications.rules.templates import render
 from mowdeck.notifications.settings import NotificationsSettings
 
@@ -107,10 +108,9 @@ def _bad_query(name: str, reason: str) -> Problem:
 # -- preferences ---------------------------------------------------------------------------
 
 
-def _preferences_body(prefs: Preferences) -> dict[str, Any]:
-    body: dict[str, Any] = msgspec.to_builtins(prefs)
-    body["kinds"] = prefs.enabled()  # every kind, a missing one at its default
-    return body
+def _preferences_body(prefs: Preferences) -> Preferences:
+    # Every kind, a missing one at its default.
+    return msgspec.structs.replace(prefs, kinds=dict(prefs.enabled()))
 
 
 def _hidden_mowers(body: bytes, hidden: list[uuid.UUID]) -> Problem:
@@ -177,16 +177,43 @@ def _limit(request: web.Request) -> int:
 
 
 def _cursor(request: web.Request) -> InboxCursor | None:
-    text = request.query.get("before")
+    # ``before`` is this parameter's first name (the inbox runs newest first); every list
+    # now says ``after``, and it wins when both are given.
+    field = "after" if "after" in request.query else "before"
+    text = request.query.get(field)
     if text is None:
         return None
     try:
         return InboxCursor.decode(text)
     except CursorError:
-        raise _bad_query("before", "is not a cursor this inbox handed out") from None
+        raise _bad_query(field, "is not a cursor this inbox handed out") from None
 
 
-def _item_body(item: InboxItem, prefs: Preferences) -> dict[str, Any]:
+class InboxItemView(msgspec.Struct, frozen=True, kw_only=True):
+    """An inbox item, rendered in the reader's locale and time zone."""
+
+    id: uuid.UUID
+    kind: str
+    mower_id: uuid.UUID
+    severity: Severity
+    title: str
+    body: str
+    occurred_at: datetime
+    read: bool
+
+
+class InboxView(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of the inbox, newest first; ``next_after`` continues it while ``has_more``
+    (``next`` is the same cursor under its first name); ``unread`` counts the whole inbox."""
+
+    items: list[InboxItemView]
+    next: str | None
+    next_after: str | None
+    has_more: bool
+    unread: int
+
+
+def _item_body(item: InboxItem, prefs: Preferences) -> InboxItemView:
     try:
         title, body = render(item.message_key, item.params, prefs.locale, prefs.timezone)
     except (TemplateError, zoneinfo.ZoneInfoNotFoundError) as err:
@@ -195,31 +222,34 @@ def _item_body(item: InboxItem, prefs: Preferences) -> dict[str, Any]:
             "inbox item not rendered", item_id=str(item.id), mower_id=item.mower_id, error=str(err)
         )
         title, body = item.message_key, ""
-    return {
-        "id": item.id,
-        "kind": item.kind,
-        "mower_id": item.mower_id,
-        "severity": item.severity,
-        "title": title,
-        "body": body,
-        "occurred_at": item.occurred_at,
-        "read": item.read,
-    }
+    return InboxItemView(
+        id=item.id,
+        kind=item.kind,
+        mower_id=item.mower_id,
+        severity=item.severity,
+        title=title,
+        body=body,
+        occurred_at=item.occurred_at,
+        read=item.read,
+    )
 
 
 async def get_inbox(request: web.Request) -> web.Response:
-    """``GET /v1/notifications/inbox?limit&before``: a page, newest first, rendered."""
+    """``GET /v1/notifications/inbox?limit&after``: a page, newest first, rendered."""
     deps, access = await caller(request)
     limit, cursor = _limit(request), _cursor(request)
     prefs = await deps.preferences.get_preferences(access.user_id) or Preferences()
     page = await deps.inbox.inbox_page(access.user_id, limit, cursor)
     unread = await deps.inbox.unread_count(access.user_id)
+    after = None if page.next is None else page.next.encode()
     return json_response(
-        {
-            "items": [_item_body(item, prefs) for item in page.items],
-            "next": None if page.next is None else page.next.encode(),
-            "unread": unread,
-        }
+        InboxView(
+            items=[_item_body(item, prefs) for item in page.items],
+            next=after,
+            next_after=after,
+            has_more=after is not None,
+            unread=unread,
+        )
     )
 
 

@@ -226,14 +226,27 @@ function applyResult(r) {
   if (r.mower_id === state.selected) renderTimeline();
 }
 
+// Every item of a list endpoint, page after page: `after` continues while `has_more`.
+async function allPages(get, path, key) {
+  const items = [];
+  let after = null;
+  do {
+    const sep = path.includes("?") ? "&" : "?";
+    const data = await get(after ? `${path}${sep}after=${encodeURIComponent(after)}` : path);
+    items.push(...data[key]);
+    after = data.has_more ? data.next_after : null;
+  } while (after);
+  return items;
+}
+
 async function loadMowers() {
-  const data = await fleet("/v1/mowers");
-  for (const view of data.mowers) mower(view.mower_id).name = view.name;
+  for (const view of await allPages(fleet, "/v1/mowers?limit=1000", "mowers")) {
+    mower(view.mower_id).name = view.name;
+  }
 }
 
 async function loadStates() {
-  const data = await telemetry("/v1/states");
-  for (const s of data.items) applyState(s, false);
+  for (const s of await allPages(telemetry, "/v1/states?limit=1000", "items")) applyState(s, false);
   scheduleRender();
 }
 

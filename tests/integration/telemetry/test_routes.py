@@ -269,3 +269,43 @@ async def test_states_list_skips_objects_that_name_no_mower_id(
     status, body = await _get(service, issuer, "bob", "/v1/states")
     assert status == 200
     assert [item["mower_id"] for item in body["items"]] == [str(GROUPED)]
+
+
+@pytest.mark.parametrize(
+    ("user", "account", "expected"),
+    [
+        ("alice", ACCOUNT, [GROUPED, UNGROUPED]),  # the mowers list_objects names
+        ("carol", OTHER_ACCOUNT, [MISFILED, FOREIGN]),  # the whole account
+    ],
+    ids=["visible-set", "account"],
+)
+async def test_states_come_in_pages_that_say_whether_more_follow(
+    service: TelemetryService,
+    issuer: TokenIssuer,
+    user: str,
+    account: uuid.UUID,
+    expected: list[uuid.UUID],
+) -> None:
+    seen: list[str] = []
+    path = "/v1/states?limit=1&ignored=yes"
+    while True:
+        status, body = await _get(service, issuer, user, path, account)
+        assert status == 200
+        assert len(body["items"]) == 1
+        seen += [item["mower_id"] for item in body["items"]]
+        if not body["has_more"]:
+            assert body["next_after"] is None
+            break
+        path = f"/v1/states?limit=1&after={body['next_after']}"
+    assert seen == [str(m) for m in sorted(expected)]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=1e3", "limit"), ("after=zz", "after")],
+)
+async def test_a_bad_page_parameter_is_a_400_naming_it(
+    service: TelemetryService, issuer: TokenIssuer, query: str, field: str
+) -> None:
+    status, body = await _get(service, issuer, "alice", f"/v1/states?{query}")
+    assert (status, body["field"]) == (400, field)

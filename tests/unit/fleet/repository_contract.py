@@ -72,6 +72,26 @@ async def test_contract_get_many_sorts_by_name(repo: Any) -> None:
     assert {r.mower_id for r in await repo.all_registrations()} >= {a.mower_id, b.mower_id}
 
 
+async def test_contract_a_page_of_an_account_starts_behind_its_keyset_position(
+    repo: Any,
+) -> None:
+    account = uuid.uuid4()
+    regs = [
+        msgspec.structs.replace(_reg(name), account_id=account) for name in ["b", "a", "b", "c"]
+    ]
+    stranger = _reg("a")
+    for reg in [*regs, stranger]:
+        await _add(repo, reg)
+    ids = [r.mower_id for r in [*regs, stranger]]
+    order = sorted(regs, key=lambda r: (r.name, r.mower_id))
+    first = await repo.page_of_account(account, ids, None, 2)
+    assert [r.registration for r in first] == order[:2]
+    last = first[-1].registration
+    rest = await repo.page_of_account(account, ids, (last.name, last.mower_id), 10)
+    assert [r.registration for r in rest] == order[2:]
+    assert await repo.page_of_account(account, ids[:1], None, 10) == [await repo.get(ids[0])]
+
+
 async def test_contract_update_and_remove_check_the_version(repo: Any) -> None:
     reg = _reg()
     await _add(repo, reg)

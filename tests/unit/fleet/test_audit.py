@@ -77,6 +77,13 @@ def test_good_parameters_make_the_query(
         ({"from": "1999-12-31T23:59:59Z"}, "from", True),
         ({"cursor": _cursor("0001-01-01T00:00:00+01:00")}, "cursor", False),
         ({"cursor": _cursor("9999-12-31T23:59:59.999999Z")}, "cursor", False),
+        ({"limit": ""}, "limit", False),
+        ({"after": ""}, "after", False),
+        ({"after": "W10", "cursor": _cursor("2026-05-01T00:00:00Z")}, "after", False),
+        ({"mower": ""}, "mower", False),
+        ({"from": ""}, "from", False),
+        ({"kind": ""}, "kind", False),
+        ({"from": "2026-05-01T00:00:00Z", "to": "2026-05-01T00:00:00Z"}, "to", True),
     ],
     ids=[
         "negative-limit",
@@ -89,6 +96,13 @@ def test_good_parameters_make_the_query(
         "before-2000",
         "cursor-before-year-one",
         "cursor-end-of-time",
+        "empty-limit",
+        "empty-after",
+        "after-wins-over-cursor",
+        "empty-mower",
+        "empty-from",
+        "empty-kind",
+        "empty-window",
     ],
 )
 def test_bad_parameters_are_refused_by_name(

@@ -125,6 +125,12 @@ class StoreContract:
         assert [s.mower_id for s in everything] == [MOWER, OTHER_MOWER]
         some = await store.latest_of_account(ACCOUNT, {OTHER_MOWER, foreign})
         assert [s.mower_id for s in some] == [OTHER_MOWER]
+        first = await store.latest_of_account(ACCOUNT, None, limit=1)
+        assert [s.mower_id for s in first] == [MOWER]
+        rest = await store.latest_of_account(ACCOUNT, None, after=MOWER, limit=5)
+        assert [s.mower_id for s in rest] == [OTHER_MOWER]
+        behind = await store.latest_of_account(ACCOUNT, {MOWER, OTHER_MOWER}, after=MOWER)
+        assert [s.mower_id for s in behind] == [OTHER_MOWER]
 
     async def test_history_and_track_are_append_only_and_deduplicated(
         self, store: TelemetryStore

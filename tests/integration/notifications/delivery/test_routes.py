@@ -203,3 +203,31 @@ async def test_a_redirect_from_a_push_service_is_not_followed(
     [row] = await rows(pool)
     assert (row["state"], row["last_error"]) == ("failed", "redirect not followed")
     assert uuid.UUID((await stores.targets.list_targets("ann"))[0].id.hex)
+
+
+async def test_targets_come_in_pages_oldest_first(client: Client) -> None:
+    made = []
+    for n in range(5):
+        status, target = await post(
+            client,
+            "ann",
+            {"channel": "ntfy", "server": NTFY, "topic": f"t{n}"},
+        )
+        assert status == 201, target
+        made.append(target["id"])
+    seen: list[str] = []
+    path = "/v1/notifications/targets?limit=2&unknown=1"
+    while True:
+        response = await client.get(path, headers=as_user("ann"))
+        body = await response.json()
+        assert response.status == 200
+        assert len(body["items"]) <= 2
+        seen += [item["id"] for item in body["items"]]
+        if not body["has_more"]:
+            assert body["next_after"] is None
+            break
+        path = f"/v1/notifications/targets?limit=2&after={body['next_after']}"
+    assert seen == made
+    for query, field in [("limit=0", "limit"), ("limit=1001", "limit"), ("after=e30", "after")]:
+        response = await client.get(f"/v1/notifications/targets?{query}", headers=as_user("ann"))
+        assert (response.status, (await response.json())["field"]) == (400, field), query

@@ -290,9 +290,13 @@ async def test_the_inbox_pages_newest_first(client: Client, stores: Stores) -> N
         assert status == 200
         pages += 1
         seen += [item["body"] for item in body["items"]]
-        if body["next"] is None:
+        assert body["has_more"] == (body["next_after"] is not None)
+        assert body["next"] == body["next_after"]  # its first name
+        if not body["has_more"]:
             break
-        path = f"{INBOX}?limit=3&before={body['next']}"
+        # ``before``, the cursor's first name, reads the same pages.
+        name = "after" if pages % 2 else "before"
+        path = f"{INBOX}?limit=3&{name}={body['next_after']}&unknown=1"
     assert pages == 3
     assert seen == [f"Battery at {n}%." for n in range(6, -1, -1)]
 
@@ -333,6 +337,8 @@ async def test_the_inbox_limit_defaults_to_50(client: Client, stores: Stores) ->
         ("limit=", "limit"),
         ("before=not-a-cursor", "before"),
         ("before=", "before"),
+        ("after=not-a-cursor", "after"),
+        ("after=x&before=", "after"),
     ],
 )
 async def test_a_bad_query_is_400(client: Client, query: str, field: str) -> None:

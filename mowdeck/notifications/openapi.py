@@ -1,0 +1,167 @@
+"""The operations of Notifications' API (``inbox/routes.py`` and ``delivery/routes.py``),
+for its OpenAPI document."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import msgspec
+
+from mowdeck.kit.openapi import Body, Link, OneOf, Operation, Param, document
+from mowdeck.notifications.delivery.routes import TargetPage, TargetView, VapidKey
+from mowdeck.notifications.delivery.targets import (
+    LogTarget,
+    NtfyTarget,
+    WebPushTarget,
+)
+from mowdeck.notifications.inbox.preferences import Preferences
+from mowdeck.notifications.inbox.routes import (
+    INBOX_MAX_LIMIT,
+    InboxItemView,
+    InboxView,
+)
+
+__all__ = ["OPERATIONS", "openapi"]
+
+_AT = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+_MOWER = uuid.UUID("6f1c2a9e-0d3b-4c55-9a7e-2b8f3c4d5e6f")
+_ITEM = InboxItemView(
+    id=uuid.UUID("e7e7e7e7-0000-4000-8000-000000000001"),
+    kind="battery_low",
+    mower_id=_MOWER,
+    severity="warning",
+    title="Back garden: battery low",
+    body="Battery at 18%.",
+    occurred_at=_AT,
+    read=False,
+)
+_PREFS = Preferences(scope="all", kinds={"battery_low": True})
+_NTFY = TargetView(
+    id=uuid.UUID("7a7a7a7a-0000-4000-8000-000000000002"),
+    channel="ntfy",
+    created_at=_AT,
+    server="https://ntfy.sh",
+    topic="lawn",
+    token_set=False,
+)
+InboxLimit = Annotated[int, msgspec.Meta(ge=1, le=INBOX_MAX_LIMIT)]
+TargetLimit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+_AFTER = Param("after", "query", str, "The cursor of the previous page (`next_after`).")
+_INBOX = ("inbox",)
+_TARGETS = ("targets",)
+# Every route answers 403 to a user who may view no mower (ADR 0022).
+_COMMON = (403, 503)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET",
+        "/v1/notifications/preferences",
+        "getPreferences",
+        "The caller's preferences, every kind listed.",
+        {200: Body(Preferences, _PREFS)},
+        problems=_COMMON,
+        tags=_INBOX,
+    ),
+    Operation(
+        "PUT",
+        "/v1/notifications/preferences",
+        "putPreferences",
+        "Replace the caller's preferences.",
+        {200: Body(Preferences, _PREFS)},
+        body=Body(Preferences, _PREFS),
+        problems=(*_COMMON, 404, 422),
+        tags=_INBOX,
+    ),
+    Operation(
+        "GET",
+        "/v1/notifications/inbox",
+        "getInbox",
+        "A page of the caller's inbox, newest first, rendered in their locale.",
+        {
+            200: Body(
+                InboxView,
+                InboxView(items=[_ITEM], next=None, next_after=None, has_more=False, unread=1),
+            )
+        },
+        params=(
+            Param("limit", "query", InboxLimit, "Items per page (50 when absent)."),
+            _AFTER,
+            Param("before", "query", str, "The former name of `after`."),
+        ),
+        problems=(*_COMMON, 400),
+        tags=_INBOX,
+    ),
+    Operation(
+        "POST",
+        "/v1/notifications/inbox/{item_id}/read",
+        "markRead",
+        "Mark one of the caller's inbox items read.",
+        {204: "Marked read."},
+        params=(Param("item_id", "path", uuid.UUID, "The inbox item's id."),),
+        problems=(*_COMMON, 404),
+        tags=_INBOX,
+    ),
+    Operation(
+        "POST",
+        "/v1/notifications/targets",
+        "addTarget",
+        "Register where the caller's notifications go: a browser (webpush) or an ntfy topic.",
+        {201: Body(TargetView, _NTFY, "Registered.")},
+        links=(Link(201, "delete", "deleteTarget", {"target_id": "$response.body#/id"}),),
+        body=Body(
+            OneOf((WebPushTarget, NtfyTarget, LogTarget)),
+            NtfyTarget(server="https://ntfy.sh", topic="lawn"),
+            "A target; `log` only where the service enables that channel.",
+        ),
+        problems=(*_COMMON, 422, 429),
+        tags=_TARGETS,
+    ),
+    Operation(
+        "GET",
+        "/v1/notifications/targets",
+        "listTargets",
+        "A page of the caller's targets, oldest first.",
+        {200: Body(TargetPage, TargetPage(items=[_NTFY], next_after=None, has_more=False))},
+        params=(
+            Param("limit", "query", TargetLimit, "Targets per page (100 when absent)."),
+            _AFTER,
+        ),
+        problems=(*_COMMON, 400),
+        tags=_TARGETS,
+    ),
+    Operation(
+        "DELETE",
+        "/v1/notifications/targets/{target_id}",
+        "deleteTarget",
+        "Delete one of the caller's targets.",
+        {204: "Deleted."},
+        params=(Param("target_id", "path", uuid.UUID, "The target's id."),),
+        problems=(*_COMMON, 404),
+        tags=_TARGETS,
+    ),
+    Operation(
+        "GET",
+        "/v1/notifications/webpush/vapid-public-key",
+        "getVapidPublicKey",
+        "The key a browser subscribes with (404 while Web Push is not enabled).",
+        {
+            200: Body(
+                VapidKey, VapidKey("BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u")
+            )
+        },
+        problems=(*_COMMON, 404),
+        tags=_TARGETS,
+    ),
+)
+
+
+def openapi(version: str = "1") -> dict[str, Any]:
+    """Notifications' OpenAPI document."""
+    return document(
+        "Mowdeck Notifications",
+        version,
+        OPERATIONS,
+        "Preferences, the inbox, and the targets notifications are delivered to.",
+    )
