@@ -173,7 +173,7 @@ def openapi(version: str = "1") -> dict[str, Any]:
         version,
         OPERATIONS,
         "Simulated mowers: their device links, introspection and fault injection.",
-        ops_operations=[op for op in OPS_OPERATIONS if op.operation_id == "openapi"],
+        ops_operations=[op for op in OPS_OPERATIONS if op.operation_id in ("openapi", "metrics")],
     )
     doc.pop("security")
     return doc

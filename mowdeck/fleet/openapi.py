@@ -28,6 +28,7 @@ from mowdeck.fleet.views import (
     StatusView,
 )
 from mowdeck.kit.openapi import Body, Link, Operation, Param, document
+from mowdeck.kit.paging import Cursor
 
 __all__ = ["OPERATIONS", "openapi"]
 
@@ -67,7 +68,7 @@ Wait = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)$")]
 Kind = Literal[COMMAND_KINDS]  # type: ignore[valid-type]
 
 _ID = Param("mower_id", "path", uuid.UUID, "The mower's id.")
-_AFTER = Param("after", "query", str, "The cursor of the previous page (`next_after`).")
+_AFTER = Param("after", "query", Cursor, "The cursor of the previous page (`next_after`).")
 _TIME = "An RFC 3339 time with an offset."
 _AUDIT_QUERY = (
     Param("mower", "query", uuid.UUID, "Only the commands of this mower."),

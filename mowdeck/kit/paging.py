@@ -13,13 +13,16 @@ import base64
 import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
 from mowdeck.kit.http import Problem
 
-__all__ = ["PageParams", "cursor_of", "page_params", "read_cursor", "split_page"]
+__all__ = ["Cursor", "PageParams", "cursor_of", "page_params", "read_cursor", "split_page"]
+
+Cursor = Annotated[str, msgspec.Meta(min_length=1)]
+"""``after`` as the documents describe it: never empty (an empty one is a 400)."""
 
 T = TypeVar("T")
 C = TypeVar("C")

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from mowdeck.kit.openapi import Body, Link, OneOf, Operation, Param, document
+from mowdeck.kit.paging import Cursor
+from mowdeck.notifications.alarms.model import AlarmPageView, AlarmView
+from mowdeck.notifications.alarms.routes import MAX_LIMIT as ALARM_MAX_LIMIT
+from mowdeck.notifications.alarms.routes import Acknowledgement, Assignment
 from mowdeck.notifications.delivery.routes import TargetPage, TargetView, VapidKey
 from mowdeck.notifications.delivery.targets import (
     LogTarget,
@@ -48,7 +52,30 @@ _NTFY = TargetView(
 )
 InboxLimit = Annotated[int, msgspec.Meta(ge=1, le=INBOX_MAX_LIMIT)]
 TargetLimit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
-_AFTER = Param("after", "query", str, "The cursor of the previous page (`next_after`).")
+_AFTER = Param("after", "query", Cursor, "The cursor of the previous page (`next_after`).")
+_ALARM = AlarmView(
+    id=uuid.UUID("a1a1a1a1-0000-4000-8000-000000000003"),
+    mower_id=_MOWER,
+    condition="error:E42",
+    kind="mower_stuck",
+    severity="critical",
+    state="acknowledged",
+    first_at=_AT,
+    latest_at=_AT,
+    count=1,
+    code="E42",
+    params={"error_code": "E42"},
+    acknowledged_by="erin",
+    acknowledged_at=_AT,
+    comment="on my way",
+    assignee=None,
+    assigned_by=None,
+    assigned_at=None,
+    cleared_at=None,
+)
+AlarmLimit = Annotated[int, msgspec.Meta(ge=1, le=ALARM_MAX_LIMIT)]
+_ALARM_ID = Param("alarm_id", "path", uuid.UUID, "The alarm's id.")
+_ALARMS = ("alarms",)
 _INBOX = ("inbox",)
 _TARGETS = ("targets",)
 # Every route answers 403 to a user who may view no mower (ADR 0022).
@@ -143,6 +170,46 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        "/v1/alarms",
+        "listAlarms",
+        "A page of the alarms of the mowers the caller may view, newest first (open ones"
+        " unless `state` asks for another).",
+        {200: Body(AlarmPageView, AlarmPageView(items=[_ALARM], next_after=None, has_more=False))},
+        params=(
+            Param("state", "query", Literal["active", "acknowledged", "cleared"], "Only these."),
+            Param("mower", "query", uuid.UUID, "Only this mower's (none if not visible)."),
+            Param("severity", "query", Literal["info", "warning", "critical"], "Only these."),
+            Param("limit", "query", AlarmLimit, "Alarms per page (50 when absent)."),
+            _AFTER,
+        ),
+        problems=(*_COMMON, 400),
+        tags=_ALARMS,
+    ),
+    Operation(
+        "POST",
+        "/v1/alarms/{alarm_id}/acknowledge",
+        "acknowledgeAlarm",
+        "Acknowledge an alarm (the operator role on its mower); the first acknowledgement"
+        " stays, a later one may replace the comment.",
+        {200: Body(AlarmView, _ALARM, "The alarm after.")},
+        params=(_ALARM_ID,),
+        body=Body(Acknowledgement, Acknowledgement(comment="on my way"), "Optional."),
+        problems=(*_COMMON, 400, 404, 415, 422),
+        tags=_ALARMS,
+    ),
+    Operation(
+        "POST",
+        "/v1/alarms/{alarm_id}/assign",
+        "assignAlarm",
+        "Assign an alarm to a user who may view its mower, or to nobody (null).",
+        {200: Body(AlarmView, _ALARM, "The alarm after.")},
+        params=(_ALARM_ID,),
+        body=Body(Assignment, Assignment(assignee="frank")),
+        problems=(*_COMMON, 400, 404, 415, 422),
+        tags=_ALARMS,
+    ),
+    Operation(
+        "GET",
         "/v1/notifications/webpush/vapid-public-key",
         "getVapidPublicKey",
         "The key a browser subscribes with (404 while Web Push is not enabled).",
@@ -163,5 +230,5 @@ def openapi(version: str = "1") -> dict[str, Any]:
         "Mowdeck Notifications",
         version,
         OPERATIONS,
-        "Preferences, the inbox, and the targets notifications are delivered to.",
+        "Preferences, the inbox, the targets notifications are delivered to, and alarms.",
     )

@@ -8,7 +8,13 @@ import uuid
 from typing import Any
 
 from mowdeck.kit.openapi import Body, Operation, Param, document
-from mowdeck.realtime.console import ASSETS, ConsoleConfig, ExchangeRequest, TokenReply
+from mowdeck.realtime.console import (
+    ASSETS,
+    ROOT_ASSETS,
+    ConsoleConfig,
+    ExchangeRequest,
+    TokenReply,
+)
 from mowdeck.realtime.tickets import TicketReply
 
 __all__ = ["openapi"]
@@ -97,6 +103,25 @@ def _operations(exchange: bool) -> tuple[Operation, ...]:
                 tags=_CONSOLE,
             )
             for name, kind in ASSETS.items()
+        ),
+        *(
+            Operation(
+                "GET",
+                f"/{path}",
+                f"consoleRoot_{path.replace('.', '_')}",
+                f"The console's {path} (served at the root: the service worker's scope is /).",
+                {
+                    200: Body(
+                        dict[str, Any] if kind.endswith("json") else str,
+                        {} if kind.endswith("json") else "",
+                        f"The {path}.",
+                        media_type=kind,
+                    )
+                },
+                public=True,
+                tags=_CONSOLE,
+            )
+            for path, (_, kind) in ROOT_ASSETS.items()
         ),
     ]
     if exchange:

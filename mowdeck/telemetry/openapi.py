@@ -11,6 +11,7 @@ import msgspec
 
 from contracts.v1 import AwareDatetime, Position
 from mowdeck.kit.openapi import Body, OneOf, Operation, Param, document
+from mowdeck.kit.paging import Cursor
 from mowdeck.telemetry.model import HistoryBin, HistoryRow, PositionRow, TimelineRow
 from mowdeck.telemetry.views import (
     BinsPage,
@@ -162,7 +163,7 @@ OPERATIONS: tuple[Operation, ...] = (
         },
         params=(
             Param("limit", "query", Limit, "States per page (500 when absent)."),
-            Param("after", "query", str, "The cursor of the previous page (`next_after`)."),
+            Param("after", "query", Cursor, "The cursor of the previous page (`next_after`)."),
         ),
         problems=(400, 422, 503),
         tags=_TAGS,

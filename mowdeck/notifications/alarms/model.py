@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from datetime import datetime
 from typing import Literal
@@ -13,7 +11,16 @@ import msgspec
 from mowdeck.notifications.rules.events import Param
 from mowdeck.notifications.rules.kinds import Kind, Severity
 
-__all__ = ["ALARM_STATES", "Alarm", "AlarmCursor", "AlarmPage", "AlarmQuery", "AlarmState"]
+__all__ = [
+    "ALARM_STATES",
+    "Alarm",
+    "AlarmCursor",
+    "AlarmPage",
+    "AlarmPageView",
+    "AlarmQuery",
+    "AlarmState",
+    "AlarmView",
+]
 
 AlarmState = Literal["active", "acknowledged", "cleared"]
 ALARM_STATES: tuple[AlarmState, ...] = AlarmState.__args__  # type: ignore[attr-defined]
@@ -58,34 +65,12 @@ class AlarmQuery(msgspec.Struct, frozen=True, kw_only=True):
     limit: int = 50
 
 
-class CursorError(ValueError):
-    """A cursor that this listing did not give out."""
-
-
-class AlarmCursor(msgspec.Struct, frozen=True):
-    """Where a listing continues: behind the alarm at ``(latest_at, id)``, newest first."""
+class AlarmCursor(msgspec.Struct, frozen=True, array_like=True):
+    """Where a listing continues: behind the alarm at ``(latest_at, id)``, newest first
+    (handed to clients as ``kit.paging``'s opaque cursor)."""
 
     latest_at: datetime
     id: uuid.UUID
-
-    def encode(self) -> str:
-        """The cursor as an opaque URL-safe token."""
-        text = f"{self.latest_at.isoformat()}|{self.id}"
-        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, token: str) -> AlarmCursor:
-        """The cursor of a token from ``encode``; ``CursorError`` for anything else."""
-        try:
-            padded = token + "=" * (-len(token) % 4)
-            text = base64.urlsafe_b64decode(padded.encode("ascii")).decode()
-            at, _, ident = text.partition("|")
-            latest_at = datetime.fromisoformat(at)
-            if latest_at.tzinfo is None:
-                raise ValueError("naive time")
-            return cls(latest_at, uuid.UUID(ident))
-        except (ValueError, UnicodeError, binascii.Error) as err:
-            raise CursorError("not a cursor of this listing") from err
 
 
 class AlarmPage(msgspec.Struct, frozen=True):
@@ -93,3 +78,41 @@ class AlarmPage(msgspec.Struct, frozen=True):
 
     items: list[Alarm]
     next: AlarmCursor | None = None
+
+
+class AlarmView(msgspec.Struct, frozen=True, kw_only=True):
+    """An alarm as the API shows it (the account is the caller's, not repeated)."""
+
+    id: uuid.UUID
+    mower_id: uuid.UUID
+    condition: str
+    kind: Kind
+    severity: Severity
+    state: AlarmState
+    first_at: datetime
+    latest_at: datetime
+    count: int
+    code: str | None
+    params: dict[str, Param]
+    acknowledged_by: str | None
+    acknowledged_at: datetime | None
+    comment: str | None
+    assignee: str | None
+    assigned_by: str | None
+    assigned_at: datetime | None
+    cleared_at: datetime | None
+
+    @classmethod
+    def of(cls, alarm: Alarm) -> AlarmView:
+        """The view of ``alarm``."""
+        fields = msgspec.structs.asdict(alarm)
+        del fields["account_id"]
+        return cls(**fields)
+
+
+class AlarmPageView(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of alarms, newest first; ``next_after`` continues it while ``has_more``."""
+
+    items: list[AlarmView]
+    next_after: str | None
+    has_more: bool

@@ -21,21 +21,31 @@ from aiohttp import web
 from mowdeck.authn import principal
 from mowdeck.authz import Authorizer, AuthzUnavailableError, mower_object, user_ref
 from mowdeck.kit.http import Problem, authz_unavailable, json_response, read_json
+from mowdeck.kit.paging import cursor_of, page_params, read_cursor
 from mowdeck.notifications.alarms.feed import Written
 from mowdeck.notifications.alarms.model import (
     ALARM_STATES,
     Alarm,
     AlarmCursor,
+    AlarmPageView,
     AlarmQuery,
     AlarmState,
-    CursorError,
+    AlarmView,
 )
 from mowdeck.notifications.alarms.ports import AlarmStore
 from mowdeck.notifications.inbox.access import Access, MowerAccount, caller_access
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.kinds import Severity
 
-__all__ = ["ALARM_DEPS", "AlarmDeps", "alarm_routes"]
+__all__ = [
+    "ALARM_DEPS",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "Acknowledgement",
+    "AlarmDeps",
+    "Assignment",
+    "alarm_routes",
+]
 
 log = structlog.get_logger("mowdeck.notifications.alarms")
 
@@ -102,18 +112,9 @@ def _query(request: web.Request, access: Access) -> tuple[AlarmQuery, AlarmCurso
             raise _bad("mower", "must be a mower id") from None
         # A mower the caller cannot view lists nothing, as one without alarms does.
         mowers = frozenset({mower}) if access.can_view(mower) else frozenset()
-    limit = DEFAULT_LIMIT
-    if "limit" in q:
-        text = q["limit"]
-        if not text.isdecimal() or len(text) > 4 or not 1 <= int(text) <= MAX_LIMIT:
-            raise _bad("limit", f"must be a whole number from 1 to {MAX_LIMIT}")
-        limit = int(text)
-    after = None
-    if "after" in q:
-        try:
-            after = AlarmCursor.decode(q["after"])
-        except CursorError:
-            raise _bad("after", "is not a cursor this listing handed out") from None
+    page = page_params(q, default=DEFAULT_LIMIT, maximum=MAX_LIMIT)
+    after = None if page.after is None else read_cursor(page.after, AlarmCursor)
+    limit = page.limit
     query = AlarmQuery(
         account_id=access.account_id,
         mowers=mowers,
@@ -122,13 +123,6 @@ def _query(request: web.Request, access: Access) -> tuple[AlarmQuery, AlarmCurso
         limit=limit,
     )
     return query, after
-
-
-def alarm_body(alarm: Alarm) -> dict[str, Any]:
-    """An alarm as the API shows it (the account is the caller's, not repeated)."""
-    body: dict[str, Any] = msgspec.to_builtins(alarm)
-    del body["account_id"]
-    return body
 
 
 async def _access(request: web.Request) -> tuple[AlarmDeps, Access]:
@@ -141,11 +135,13 @@ async def list_alarms(request: web.Request) -> web.Response:
     deps, access = await _access(request)
     query, after = _query(request, access)
     page = await deps.alarms.list_alarms(query, after)
+    more = page.next is not None
     return json_response(
-        {
-            "items": [alarm_body(a) for a in page.items],
-            "next": None if page.next is None else page.next.encode(),
-        }
+        AlarmPageView(
+            items=[AlarmView.of(a) for a in page.items],
+            next_after=cursor_of(page.next) if page.next is not None else None,
+            has_more=more,
+        )
     )
 
 
@@ -201,7 +197,7 @@ async def acknowledge(request: web.Request) -> web.Response:
         deps.metrics.alarm_acknowledge_seconds.labels(kind=alarm.kind).observe(max(waited, 0.0))
     log.info("alarm acknowledged", alarm_id=str(alarm.id), mower_id=str(alarm.mower_id))
     deps.feed([(after, "acknowledged")])
-    return json_response(alarm_body(after))
+    return json_response(AlarmView.of(after))
 
 
 async def assign(request: web.Request) -> web.Response:
@@ -221,7 +217,7 @@ async def assign(request: web.Request) -> web.Response:
             raise _bad("assignee", "cannot view this alarm's mower", status=422)
     after = await deps.alarms.assign(alarm, body.assignee, access.user_id, deps.clock())
     deps.feed([(after, "assigned")])
-    return json_response(alarm_body(after))
+    return json_response(AlarmView.of(after))
 
 
 def alarm_routes() -> list[web.RouteDef]:

@@ -57,6 +57,8 @@ SEMANTIC: dict[str, tuple[tuple[int, ...], str]] = {
     "GET /v1/mowers/{mower_id}/commands": ((422,), _TIMES),
     "GET /v1/notifications/inbox": ((400,), _CURSOR),
     "GET /v1/notifications/targets": ((400,), _CURSOR),
+    "GET /v1/alarms": ((400,), _CURSOR),
+    "POST /v1/alarms/{alarm_id}/assign": ((422,), "an assignee who may view the alarm's mower"),
     "POST /v1/notifications/targets": ((422,), "the server must resolve to an allowed host"),
     "PUT /v1/notifications/preferences": (
         (404, 422),

@@ -105,7 +105,11 @@ async def test_an_error_raises_an_alarm_an_operator_acknowledges_and_its_end_cle
             lambda: _items(http, url, VIEWER, "?state=cleared"), what="the alarm cleared"
         )
         assert [(a["id"], a["acknowledged_by"]) for a in cleared] == [(alarm["id"], OPERATOR)]
-        assert await _alarms(http, url, VIEWER) == {"items": [], "next": None}
+        assert await _alarms(http, url, VIEWER) == {
+            "items": [],
+            "next_after": None,
+            "has_more": False,
+        }
     # Every change went out once, in order, naming the alarm (cleared is the last).
     await eventually(lambda: len(changes) >= 4 and changes[-1].change == "cleared")
     await sub.unsubscribe()

@@ -160,7 +160,7 @@ class AlarmContract:
             seen += [a.condition for a in page.items]
             if page.next is None:
                 break
-            cursor = AlarmCursor.decode(page.next.encode())
+            cursor = page.next
         assert seen == [f"error:E{i}" for i in reversed(range(7))]
 
     async def test_acknowledging_keeps_the_first_and_takes_a_new_comment(
