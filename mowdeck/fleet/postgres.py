@@ -55,6 +55,12 @@ _COLUMNS = (
     "mower_id, account_id, name, connection_kind, connection_options, version,"
     " created_at, updated_at, endpoint_key"
 )
+PAGE_OF_ACCOUNT = (
+    f"SELECT {_COLUMNS} FROM fleet_mowers"  # noqa: S608 - no input in the text
+    " WHERE account_id = $1 AND mower_id = ANY($2::uuid[])"
+    " AND (name, mower_id) > ($3, $4) ORDER BY name, mower_id LIMIT $5"
+)
+"""A page of ``GET /v1/mowers``: by keyset on ``fleet_mowers_account_name``, no OFFSET."""
 _EVENT_INSERT = (
     "INSERT INTO fleet_outbox (event_id, subject, body, created_at) VALUES ($1, $2, $3, $4)"
 )
@@ -179,9 +185,7 @@ class PostgresMowerRepository:
         # ``after`` None reads from the start: every name sorts at or after "" and the
         # null id, and a mower named "" cannot be registered.
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM fleet_mowers"  # noqa: S608
-            " WHERE account_id = $1 AND mower_id = ANY($2::uuid[])"
-            " AND (name, mower_id) > ($3, $4) ORDER BY name, mower_id LIMIT $5",
+            PAGE_OF_ACCOUNT,
             account_id,
             list(mower_ids),
             name,

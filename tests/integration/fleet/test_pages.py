@@ -9,6 +9,7 @@ import asyncpg
 
 from mowdeck.authz import Authorizer
 from mowdeck.fleet import FleetService
+from mowdeck.fleet.postgres import PAGE_OF_ACCOUNT
 from tests.integration.fleet.test_rest import owner
 
 
@@ -86,3 +87,13 @@ async def test_the_audit_says_whether_more_follow_and_reads_after(
     assert (len(exact["commands"]), exact["has_more"]) == (3, False)
     status, problem = await api.call("GET", "/v1/audit?after=nope")
     assert (status, problem["field"]) == (400, "after")
+
+
+async def test_a_page_is_read_through_an_index_never_by_offset(pool: asyncpg.Pool) -> None:
+    assert "OFFSET" not in PAGE_OF_ACCOUNT.upper()
+    params = [uuid.uuid4(), [uuid.uuid4()], "a", uuid.uuid4(), 101]
+    async with pool.acquire() as conn, conn.transaction():
+        # Rows of a test database are few: ask what the plan is where a scan would cost.
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {PAGE_OF_ACCOUNT}", *params)
+    assert "Index" in plan and "Seq Scan" not in plan, plan

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -185,3 +186,19 @@ async def test_the_service_pool_runs_in_utc(pool: asyncpg.Pool, migrated: str) -
             await other.close()
     finally:
         await pool.execute(f'ALTER DATABASE "{name}" RESET timezone')
+
+
+@pytest.mark.parametrize("query", ["LATEST_ACCOUNT_AFTER", "LATEST_SOME_AFTER"])
+async def test_a_page_of_states_is_read_through_an_index_never_by_offset(
+    pool: asyncpg.Pool, query: str
+) -> None:
+    text = getattr(sql, query)
+    assert "OFFSET" not in text.upper()
+    params: list[Any] = [uuid.uuid4(), 501, uuid.uuid4()]
+    if query == "LATEST_SOME_AFTER":
+        params.insert(2, [uuid.uuid4()])
+    async with pool.acquire() as conn, conn.transaction():
+        # Rows of a test database are few: ask what the plan is where a scan would cost.
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {text}", *params)
+    assert "Index" in plan and "Seq Scan" not in plan, plan
