@@ -153,6 +153,10 @@ async def test_first_run_subscription_and_the_settings_round_trip(browser: Any) 
         )
         assert saved["kinds"]["battery_low"] is False and saved["kinds"]["job_started"] is True
         assert saved["quiet_hours"] == {"start": "21:00", "end": "06:30", "allow_critical": False}
+        # The console's own texts follow the language chosen.
+        await page.locator(".inbox-panel h2", has_text="Alarme").wait_for(timeout=5000)
+        assert await page.locator("#open-audit").inner_text() == "Protokoll"
+        assert await page.evaluate("document.documentElement.lang") == "de"
 
         # Where one is told: an ntfy topic added, listed, and removed again.
         await page.click("#open-settings")
@@ -177,6 +181,7 @@ async def test_first_run_subscription_and_the_settings_round_trip(browser: Any) 
         assert await page.is_checked(f'#settings-mowers input[value="{MOWERS[2]}"]')
         assert await page.input_value("#quiet-start") == "21:00"
         assert await page.input_value("#settings-locale") == "de"
+        assert await page.locator("#close-settings").inner_text() == "Schließen"
         assert errors.seen == []
     finally:
         await harness.stop()

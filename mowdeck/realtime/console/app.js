@@ -24,6 +24,53 @@ const state = {
 };
 
 const $ = (id) => document.getElementById(id);
+
+// --- the console's own texts, in the user's language (preferences' locale) ---------------
+
+const DE = {
+  "Enable push on this device": "Push auf diesem Gerät", "Notification settings": "Benachrichtigungen",
+  "Audit": "Protokoll", "STOP selected": "STOPP Auswahl", "STOP ALL": "ALLE STOPP",
+  "Sign in": "Anmelden", "Nobody tells you about your mowers yet.": "Noch erfahren Sie nichts über Ihre Mäher.",
+  "Notify me about all my mowers": "Über alle meine Mäher benachrichtigen", "Choose…": "Auswählen…",
+  "About which mowers": "Über welche Mäher", "none": "keine", "all my mowers": "alle meine Mäher", "these:": "diese:",
+  "What": "Was", "Quiet hours": "Ruhezeiten", "keep quiet from": "Ruhe von", "to": "bis",
+  "critical alarms break them": "kritische Alarme dürfen stören", "Where you are told": "Wohin",
+  "ntfy server": "ntfy-Server", "topic": "Thema", "Add ntfy topic": "ntfy-Thema hinzufügen",
+  "Where and how": "Wo und wie", "Time zone": "Zeitzone", "Language": "Sprache", "Save": "Speichern",
+  "Close": "Schließen", "Audit trail": "Protokoll", "Mower": "Mäher", "every mower": "alle Mäher",
+  "Kind": "Art", "every kind": "alle Arten", "From": "Von", "To": "Bis", "Show": "Anzeigen",
+  "Export (JSON lines)": "Exportieren (JSON-Zeilen)", "Issued": "Erteilt", "By": "Von", "Outcome": "Ergebnis",
+  "More": "Mehr", "Garden": "Garten", "follow selected": "Auswahl folgen", "Mowers": "Mäher",
+  "Add mower": "Mäher hinzufügen", "Name": "Name", "Connection": "Verbindung", "Options (JSON)": "Optionen (JSON)",
+  "Register": "Registrieren", "Cancel": "Abbrechen", "Activity": "Tätigkeit", "Battery": "Akku", "Link": "Verbindung",
+  "Seen": "Gesehen", "Select a mower": "Mäher auswählen", "Start": "Start", "Pause": "Pause",
+  "Resume": "Fortsetzen", "Dock": "Parken", "Blade": "Messer", "Set": "Setzen", "Speed": "Tempo",
+  "Rename": "Umbenennen", "Remove mower": "Mäher entfernen", "Battery, last hour": "Akku, letzte Stunde",
+  "Commands": "Befehle", "Alarms of this mower": "Alarme dieses Mähers", "Alarms": "Alarme",
+  "Notifications": "Benachrichtigungen", "open": "offen", "unread": "ungelesen", "Acknowledge": "Bestätigen",
+  "Assign to me": "Mir zuweisen", "acknowledged by": "bestätigt von", "assigned to": "zugewiesen an",
+  "ago": "her", "comment": "Kommentar", "alarm raised": "Alarm ausgelöst", "Settings saved": "Einstellungen gespeichert",
+  "Subscribed": "Abonniert", "Remove": "Entfernen", "Remove this device": "Dieses Gerät entfernen",
+};
+const ORIGINAL = new WeakMap(); // a translated text node -> its English
+
+function t(text) {
+  return state.locale === "de" ? DE[text] || text : text;
+}
+
+// The page's fixed texts in ``state.locale``: every text node whose English is known.
+function translatePage() {
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const english = ORIGINAL.get(node) ?? node.nodeValue.trim();
+    if (!DE[english]) continue;
+    ORIGINAL.set(node, english);
+    const lead = node.nodeValue.match(/^\s*/)[0];
+    const tail = node.nodeValue.match(/\s*$/)[0];
+    node.nodeValue = lead + t(english) + tail;
+  }
+  document.documentElement.lang = state.locale || "en";
+}
 const SVG = "http://www.w3.org/2000/svg";
 
 function svg(tag, attrs) {
@@ -631,7 +678,7 @@ async function loadInbox() {
     return;
   }
   const data = await notifications("/v1/notifications/inbox?limit=20");
-  $("unread").textContent = `${data.unread ?? 0} unread`;
+  $("unread").textContent = `${data.unread ?? 0} ${t("unread")}`;
   $("inbox").replaceChildren(...data.items.map((n) => el("li", { class: n.read ? "" : "unread" },
     el("span", { class: `sev-${n.severity}` }, n.title || n.kind), " · ",
     el("span", { class: "muted" }, new Date(n.occurred_at).toLocaleTimeString()),
@@ -674,7 +721,7 @@ function applyAlarm(data) {
   if (alarm.state === "cleared") state.alarms.delete(alarm.id);
   else state.alarms.set(alarm.id, alarm);
   renderAlarms();
-  if (data.change === "raised") toast(alarmTitle(alarm), "alarm raised", alarm.severity, "alarm");
+  if (data.change === "raised") toast(alarmTitle(alarm), t("alarm raised"), alarm.severity, "alarm");
 }
 
 function alarmTitle(a) {
@@ -685,19 +732,19 @@ function alarmTitle(a) {
 
 function renderAlarms() {
   const items = [...state.alarms.values()].sort((a, b) => Date.parse(b.latest_at) - Date.parse(a.latest_at));
-  $("alarm-count").textContent = `${items.length} open`;
+  $("alarm-count").textContent = `${items.length} ${t("open")}`;
   $("alarms").replaceChildren(...items.map((a) => {
-    const comment = el("input", { type: "text", placeholder: "comment", "data-comment": a.id });
-    const acked = a.acknowledged_by ? ` · acknowledged by ${a.acknowledged_by}` : "";
-    const assigned = a.assignee ? ` · assigned to ${a.assignee}` : "";
+    const comment = el("input", { type: "text", placeholder: t("comment"), "data-comment": a.id });
+    const acked = a.acknowledged_by ? ` · ${t("acknowledged by")} ${a.acknowledged_by}` : "";
+    const assigned = a.assignee ? ` · ${t("assigned to")} ${a.assignee}` : "";
     const li = el("li", { class: `sev-${a.severity} alarm-${a.state}`, "data-alarm": a.id },
       el("strong", {}, alarmTitle(a)), " · ",
-      el("span", { class: "muted" }, `${age(a.first_at)} ago, ${a.count || 1}×${acked}${assigned}`));
+      el("span", { class: "muted" }, `${age(a.first_at)} ${t("ago")}, ${a.count || 1}×${acked}${assigned}`));
     if (a.state === "active") {
-      li.append(comment, el("button", { onclick: () => quietly(acknowledge(a.id, comment.value)), "data-action": "acknowledge" }, "Acknowledge"));
+      li.append(comment, el("button", { onclick: () => quietly(acknowledge(a.id, comment.value)), "data-action": "acknowledge" }, t("Acknowledge")));
     }
     if (me() && a.assignee !== me()) {
-      li.append(el("button", { onclick: () => quietly(assign(a.id, me())), "data-action": "assign" }, "Assign to me"));
+      li.append(el("button", { onclick: () => quietly(assign(a.id, me())), "data-action": "assign" }, t("Assign to me")));
     }
     return li;
   }));
@@ -725,6 +772,8 @@ function browserZone() {
 async function loadPreferences() {
   if (!state.config.notifications_url) return;
   state.preferences = await notifications("/v1/notifications/preferences");
+  state.locale = state.preferences.locale || "en";
+  translatePage();
   $("open-settings").hidden = false;
   // Nobody is notified until they subscribe (ADR 0022): offer it on first use.
   $("first-run").hidden = state.preferences.scope !== "none";
@@ -732,6 +781,9 @@ async function loadPreferences() {
 
 async function savePreferences(doc) {
   state.preferences = await notifications("/v1/notifications/preferences", { method: "PUT", json: doc });
+  state.locale = state.preferences.locale || "en";
+  translatePage();
+  renderAlarms();
   $("first-run").hidden = state.preferences.scope !== "none";
 }
 
