@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -24,6 +22,7 @@ from contracts.v1 import CommandEnvelope, MowerRegistration
 from mowdeck.devices.automower import AutomowerOptions
 from mowdeck.gateway.connections.automower import mapping
 from mowdeck.gateway.connections.automower.account import AccountLink, account_for
+from mowdeck.gateway.connections.once import CommandOnce
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
@@ -38,7 +37,6 @@ __all__ = ["AutomowerConnection"]
 
 log = structlog.get_logger("mowdeck.gateway.automower")
 
-REMEMBERED = 256  # command outcomes kept per mower, for redelivered command ids
 _SHOWN = 300
 
 
@@ -69,8 +67,7 @@ class AutomowerConnection:
         self.last: MowerAttributes | None = None
         self.reason: str | None = "not connected yet"
         self._waiters: list[_Waiter] = []
-        self._pending: dict[uuid.UUID, asyncio.Future[CommandOutcome]] = {}
-        self._done: OrderedDict[uuid.UUID, CommandOutcome] = OrderedDict()
+        self._once = CommandOnce()
 
     @property
     def connected(self) -> bool:
@@ -142,7 +139,7 @@ class AutomowerConnection:
     async def send(self, envelope: CommandEnvelope, *, timeout: float) -> CommandOutcome:
         """Carry out a command and wait for the events that confirm it."""
         cid = envelope.command_id
-        done = self._done.get(cid)
+        done = self._once.known(cid)
         if done is not None:
             return done  # a redelivery: the first outcome, never a second request
         account, last = self._account, self.last
@@ -150,28 +147,12 @@ class AutomowerConnection:
             raise LinkDownError(
                 f"mower {self.registration.mower_id} is not connected: {self.reason}"
             )
-        fut = self._pending.get(cid)
-        if fut is not None:
-            try:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout)
-            except TimeoutError:
-                raise self._timeout_error(timeout) from None
-        fut = self._pending[cid] = asyncio.get_running_loop().create_future()
-        try:
-            outcome = await self._carry_out(account, last, envelope, fut, timeout)
-        except Exception as err:
-            if not fut.done():
-                fut.set_exception(err)
-                fut.exception()
-            raise
-        finally:
-            self._pending.pop(cid, None)
-        if not fut.done():
-            fut.set_result(outcome)
-        self._done[cid] = outcome
-        while len(self._done) > REMEMBERED:
-            self._done.popitem(last=False)
-        return outcome
+        return await self._once.run(
+            cid,
+            lambda fut: self._carry_out(account, last, envelope, fut, timeout),
+            timeout=timeout,
+            timed_out=self._timeout_error,
+        )
 
     async def _carry_out(
         self,

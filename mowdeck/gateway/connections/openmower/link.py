@@ -15,8 +15,6 @@ import asyncio
 import contextlib
 import random
 import ssl
-import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -28,6 +26,7 @@ import yarl
 from contracts.v1 import CommandEnvelope, ManualDrive, MowerRegistration
 from mowdeck.devices.openmower import Datum, OpenMowerOptions
 from mowdeck.gateway.connections.credentials import CredentialError, MqttLogin
+from mowdeck.gateway.connections.once import CommandOnce
 from mowdeck.gateway.connections.openmower import mapping
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
@@ -53,7 +52,6 @@ __all__ = ["OpenMowerConnection"]
 log = structlog.get_logger("mowdeck.gateway.openmower")
 
 DRIVE_REPEAT_SECONDS = 0.2  # a held velocity is published again this often
-REMEMBERED = 256  # command outcomes kept per mower, for redelivered command ids
 _EVENT_BYTES = 4096  # an events/json message kept whole up to this size
 
 
@@ -96,8 +94,7 @@ class OpenMowerConnection:
         self._map_datum: Datum | None = None
         self._last_event: object | None = None
         self._waiters: list[_Waiter] = []
-        self._pending: dict[uuid.UUID, asyncio.Future[CommandOutcome]] = {}
-        self._done: OrderedDict[uuid.UUID, CommandOutcome] = OrderedDict()
+        self._once = CommandOnce()
         self.reason: str | None = None  # why the link is down, when it is
         self._log = log.bind(mower_id=str(registration.mower_id))
 
@@ -131,35 +128,18 @@ class OpenMowerConnection:
     async def send(self, envelope: CommandEnvelope, *, timeout: float) -> CommandOutcome:
         """Carry out a command and wait for the states that confirm it."""
         cid = envelope.command_id
-        done = self._done.get(cid)
+        done = self._once.known(cid)
         if done is not None:
             return done  # a redelivery: the first outcome, never a second action
         client, last = self._client, self.last
         if not self._up or client is None or last is None:
             raise LinkDownError(f"mower {self.registration.mower_id} is not connected")
-        fut = self._pending.get(cid)
-        if fut is not None:
-            try:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout)
-            except TimeoutError:
-                raise self._timeout_error(timeout) from None
-        fut = self._pending[cid] = asyncio.get_running_loop().create_future()
-        try:
-            outcome = await self._carry_out(client, last, envelope, fut, timeout)
-        except Exception as err:
-            # A second send of this id waiting meanwhile hears the same.
-            if not fut.done():
-                fut.set_exception(err)
-                fut.exception()  # retrieved: nobody else may be waiting
-            raise
-        finally:
-            self._pending.pop(cid, None)
-        if not fut.done():
-            fut.set_result(outcome)
-        self._done[cid] = outcome
-        while len(self._done) > REMEMBERED:
-            self._done.popitem(last=False)
-        return outcome
+        return await self._once.run(
+            cid,
+            lambda fut: self._carry_out(client, last, envelope, fut, timeout),
+            timeout=timeout,
+            timed_out=self._timeout_error,
+        )
 
     async def _carry_out(
         self,
