@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import msgspec
 from prometheus_client import CollectorRegistry
@@ -24,11 +24,25 @@ __all__ = [
     "ConnectionFactory",
     "LinkDownError",
     "MowerConnection",
+    "connection_options",
 ]
+
+
+Options = TypeVar("Options")
 
 
 class ConnectionError(MowdeckError):
     """A command could not be delivered to, or answered by, the mower."""
+
+
+def connection_options(registration: MowerRegistration, model: type[Options]) -> Options:
+    """The registration's connection options as ``model``; a ``ConnectionError`` naming
+    the kind and what is wrong (Fleet checked them, but a stored one may be older)."""
+    try:
+        return msgspec.convert(registration.connection.options, model)
+    except msgspec.ValidationError as err:
+        kind = registration.connection.kind
+        raise ConnectionError(f"invalid {kind} connection options: {err}") from err
 
 
 class LinkDownError(ConnectionError):

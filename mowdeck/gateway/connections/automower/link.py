@@ -15,7 +15,6 @@ import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import msgspec
 import structlog
 
 from contracts.v1 import CommandEnvelope, MowerRegistration
@@ -27,9 +26,9 @@ from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
     ConnectionDeps,
-    ConnectionError,
     ConnectionEvents,
     LinkDownError,
+    connection_options,
 )
 from simulator.automower.protocol import Event, MowerAttributes
 
@@ -53,10 +52,7 @@ class AutomowerConnection:
     def __init__(
         self, registration: MowerRegistration, events: ConnectionEvents, *, deps: ConnectionDeps
     ) -> None:
-        try:
-            self.options = msgspec.convert(registration.connection.options, AutomowerOptions)
-        except msgspec.ValidationError as err:
-            raise ConnectionError(f"invalid automower connection options: {err}") from err
+        self.options = connection_options(registration, AutomowerOptions)
         self.registration = registration
         self.vendor_id = self.options.vendor_id
         self._events = events

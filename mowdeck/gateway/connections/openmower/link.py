@@ -32,10 +32,10 @@ from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
     ConnectionDeps,
-    ConnectionError,
     ConnectionEvents,
     LinkDownError,
     LinkLostError,
+    connection_options,
 )
 from mowdeck.kit.background import cancel_and_wait
 from simulator.openmower.protocol import (
@@ -72,10 +72,7 @@ class OpenMowerConnection:
     def __init__(
         self, registration: MowerRegistration, events: ConnectionEvents, *, deps: ConnectionDeps
     ) -> None:
-        try:
-            self.options = msgspec.convert(registration.connection.options, OpenMowerOptions)
-        except msgspec.ValidationError as err:
-            raise ConnectionError(f"invalid openmower connection options: {err}") from err
+        self.options = connection_options(registration, OpenMowerOptions)
         url = yarl.URL(self.options.broker)
         self._host, self._port = url.host or "", url.port or 1883
         self._tls = url.scheme == "mqtts"
