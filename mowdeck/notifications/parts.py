@@ -22,6 +22,7 @@ from mowdeck.notifications.delivery.metrics import DeliveryMetrics
 from mowdeck.notifications.delivery.pruning import DeliveryPruning
 from mowdeck.notifications.delivery.worker import DeliveryWorker
 from mowdeck.notifications.inbox import identity as ids
+from mowdeck.notifications.inbox.access import AccessCache
 from mowdeck.notifications.inbox.fanout import FanOut
 from mowdeck.notifications.inbox.names import MowerNames
 from mowdeck.notifications.infra import Infra
@@ -56,6 +57,7 @@ class InboxParts:
     fanout: FanOut
     identity: Consumer
     grants: ids.GrantsFeed
+    access: AccessCache  # the API's callers, dropped with the decisions
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +184,11 @@ def _inbox(s: NotificationsSettings, infra: Infra, actors: WatchActors) -> Inbox
         clock=clock,
         poll=s.notifications_fanout_poll_seconds,
     )
-    events = ids.IdentityEvents(stores.erasure, decisions, infra.metrics)
+    access = AccessCache(infra.authorizer, names.account, decisions, ttl)
+    events = ids.IdentityEvents(stores.erasure, access, infra.metrics)
     spec = _spec(EVENTS.name, ids.IDENTITY_FILTER, ids.IDENTITY_DURABLE)
-    return InboxParts(
-        names, seed, fanout, Consumer(bus, spec, events.on_message), ids.GrantsFeed(bus, events)
-    )
+    identity, grants = Consumer(bus, spec, events.on_message), ids.GrantsFeed(bus, events)
+    return InboxParts(names, seed, fanout, identity, grants, access)
 
 
 def _spec(stream: str, subject: str, durable: str) -> ConsumerSpec:

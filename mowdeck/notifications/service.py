@@ -78,7 +78,10 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
     """The HTTP API: preferences and the inbox, the targets behind the same 403."""
     infra, names, channels = parts.infra, parts.inbox.names, parts.delivery.channels
     stores = infra.stores
-    api = ApiDeps(stores.inbox, stores.preferences, infra.authorizer, s, infra.clock, names.account)
+    access = parts.inbox.access
+    api = ApiDeps(
+        stores.inbox, stores.preferences, infra.authorizer, s, infra.clock, names.account, access
+    )
     app = create_app(api, infra.verifier, infra.readiness, infra.registry, denylist=infra.denylist)
     targets = TargetDeps(
         stores.targets,
@@ -94,6 +97,7 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
         infra.metrics,
         infra.clock,
         stores.alarm_feed,
+        access,
     )
     app.add_routes(alarm_routes())
     add_openapi(app, openapi())

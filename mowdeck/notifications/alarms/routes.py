@@ -33,7 +33,7 @@ from mowdeck.notifications.alarms.model import (
     AlarmView,
 )
 from mowdeck.notifications.alarms.ports import AlarmStore
-from mowdeck.notifications.inbox.access import Access, MowerAccount, caller_access
+from mowdeck.notifications.inbox.access import Access, AccessCache, MowerAccount, caller_access
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.kinds import Severity
 
@@ -66,6 +66,8 @@ class AlarmDeps:
     clock: Callable[[], datetime]
     # Told of every acknowledgement and assignment (the announcer follows it).
     feed: Callable[[Written], object] = lambda _written: None
+    # Callers' access kept for the decisions' lifetime (None: asked on every request).
+    access: AccessCache | None = None
 
 
 ALARM_DEPS = web.AppKey("notifications_alarm_deps", AlarmDeps)
@@ -127,6 +129,8 @@ def _query(request: web.Request, access: Access) -> tuple[AlarmQuery, AlarmCurso
 
 async def _access(request: web.Request) -> tuple[AlarmDeps, Access]:
     deps = request.app[ALARM_DEPS]
+    if deps.access is not None:
+        return deps, await deps.access.of(principal(request))
     return deps, await caller_access(principal(request), deps.authorizer, deps.mower_account)
 
 

@@ -8,6 +8,7 @@ view the mowers ``list_objects`` names that the mower directory places in the ac
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,10 +16,17 @@ from dataclasses import dataclass
 import structlog
 
 from mowdeck.authn import Principal
-from mowdeck.authz import Authorizer, AuthzUnavailableError, account_object, user_ref
+from mowdeck.authz import (
+    Authorizer,
+    AuthzUnavailableError,
+    DecisionCache,
+    account_object,
+    user_ref,
+)
 from mowdeck.kit.http import Problem, authz_unavailable
+from mowdeck.kit.singleflight import SingleFlight
 
-__all__ = ["Access", "MowerAccount", "caller_access"]
+__all__ = ["Access", "AccessCache", "MowerAccount", "caller_access"]
 
 log = structlog.get_logger("mowdeck.notifications.inbox.access")
 
@@ -73,3 +81,40 @@ async def caller_access(
             type_="forbidden",
         )
     return Access(caller.user_id, caller.account_id, False, mine, mower_account)
+
+
+class AccessCache:
+    """Callers' ``Access``, kept as long as the ``can_view`` decisions are (the decision
+    cache's lifetime, ``MOWDECK_NOTIFICATIONS_DECISION_CACHE_SECONDS``): a console that
+    polls the inbox and the alarms does not list the caller's mowers on every request.
+    ``forget()`` drops them together with the cached decisions when grants change. A
+    refusal (403) is not kept."""
+
+    def __init__(
+        self,
+        authorizer: Authorizer,
+        mower_account: MowerAccount,
+        decisions: DecisionCache,
+        ttl: float,
+        *,
+        max_entries: int = 1_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._authorizer = authorizer
+        self._mower_account = mower_account
+        self._decisions = decisions
+        self._access: SingleFlight[tuple[str, uuid.UUID], Access] = SingleFlight(
+            ttl, clock, max_entries=max_entries
+        )
+
+    async def of(self, caller: Principal) -> Access:
+        """The caller's ``Access`` (``caller_access``), cached."""
+        return await self._access.get(
+            (caller.user_id, caller.account_id),
+            lambda: caller_access(caller, self._authorizer, self._mower_account),
+        )
+
+    def forget(self) -> None:
+        """Grants changed: drop every cached ``Access`` and decision."""
+        self._decisions.forget()
+        self._access.forget()

@@ -21,6 +21,7 @@ from contracts.v1.subjects import EVENTS
 from mowdeck.authz import DecisionCache
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.consumer import DropMessage, settle
+from mowdeck.notifications.inbox.access import AccessCache
 from mowdeck.notifications.inbox.ports import Erasure
 from mowdeck.notifications.metrics import NotificationsMetrics
 
@@ -39,7 +40,10 @@ class IdentityEvents:
     """Handles ``event.identity.*`` (the consumer settles; ``grants`` is per replica)."""
 
     def __init__(
-        self, erasure: Erasure, decisions: DecisionCache, metrics: NotificationsMetrics
+        self,
+        erasure: Erasure,
+        decisions: DecisionCache | AccessCache,
+        metrics: NotificationsMetrics,
     ) -> None:
         self._erasure = erasure
         self._decisions = decisions

@@ -32,7 +32,7 @@ from mowdeck.kit.http import (
 )
 from mowdeck.notifications.errors import StoreError, TemplateError
 from mowdeck.notifications.inbox import preferences as prefs_doc
-from mowdeck.notifications.inbox.access import Access, MowerAccount, caller_access
+from mowdeck.notifications.inbox.access import Access, AccessCache, MowerAccount, caller_access
 from mowdeck.notifications.inbox.model import CursorError, InboxCursor, InboxItem
 from mowdeck.notifications.inbox.ports import InboxStore, PreferencesStore
 from mowdeck.notifications.inbox.preferences import Preferences, PreferencesError
@@ -69,6 +69,8 @@ class ApiDeps:
     settings: NotificationsSettings
     clock: Callable[[], datetime]
     mower_account: MowerAccount
+    # Callers' access kept for the decisions' lifetime (None: asked on every request).
+    access: AccessCache | None = None
 
 
 DEPS = web.AppKey("notifications_deps", ApiDeps)
@@ -77,6 +79,8 @@ DEPS = web.AppKey("notifications_deps", ApiDeps)
 async def caller(request: web.Request) -> tuple[ApiDeps, Access]:
     """The deps and the caller's access; a 403 problem for a user who can view nothing."""
     deps = request.app[DEPS]
+    if deps.access is not None:
+        return deps, await deps.access.of(principal(request))
     return deps, await caller_access(principal(request), deps.authorizer, deps.mower_account)
 
 
