@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from grafana_foundation_sdk.builders import common as common_builders
 from grafana_foundation_sdk.builders import dashboard, prometheus, stat, timeseries
@@ -22,6 +23,8 @@ __all__ = ["WINDOW", "Board", "Query", "quantile", "rate"]
 
 # The range of every rate and quantile: 5 m holds at least a few scrapes at any usual interval.
 WINDOW = "5m"
+# The panel builders of the board, each sharing what ``Board._common`` sets.
+P = TypeVar("P", timeseries.Panel, stat.Panel)
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 
 
@@ -81,6 +84,21 @@ class Board:
         ]
         return targets
 
+    def _common(
+        self, panel: P, title: str, description: str, queries: list[Query], *, unit: str, width: int
+    ) -> P:
+        """What every panel of the board sets: its id, texts, data source, queries, unit and
+        width."""
+        return (
+            panel.id(self._take_id())
+            .title(title)
+            .description(description)
+            .datasource(DATASOURCE)
+            .targets(self._targets(queries))
+            .unit(unit)
+            .span(width)
+        )
+
     def timeseries(
         self,
         title: str,
@@ -92,14 +110,7 @@ class Board:
     ) -> Board:
         """A time series panel of ``queries``."""
         panel = (
-            timeseries.Panel()
-            .id(self._take_id())
-            .title(title)
-            .description(description)
-            .datasource(DATASOURCE)
-            .targets(self._targets(queries))
-            .unit(unit)
-            .span(width)
+            self._common(timeseries.Panel(), title, description, queries, unit=unit, width=width)
             .height(8)
             .legend(
                 common_builders.VizLegendOptions()
@@ -123,14 +134,7 @@ class Board:
     ) -> Board:
         """A single-value panel: the last value of each query."""
         panel = (
-            stat.Panel()
-            .id(self._take_id())
-            .title(title)
-            .description(description)
-            .datasource(DATASOURCE)
-            .targets(self._targets(queries))
-            .unit(unit)
-            .span(width)
+            self._common(stat.Panel(), title, description, queries, unit=unit, width=width)
             .height(4)
             .graph_mode(common.BigValueGraphMode.AREA)
             .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]))

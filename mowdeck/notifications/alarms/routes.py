@@ -33,7 +33,7 @@ from mowdeck.notifications.alarms.model import (
     AlarmView,
 )
 from mowdeck.notifications.alarms.ports import AlarmStore
-from mowdeck.notifications.inbox.access import Access, AccessCache, MowerAccount, caller_access
+from mowdeck.notifications.inbox.access import Access, AccessCache, MowerAccount, access_of
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.kinds import Severity
 
@@ -129,9 +129,8 @@ def _query(request: web.Request, access: Access) -> tuple[AlarmQuery, AlarmCurso
 
 async def _access(request: web.Request) -> tuple[AlarmDeps, Access]:
     deps = request.app[ALARM_DEPS]
-    if deps.access is not None:
-        return deps, await deps.access.of(principal(request))
-    return deps, await caller_access(principal(request), deps.authorizer, deps.mower_account)
+    found = await access_of(principal(request), deps.access, deps.authorizer, deps.mower_account)
+    return deps, found
 
 
 async def list_alarms(request: web.Request) -> web.Response:

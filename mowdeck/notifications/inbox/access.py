@@ -26,7 +26,7 @@ from mowdeck.authz import (
 from mowdeck.kit.http import Problem, authz_unavailable
 from mowdeck.kit.singleflight import SingleFlight
 
-__all__ = ["Access", "AccessCache", "MowerAccount", "caller_access"]
+__all__ = ["Access", "AccessCache", "MowerAccount", "access_of", "caller_access"]
 
 log = structlog.get_logger("mowdeck.notifications.inbox.access")
 
@@ -118,3 +118,15 @@ class AccessCache:
         """Grants changed: drop every cached ``Access`` and decision."""
         self._decisions.forget()
         self._access.forget()
+
+
+async def access_of(
+    caller: Principal,
+    cache: AccessCache | None,
+    authorizer: Authorizer,
+    mower_account: MowerAccount,
+) -> Access:
+    """The caller's ``Access``: from ``cache`` when the API keeps one, else asked now."""
+    if cache is not None:
+        return await cache.of(caller)
+    return await caller_access(caller, authorizer, mower_account)

@@ -32,7 +32,7 @@ from mowdeck.kit.http import (
 )
 from mowdeck.notifications.errors import StoreError, TemplateError
 from mowdeck.notifications.inbox import preferences as prefs_doc
-from mowdeck.notifications.inbox.access import Access, AccessCache, MowerAccount, caller_access
+from mowdeck.notifications.inbox.access import Access, AccessCache, MowerAccount, access_of
 from mowdeck.notifications.inbox.model import CursorError, InboxCursor, InboxItem
 from mowdeck.notifications.inbox.ports import InboxStore, PreferencesStore
 from mowdeck.notifications.inbox.preferences import Preferences, PreferencesError
@@ -79,9 +79,8 @@ DEPS = web.AppKey("notifications_deps", ApiDeps)
 async def caller(request: web.Request) -> tuple[ApiDeps, Access]:
     """The deps and the caller's access; a 403 problem for a user who can view nothing."""
     deps = request.app[DEPS]
-    if deps.access is not None:
-        return deps, await deps.access.of(principal(request))
-    return deps, await caller_access(principal(request), deps.authorizer, deps.mower_account)
+    found = await access_of(principal(request), deps.access, deps.authorizer, deps.mower_account)
+    return deps, found
 
 
 def invalid(found: Sequence[prefs_doc.Violation], *, type_: str) -> Problem:
