@@ -45,15 +45,27 @@ from contracts.v1.fleet import (
     MowerRegistration,
     shard_of,
 )
+from contracts.v1.sites import (
+    AREA_KINDS,
+    Area,
+    AreaKind,
+    SiteAreas,
+    SiteAreasReply,
+    SiteAreasRequest,
+    SiteRef,
+)
 from contracts.v1.telemetry import ACTIVITIES, Activity, MowerState, Position, RtkFix
 
 __all__ = [
     "ACTIVITIES",
+    "AREA_KINDS",
     "COMMAND_KINDS",
     "EVENT_PAYLOADS",
     "FINAL_STATUSES",
     "Activity",
     "AlarmChanged",
+    "Area",
+    "AreaKind",
     "AwareDatetime",
     "Command",
     "CommandBase",
@@ -80,6 +92,10 @@ __all__ = [
     "RtkFix",
     "SetBladeHeight",
     "SetSpeed",
+    "SiteAreas",
+    "SiteAreasReply",
+    "SiteAreasRequest",
+    "SiteRef",
     "StartMow",
     "Struct",
     "UserRef",

@@ -10,6 +10,7 @@ from contracts.v1._base import ContractError, Struct
 from contracts.v1.commands import Command, CommandEnvelope, CommandResult
 from contracts.v1.events import EVENT_PAYLOADS, EventEnvelope
 from contracts.v1.fleet import MowerLink, MowerListReply, MowerListRequest, MowerRegistration
+from contracts.v1.sites import SiteAreasReply, SiteAreasRequest
 from contracts.v1.telemetry import MowerState
 
 __all__ = [
@@ -37,6 +38,8 @@ _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {
     MowerLink: msgspec.json.Decoder(MowerLink),
     MowerListRequest: msgspec.json.Decoder(MowerListRequest),
     MowerListReply: msgspec.json.Decoder(MowerListReply),
+    SiteAreasRequest: msgspec.json.Decoder(SiteAreasRequest),
+    SiteAreasReply: msgspec.json.Decoder(SiteAreasReply),
 }
 
 

@@ -41,9 +41,14 @@ class CommandBase(Struct, frozen=True, tag_field="kind"):
 
 
 class StartMow(CommandBase, frozen=True, tag="start_mow"):
-    """Leave the dock and mow; end the job after ``duration_min`` when given."""
+    """Leave the dock and mow; end the job after ``duration_min`` when given.
+
+    ``work_area`` names one of the site's work areas (``SiteAreas``) to mow in; a mower
+    or protocol that cannot keep to one rejects the command with that reason.
+    """
 
     duration_min: Annotated[int, msgspec.Meta(ge=1, le=1440)] | None = None
+    work_area: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] | None = None
 
 
 class PauseMow(CommandBase, frozen=True, tag="pause_mow"):

@@ -10,6 +10,7 @@ import msgspec
 
 from contracts.v1._base import AwareDatetime, ContractError, Struct, utc_field
 from contracts.v1.fleet import MowerLink, MowerRegistration
+from contracts.v1.sites import SiteAreas, SiteRef
 
 __all__ = [
     "EVENT_PAYLOADS",
@@ -148,6 +149,10 @@ EVENT_PAYLOADS: dict[tuple[str, int], type[Struct]] = {
     ("identity.grants.changed", 1): GrantsChanged,
     ("notifications.sent", 1): NotificationSent,
     ("notifications.alarm_changed", 1): AlarmChanged,
+    ("site.created", 1): SiteRef,
+    ("site.updated", 1): SiteRef,
+    ("site.removed", 1): SiteRef,
+    ("site.areas_changed", 1): SiteAreas,
 }
 """Every v1 event: ``(type, version)`` to its payload model. A new meaning is a new version."""
 

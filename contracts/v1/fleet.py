@@ -33,12 +33,13 @@ class Connection(Struct, frozen=True):
 
 
 class MowerRegistration(Struct, frozen=True):
-    """A mower as Fleet registered it."""
+    """A mower as Fleet registered it; ``site_id`` is the site it belongs to, if any."""
 
     mower_id: uuid.UUID
     account_id: uuid.UUID
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
     connection: Connection
+    site_id: uuid.UUID | None = None
 
 
 LIST_PAGE_SIZE = 1000

@@ -11,6 +11,7 @@ import msgspec
 from contracts.v1.commands import CommandEnvelope, CommandResult
 from contracts.v1.events import EVENT_PAYLOADS, EventEnvelope
 from contracts.v1.fleet import MowerLink, MowerListReply, MowerListRequest, MowerRegistration
+from contracts.v1.sites import SiteAreasReply, SiteAreasRequest
 from contracts.v1.telemetry import MowerState
 
 __all__ = ["SCHEMA_DIR", "render_schemas", "stale_schemas", "write_schemas"]
@@ -25,6 +26,8 @@ _MODELS: dict[str, Any] = {
     "MowerListRequest": MowerListRequest,
     "MowerListReply": MowerListReply,
     "MowerLink": MowerLink,
+    "SiteAreasRequest": SiteAreasRequest,
+    "SiteAreasReply": SiteAreasReply,
 }
 
 

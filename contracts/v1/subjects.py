@@ -14,8 +14,10 @@ __all__ = [
     "EMERGENCY_FILTER",
     "EVENTS",
     "FLEET_MOWERS_LIST",
+    "FLEET_SITES_AREAS",
     "MSG_ID_HEADER",
     "PRIORITY_HEADER",
+    "SITE_EVENT_FILTER",
     "STREAMS",
     "TELEMETRY",
     "StreamSpec",
@@ -49,9 +51,13 @@ lane sees the stops and nothing else (docs/gateway.md, amendment 2 to ADR 0013).
 RESULT_FILTER: Final = "command.result.mower.*"
 TELEMETRY_FILTER: Final = "telemetry.mower.*"
 MOWER_EVENT_FILTER: Final = "event.mower.*"
+SITE_EVENT_FILTER: Final = "event.site.*"
 
 FLEET_MOWERS_LIST: Final = "fleet.mowers.list"
 """Core NATS request/reply (not persisted): ``MowerListRequest`` to ``MowerListReply``."""
+
+FLEET_SITES_AREAS: Final = "fleet.sites.areas"
+"""Core NATS request/reply (not persisted): ``SiteAreasRequest`` to ``SiteAreasReply``."""
 
 
 class StreamSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -23,8 +23,10 @@ from contracts.v1.subjects import (
     EMERGENCY_FILTER,
     EVENTS,
     FLEET_MOWERS_LIST,
+    FLEET_SITES_AREAS,
     MOWER_EVENT_FILTER,
     RESULT_FILTER,
+    SITE_EVENT_FILTER,
     STREAMS,
     TELEMETRY,
     TELEMETRY_FILTER,
@@ -106,11 +108,12 @@ _DENYLIST = (
 USERS: tuple[BusUser, ...] = (
     BusUser(
         name="fleet",
-        purpose="issues commands, announces mower changes, answers the mower list",
+        purpose="issues commands, announces mower and site changes, answers the lists",
         publish=(
             COMMAND_FILTER,
             EMERGENCY_FILTER,
             MOWER_EVENT_FILTER,
+            SITE_EVENT_FILTER,
             *reader_of(COMMANDS.name),
             *_stream_info(EVENTS.name),
             *_DENYLIST,
@@ -119,6 +122,7 @@ USERS: tuple[BusUser, ...] = (
         # and grant changes (cache invalidation).
         subscribe=(
             FLEET_MOWERS_LIST,
+            FLEET_SITES_AREAS,
             RESULT_FILTER,
             MOWER_EVENT_FILTER,
             "event.identity.grants.changed",
@@ -161,6 +165,7 @@ USERS: tuple[BusUser, ...] = (
         publish=(
             "event.notifications.*",
             FLEET_MOWERS_LIST,
+            FLEET_SITES_AREAS,
             *reader_of(TELEMETRY.name, EVENTS.name),
             *_DENYLIST,
         ),

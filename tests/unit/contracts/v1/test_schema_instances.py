@@ -26,6 +26,8 @@ from contracts.v1 import (
     MowerListRequest,
     MowerRegistration,
     MowerState,
+    SiteAreasReply,
+    SiteAreasRequest,
     decode,
     decode_command,
     decode_event,
@@ -41,6 +43,8 @@ _FIXED = {
     "MowerListRequest.json": MowerListRequest,
     "MowerListReply.json": MowerListReply,
     "MowerLink.json": MowerLink,
+    "SiteAreasRequest.json": SiteAreasRequest,
+    "SiteAreasReply.json": SiteAreasReply,
 }
 
 
