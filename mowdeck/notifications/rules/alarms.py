@@ -15,6 +15,11 @@ watch's own marks of what was told (``Fault.settled``, ``Anchor.settled``, a bat
 not re-armed, an offline episode not ended) are what keeps it open. Nothing here does
 I/O; ``alarm_changes`` runs in the watch actor with every evaluation (it is
 called by ``Emitter.outcome``) and is free when a mower has no alarm and fired nothing.
+
+A mower first seen in a condition (its first state shows an error, a low battery while
+not charging, or ``offline``) tells nobody, since that is old news (``first_state``), but
+its alarm opens all the same (``first_sight``): an operator looking at the alarms sees
+every mower that needs attention, whether the service saw the condition begin or not.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind, Rul
 from mowdeck.notifications.rules.kinds import SEVERITY, Kind
 from mowdeck.notifications.rules.watch import MowerWatch
 
-__all__ = ["ALARM_KINDS", "alarm_changes", "condition_holds"]
+__all__ = ["ALARM_KINDS", "alarm_changes", "condition_holds", "first_sight"]
 
 ALARM_KINDS: frozenset[Kind] = frozenset({"mower_stuck", "battery_low", "mower_offline"})
 """The kinds whose firing raises an alarm (the others tell of something that happened)."""
@@ -71,20 +76,7 @@ def alarm_changes(
     for condition in raised:
         if not condition_holds(condition, after):
             del now_raised[condition]
-            kind = _kind_of(condition)
-            changes.append(
-                AlarmChange(
-                    change="cleared",
-                    mower_id=after.mower_id,
-                    account_id=after.account_id,
-                    condition=condition,
-                    kind=kind,
-                    severity=SEVERITY[kind],
-                    at=at,
-                    code=_code_of(condition),
-                    raised_at=raised[condition],
-                )
-            )
+            changes.append(_cleared(before, condition, at))
     for event in events:
         kind = event.kind
         if kind not in ALARM_KINDS:
@@ -110,6 +102,56 @@ def alarm_changes(
     if not changes:
         return raised, changes
     return now_raised, changes
+
+
+def first_sight(
+    watch: MowerWatch, at: datetime, *, battery_low: bool, previous: MowerWatch | None = None
+) -> tuple[dict[str, datetime], list[AlarmChange]]:
+    """The alarms of a mower's first state: the conditions it shows, raised untold.
+
+    ``battery_low`` is the rule's own judgement of the state (low and not charging).
+    ``previous`` is the watch a move to another account replaces: its alarms clear.
+    """
+    changes: list[AlarmChange] = []
+    if previous is not None:
+        changes.extend(_cleared(previous, condition, at) for condition in previous.alarms)
+    conditions: list[str] = []
+    if watch.fault is not None:
+        conditions.append(f"error:{watch.fault.code}")
+    if battery_low:
+        conditions.append("battery_low")
+    if watch.offline is not None:
+        conditions.append("mower_offline")
+    for condition in conditions:
+        kind = _kind_of(condition)
+        changes.append(
+            AlarmChange(
+                change="raised",
+                mower_id=watch.mower_id,
+                account_id=watch.account_id,
+                condition=condition,
+                kind=kind,
+                severity=SEVERITY[kind],
+                at=at,
+                code=_code_of(condition),
+            )
+        )
+    return dict.fromkeys(conditions, at), changes
+
+
+def _cleared(watch: MowerWatch, condition: str, at: datetime) -> AlarmChange:
+    kind = _kind_of(condition)
+    return AlarmChange(
+        change="cleared",
+        mower_id=watch.mower_id,
+        account_id=watch.account_id,
+        condition=condition,
+        kind=kind,
+        severity=SEVERITY[kind],
+        at=at,
+        code=_code_of(condition),
+        raised_at=watch.alarms[condition],
+    )
 
 
 def _code_of(condition: str) -> str | None:

@@ -63,6 +63,7 @@ from typing import Literal
 import msgspec
 
 from contracts.v1 import MowerState
+from mowdeck.notifications.rules.alarms import first_sight
 from mowdeck.notifications.rules.emitter import Emitter
 from mowdeck.notifications.rules.events import Outcome, Param, Suppressed
 from mowdeck.notifications.rules.kinds import Kind
@@ -135,8 +136,12 @@ def _charging(state: MowerState) -> bool:
     return state.charging or state.activity == "charging"
 
 
-def _first(state: MowerState, now: datetime, t: Thresholds) -> Outcome[MowerWatch]:
-    """The watch a mower's first state starts; what it shows is old news."""
+def _first(
+    state: MowerState, now: datetime, t: Thresholds, previous: MowerWatch | None
+) -> Outcome[MowerWatch]:
+    """The watch a mower's first state starts; what it shows is old news, told to nobody,
+    though the conditions it shows open their alarms (``alarms.first_sight``).
+    ``previous`` is the watch of the mower's former account, if it moved."""
     at, m = state.observed_at, state.mower_id
     quiet: list[tuple[Kind, str]] = []
     job: Job | None = None
@@ -152,7 +157,8 @@ def _first(state: MowerState, now: datetime, t: Thresholds) -> Outcome[MowerWatc
         fault = Fault(code=state.error_code or "unknown", since=at, settled=True)
         quiet.append(("mower_stuck", f"mower_stuck:{m}:error:{fault.code}:{_iso(at)}"))
     low = state.battery < t.battery_low_percent
-    if low and not _charging(state):
+    told_low = low and not _charging(state)
+    if told_low:
         quiet.append(("battery_low", f"battery_low:{m}:{_iso(at)}"))
     if state.activity == "offline":
         offline = Offline(since=at, cause="state", quiet=True)
@@ -174,7 +180,10 @@ def _first(state: MowerState, now: datetime, t: Thresholds) -> Outcome[MowerWatc
         Suppressed(kind=kind, mower_id=m, reason="first_state", dedupe_key=key, at=at)
         for kind, key in quiet
     ]
-    return Outcome(watch, [], suppressed)
+    raised, alarms = first_sight(watch, at, battery_low=told_low, previous=previous)
+    if raised:
+        watch = _replace(watch, alarms=raised)
+    return Outcome(watch, [], suppressed, alarms=tuple(alarms))
 
 
 def _finish(e: Emitter, job: Job, ended_at: datetime, t: Thresholds) -> None:
@@ -326,7 +335,7 @@ def evaluate_state(
         return Outcome(watch, ignored="from_the_future")
     # Compared by the ints: a ``uuid.UUID``'s ``__eq__`` is a Python call, once per state.
     if watch is None or watch.account_id.int != state.account_id.int:
-        return _first(state, now, thresholds)
+        return _first(state, now, thresholds, watch)
     if at <= watch.observed_at:
         # Older or repeated (a redelivery, a heartbeat of a lost link): no contact.
         return Outcome(watch, ignored="not_newer")

@@ -124,6 +124,22 @@ async def test_an_error_raises_an_alarm_an_operator_acknowledges_and_its_end_cle
     assert counted(service, "alarm_changes", change="cleared", kind="mower_stuck") == 1
 
 
+async def test_a_mower_first_seen_in_error_has_its_alarm_open(
+    service: NotificationsService, bus: Bus
+) -> None:
+    await publish_states(bus, [state(0, mower_id=OTHER_MOWER, activity="error", error_code="E9")])
+    async with aiohttp.ClientSession() as http:
+        [alarm] = await eventually(
+            lambda: _items(http, service.url, VIEWER), what="the first-sight alarm listed"
+        )
+    assert (alarm["mower_id"], alarm["condition"], alarm["state"]) == (
+        str(OTHER_MOWER),
+        "error:E9",
+        "active",
+    )
+    assert counted(service, "alarm_changes", change="raised", kind="mower_stuck") == 1
+
+
 async def test_bad_queries_and_unknown_alarms_get_specific_answers(
     service: NotificationsService,
 ) -> None:

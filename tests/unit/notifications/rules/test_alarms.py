@@ -3,6 +3,7 @@ later telling of it, cleared when it ends. Scripts of states, link events and si
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import msgspec
@@ -52,10 +53,26 @@ CASES: list[tuple[str, list[Step], list[str]]] = [
         [mow(0), error(100, "E1"), S(150), error(200, "E1"), S(250), S(500)],
         ["raised:error:E1@100", "cleared:error:E1@150"],
     ),
+    # A mower first seen in a condition: told to nobody (old news), its alarm opens.
     (
-        "the-first-state-in-error-opens-nothing",  # it is not told either
+        "the-first-state-in-error-opens-its-alarm-untold",
         [error(0, "E1"), error(10, "E1"), S(20)],
+        ["raised:error:E1@0", "cleared:error:E1@20"],
+    ),
+    (
+        "the-first-state-on-a-low-battery-opens-its-alarm",
+        [S(0, battery=10), S(10, battery=12), S(20, battery=30)],
+        ["raised:battery_low@0", "cleared:battery_low@20"],
+    ),
+    (
+        "the-first-state-charging-on-a-low-battery-opens-nothing",
+        [S(0, battery=10, activity="charging", charging=True), S(10, battery=40)],
         [],
+    ),
+    (
+        "the-first-state-offline-opens-its-alarm",
+        [S(0, activity="offline"), S(10)],
+        ["raised:mower_offline@0", "cleared:mower_offline@10"],
     ),
     # Standstill while mowing.
     (
@@ -148,3 +165,19 @@ def test_a_condition_told_again_while_open_updates_its_alarm() -> None:
     assert trace.alarms == ["updated:error:E1@100"]
     assert trace.watch is not None
     assert trace.watch.alarms == {"error:E1": at(50)}
+
+
+def test_a_first_state_in_error_tells_nobody() -> None:
+    trace = run([error(0, "E1"), error(10, "E1")])
+    assert trace.events == []
+    assert [c.change for c in trace.alarm_changes] == ["raised"]
+
+
+def test_a_mower_moved_to_another_account_clears_the_old_account_s_alarms() -> None:
+    other = uuid.uuid4()
+    trace = run(
+        [mow(0), error(100, "E1"), S(110, activity="error", error_code="E1", account_id=other)]
+    )
+    assert trace.alarms == ["raised:error:E1@100", "cleared:error:E1@110", "raised:error:E1@110"]
+    cleared, raised = trace.alarm_changes[1:]
+    assert cleared.account_id != other and raised.account_id == other
