@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import msgspec
@@ -29,7 +29,6 @@ from mowdeck.fleet.errors import (
     VersionConflictError,
 )
 from mowdeck.fleet.limits import COMMAND_LIMITS
-from mowdeck.fleet.ports import AuditEntry
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.usecases import Fleet
 from mowdeck.fleet.views import (
@@ -41,6 +40,7 @@ from mowdeck.fleet.views import (
     mower_view,
 )
 from mowdeck.kit.bus import BusError, ExpiredCommandError
+from mowdeck.kit.export import ndjson_export
 from mowdeck.kit.http import Problem, authz_unavailable, json_response, read_json
 from mowdeck.kit.logging import bind
 from mowdeck.kit.paging import cursor_of, page_params, read_cursor
@@ -241,35 +241,9 @@ async def export_audit(request: web.Request) -> web.StreamResponse:
     query = replace(query, limit=_EXPORT_PAGE)
     await fleet.authorize_audit(who)
     pages = fleet.audit_pages(query)
-    try:
-        return await _export(request, pages)
-    finally:
-        await pages.aclose()
-
-
-async def _export(
-    request: web.Request, pages: AsyncGenerator[list[AuditEntry], None]
-) -> web.StreamResponse:
-    # The first page is read before the headers go out: a database that is down is still
-    # a 503 problem rather than an empty 200.
-    first = await anext(pages, None)
-    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    try:
-        page = first
-        while page is not None:
-            await response.write(b"".join(_encoder.encode(e) + b"\n" for e in page))
-            page = await anext(pages, None)
-    except FleetError:
-        # The status line is sent: all a failure can do now is cut the stream short, which
-        # the client sees as a body without its last chunk.
-        log.exception("audit export failed mid-stream")
-        if request.transport is not None:
-            request.transport.close()
-        return response
-    await response.write_eof()
-    return response
+    return await ndjson_export(
+        request, pages, _encoder.encode, failures=(FleetError,), what="audit"
+    )
 
 
 def routes() -> list[web.RouteDef]:

@@ -11,6 +11,8 @@ import msgspec
 
 from mowdeck.kit.openapi import Body, Link, OneOf, Operation, Param, document
 from mowdeck.kit.paging import Cursor
+from mowdeck.notifications.alarms.audit import MAX_LIMIT as AUDIT_MAX_LIMIT
+from mowdeck.notifications.alarms.audit import AuditChange, AuditPageView, AuditView
 from mowdeck.notifications.alarms.model import AlarmPageView, AlarmView
 from mowdeck.notifications.alarms.routes import MAX_LIMIT as ALARM_MAX_LIMIT
 from mowdeck.notifications.alarms.routes import Acknowledgement, Assignment
@@ -74,6 +76,27 @@ _ALARM = AlarmView(
     cleared_at=None,
 )
 AlarmLimit = Annotated[int, msgspec.Meta(ge=1, le=ALARM_MAX_LIMIT)]
+AuditLimit = Annotated[int, msgspec.Meta(ge=1, le=AUDIT_MAX_LIMIT)]
+_AUDIT_LINE = AuditView(
+    seq=42,
+    at=_AT,
+    mower_id=_MOWER,
+    alarm_id=_ALARM.id,
+    change="acknowledged",
+    kind="mower_stuck",
+    condition="error:E42",
+    severity="critical",
+    code="E42",
+    by="erin",
+    comment="on my way",
+    assignee=None,
+)
+_AUDIT_QUERY = (
+    Param("mower", "query", uuid.UUID, "Only this mower's changes."),
+    Param("change", "query", AuditChange, "Only changes of this kind."),
+    Param("from", "query", datetime, "From this time on (RFC 3339 with its offset)."),
+    Param("to", "query", datetime, "Before this time."),
+)
 _ALARM_ID = Param("alarm_id", "path", uuid.UUID, "The alarm's id.")
 _ALARMS = ("alarms",)
 _INBOX = ("inbox",)
@@ -206,6 +229,39 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(_ALARM_ID,),
         body=Body(Assignment, Assignment(assignee="frank")),
         problems=(*_COMMON, 400, 404, 415, 422),
+        tags=_ALARMS,
+    ),
+    Operation(
+        "GET",
+        "/v1/alarms/audit",
+        "listAlarmAudit",
+        "A page of the account's alarm audit trail, newest first: every change of every"
+        " alarm, who acknowledged or assigned it (account admins only).",
+        {
+            200: Body(
+                AuditPageView, AuditPageView(items=[_AUDIT_LINE], next_after=None, has_more=False)
+            )
+        },
+        params=(
+            *_AUDIT_QUERY,
+            Param("limit", "query", AuditLimit, "Lines per page (100 when absent)."),
+            _AFTER,
+        ),
+        problems=(400, 403, 422, 503),
+        tags=_ALARMS,
+    ),
+    Operation(
+        "GET",
+        "/v1/alarms/audit/export",
+        "exportAlarmAudit",
+        "Every matching line of the alarm audit trail as JSON lines, newest first.",
+        {
+            200: Body(
+                AuditView, _AUDIT_LINE, "One change a line.", media_type="application/x-ndjson"
+            )
+        },
+        params=_AUDIT_QUERY,
+        problems=(400, 403, 422, 503),
         tags=_ALARMS,
     ),
     Operation(

@@ -21,6 +21,7 @@ from mowdeck.kit.compose import Given, Needs, Step
 from mowdeck.kit.http import task_alive
 from mowdeck.kit.openapi import add_openapi
 from mowdeck.kit.shell import ServiceShell
+from mowdeck.notifications.alarms.audit_routes import audit_routes
 from mowdeck.notifications.alarms.routes import ALARM_DEPS, AlarmDeps, alarm_routes
 from mowdeck.notifications.delivery.limits import target_creations
 from mowdeck.notifications.delivery.routes import TargetDeps, add_target_routes
@@ -100,6 +101,7 @@ def _app(s: NotificationsSettings, parts: Parts) -> web.Application:
         access,
     )
     app.add_routes(alarm_routes())
+    app.add_routes(audit_routes())
     add_openapi(app, openapi())
     return app
 

@@ -60,6 +60,9 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
     # ones (mowdeck_notifications_alarms_open) every interval.
     notifications_alarm_retention_days: Annotated[int, msgspec.Meta(ge=1, le=3650)] = 90
     notifications_alarm_round_seconds: Seconds = 30.0
+    # The alarms' audit trail (who acknowledged, assigned; what was raised and cleared) is
+    # kept this long, as Fleet keeps its trail of commands.
+    notifications_alarm_audit_retention_days: Annotated[int, msgspec.Meta(ge=1, le=3650)] = 400
     # -- loops and batches ------------------------------------------------------------
     # Period of the offline scan (the silence timer) and the watches it takes per round.
     notifications_offline_scan_seconds: Seconds = 5.0

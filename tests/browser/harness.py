@@ -67,6 +67,7 @@ class Harness:
             for n, kind in enumerate(["start_mow", "emergency_stop", "start_mow"])
         ]
         self.audit_asked: list[dict[str, str]] = []
+        self.alarm_trail: list[dict[str, Any]] = []
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -165,9 +166,27 @@ class Harness:
         self._alarm_event(alarm, "raised")
         return alarm["id"]
 
-    def _alarm_event(self, alarm: dict[str, Any], change: str) -> None:
+    def _alarm_event(self, alarm: dict[str, Any], change: str, by: str | None = None) -> None:
         event = {k: v for k, v in alarm.items() if k != "id"}
         self.push("alarm", {**event, "alarm_id": alarm["id"], "change": change})
+        # Notifications' alarm audit trail, newest first, as its API lists it.
+        self.alarm_trail.insert(
+            0,
+            {
+                "seq": len(self.alarm_trail) + 1,
+                "at": _now(),
+                "mower_id": alarm["mower_id"],
+                "alarm_id": alarm["id"],
+                "change": change,
+                "kind": alarm["kind"],
+                "condition": alarm["condition"],
+                "severity": alarm["severity"],
+                "code": alarm.get("code"),
+                "by": by,
+                "comment": alarm.get("comment") if change == "acknowledged" else None,
+                "assignee": None,
+            },
+        )
 
     async def _move(self, mower: uuid.UUID) -> None:
         while self.states[mower]["activity"] == "mowing":
@@ -280,6 +299,21 @@ class Harness:
             lines = "".join(json.dumps(c) + "\n" for c in audit_matches(request))
             return web.Response(text=lines, content_type="application/x-ndjson")
 
+        def trail_matches(request: web.Request) -> list[dict[str, Any]]:
+            change = request.query.get("change")
+            return [x for x in self.alarm_trail if not change or x["change"] == change]
+
+        async def alarm_audit(request: web.Request) -> web.Response:
+            authed(request)
+            self.audit_asked.append(dict(request.query))
+            found = trail_matches(request)
+            return web.json_response({"items": found, "next_after": None, "has_more": False})
+
+        async def alarm_audit_export(request: web.Request) -> web.Response:
+            authed(request)
+            lines = "".join(json.dumps(x) + "\n" for x in trail_matches(request))
+            return web.Response(text=lines, content_type="application/x-ndjson")
+
         async def targets(request: web.Request) -> web.Response:
             authed(request)
             return web.json_response({"items": self.targets, "next": None})
@@ -302,7 +336,7 @@ class Harness:
             comment = (await request.json()).get("comment")
             self.acknowledged.append((alarm["id"], comment))
             alarm.update(state="acknowledged", acknowledged_by="harness-user", comment=comment)
-            self._alarm_event(alarm, "acknowledged")
+            self._alarm_event(alarm, "acknowledged", by="harness-user")
             return web.json_response(alarm)
 
         async def get_preferences(request: web.Request) -> web.Response:
@@ -378,6 +412,8 @@ class Harness:
             web.post("/v1/mowers/{mower_id}/commands", command),
             web.get("/v1/notifications/inbox", inbox),
             web.get("/v1/alarms", alarms),
+            web.get("/v1/alarms/audit", alarm_audit),
+            web.get("/v1/alarms/audit/export", alarm_audit_export),
             web.get("/v1/notifications/preferences", get_preferences),
             web.get("/v1/notifications/targets", targets),
             web.post("/v1/notifications/targets", add_target),

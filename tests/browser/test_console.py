@@ -325,6 +325,35 @@ async def test_the_audit_trail_pages_filters_and_exports(browser: Any, tmp_path:
         await download.save_as(saved)
         exported = [json.loads(line) for line in saved.read_text().splitlines()]
         assert [c["kind"] for c in exported] == ["emergency_stop"]
+        # The alarms' trail: who acknowledged what, filtered by change, exported too.
+        alarm_id = harness.raise_alarm(MOWERS[0], "E7")
+        harness.alarms[alarm_id].update(comment="on my way")
+        harness._alarm_event(harness.alarms[alarm_id], "acknowledged", by="erin")
+        await page.select_option("#audit-trail", "alarms")
+        await page.wait_for_function(
+            "document.querySelectorAll('#audit-table tbody tr[data-alarm]').length === 2"
+        )
+        first = rows.nth(0).locator("td")
+        assert await first.nth(2).inner_text() == "error:E7: acknowledged"
+        assert (await first.nth(3).inner_text(), await first.nth(4).inner_text()) == (
+            "erin",
+            "on my way",
+        )
+        assert await rows.nth(1).locator("td").nth(3).inner_text() == "rules"
+        await page.select_option("#audit-kind", "acknowledged")
+        await page.click('#audit-form button[type="submit"]')
+        await page.wait_for_function(
+            "document.querySelectorAll('#audit-table tbody tr[data-alarm]').length === 1"
+        )
+        assert harness.audit_asked[-1]["change"] == "acknowledged"
+        async with page.expect_download() as waiting:
+            await page.click("#audit-export")
+        download = await waiting.value
+        assert download.suggested_filename == "mowdeck-audit-alarms.ndjson"
+        saved = tmp_path / download.suggested_filename
+        await download.save_as(saved)
+        exported = [json.loads(line) for line in saved.read_text().splitlines()]
+        assert [(x["change"], x["by"]) for x in exported] == [("acknowledged", "erin")]
         assert errors.seen == []
     finally:
         await harness.stop()

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import msgspec
 
+from mowdeck.notifications.alarms.audit import AuditChange, AuditQuery, AuditRecord, matches
 from mowdeck.notifications.alarms.feed import Written
 from mowdeck.notifications.alarms.model import Alarm, AlarmCursor, AlarmPage, AlarmQuery
 from mowdeck.notifications.alarms.ports import AlarmStore
@@ -23,6 +24,24 @@ class InMemoryAlarms(AlarmStore):
 
     def __init__(self) -> None:
         self.alarms: dict[uuid.UUID, Alarm] = {}
+        self.trail: list[AuditRecord] = []
+
+    def _record(self, alarm: Alarm, change: AuditChange, at: datetime, **who: str | None) -> None:
+        self.trail.append(
+            AuditRecord(
+                seq=len(self.trail) + 1,
+                at=at,
+                account_id=alarm.account_id,
+                mower_id=alarm.mower_id,
+                alarm_id=alarm.id,
+                change=change,
+                kind=alarm.kind,
+                condition=alarm.condition,
+                severity=alarm.severity,
+                code=alarm.code,
+                **who,
+            )
+        )
 
     def _open(self, mower_id: uuid.UUID, condition: str) -> Alarm | None:
         for alarm in self.alarms.values():
@@ -68,6 +87,9 @@ class InMemoryAlarms(AlarmStore):
             )
             self.alarms[new.id] = new
             written.append((new, "raised"))
+        for alarm, change in written:
+            at = alarm.cleared_at if change == "cleared" and alarm.cleared_at else alarm.latest_at
+            self._record(alarm, change, at)
         return written
 
     async def list_alarms(self, query: AlarmQuery, after: AlarmCursor | None) -> AlarmPage:
@@ -106,6 +128,7 @@ class InMemoryAlarms(AlarmStore):
             comment=stored.comment if comment is None else comment,
         )
         self.alarms[alarm.id] = stored
+        self._record(stored, "acknowledged", at, by=user_id, comment=comment)
         return stored
 
     async def assign(self, alarm: Alarm, assignee: str | None, by: str, at: datetime) -> Alarm:
@@ -115,7 +138,20 @@ class InMemoryAlarms(AlarmStore):
             return alarm
         stored = _replace(stored, assignee=assignee, assigned_by=by, assigned_at=at)
         self.alarms[alarm.id] = stored
+        self._record(stored, "assigned", at, by=by, assignee=assignee)
         return stored
+
+    async def audit_page(self, query: AuditQuery) -> list[AuditRecord]:
+        """One page of the account's trail, newest first."""
+        found = [r for r in reversed(self.trail) if matches(r, query)]
+        return found[: query.limit]
+
+    async def prune_audit(self, before: datetime) -> int:
+        """Delete the trail's lines older than ``before``."""
+        kept = [r for r in self.trail if r.at >= before]
+        gone = len(self.trail) - len(kept)
+        self.trail = kept
+        return gone
 
     async def open_counts(self) -> dict[tuple[str, str], int]:
         """Open alarms by kind and severity."""

@@ -16,6 +16,7 @@ import uuid
 from datetime import datetime
 from typing import Protocol
 
+from mowdeck.notifications.alarms.audit import AuditQuery, AuditRecord
 from mowdeck.notifications.alarms.model import Alarm, AlarmCursor, AlarmPage, AlarmQuery
 
 __all__ = ["AlarmStore"]
@@ -42,6 +43,16 @@ class AlarmStore(Protocol):
 
     async def assign(self, alarm: Alarm, assignee: str | None, by: str, at: datetime) -> Alarm:
         """Assign ``alarm`` to ``assignee`` (None: to nobody)."""
+        ...
+
+    async def audit_page(self, query: AuditQuery) -> list[AuditRecord]:
+        """One page of the account's audit trail (``audit.py``), newest first: every
+        change written with the change itself (raised, updated and cleared by the
+        watches' writer; acknowledged and assigned by ``acknowledge`` and ``assign``)."""
+        ...
+
+    async def prune_audit(self, before: datetime) -> int:
+        """Delete the trail's lines older than ``before``; how many."""
         ...
 
     async def open_counts(self) -> dict[tuple[str, str], int]:

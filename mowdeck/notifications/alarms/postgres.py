@@ -9,7 +9,9 @@ from datetime import datetime
 import asyncpg
 import msgspec
 
+from mowdeck.kit.pg import rows_affected
 from mowdeck.notifications.alarms import sql
+from mowdeck.notifications.alarms.audit import AuditQuery, AuditRecord
 from mowdeck.notifications.alarms.model import Alarm, AlarmCursor, AlarmPage, AlarmQuery
 from mowdeck.notifications.alarms.ports import AlarmStore
 from mowdeck.notifications.pg import delete_rows, translated
@@ -41,6 +43,7 @@ async def write_changes(
         written: list[tuple[Alarm, AlarmChangeKind]] = []
         for c in changes:
             written += await _write_one(conn, c)
+        await _audit(conn, written)
         return written
     raised = [c for c in changes if c.change != "cleared"]
     cleared = [c for c in changes if c.change == "cleared"]
@@ -65,7 +68,34 @@ async def write_changes(
             [_params.encode(c.params).decode() for c in raised],
             [c.at for c in raised],
         )
-    return [(_alarm(r), _change(r)) for r in rows]
+    written = [(_alarm(r), _change(r)) for r in rows]
+    await _audit(conn, written)
+    return written
+
+
+async def _audit(
+    conn: asyncpg.Connection, written: Sequence[tuple[Alarm, AlarmChangeKind]]
+) -> None:
+    """The trail's lines of what the watches decided (``audit.py``), on their connection."""
+    if not written:
+        return
+    at = [a.cleared_at if c == "cleared" and a.cleared_at else a.latest_at for a, c in written]
+    nobody: list[str | None] = [None] * len(written)
+    await conn.execute(
+        sql.AUDIT_MANY,
+        at,
+        [a.account_id for a, _ in written],
+        [a.mower_id for a, _ in written],
+        [a.id for a, _ in written],
+        [c for _, c in written],
+        [a.kind for a, _ in written],
+        [a.condition for a, _ in written],
+        [a.severity for a, _ in written],
+        [a.code for a, _ in written],
+        nobody,
+        nobody,
+        nobody,
+    )
 
 
 def _change(row: asyncpg.Record) -> AlarmChangeKind:
@@ -143,6 +173,28 @@ class PostgresAlarms(AlarmStore):
         with translated("alarm assignment"):
             row = await self._pool.fetchrow(sql.ASSIGN, alarm.id, assignee, by, at)
         return alarm if row is None else _alarm(row)
+
+    async def audit_page(self, query: AuditQuery) -> list[AuditRecord]:
+        """One page of the account's trail, newest first."""
+        with translated("alarm audit"):
+            rows = await self._pool.fetch(
+                sql.AUDIT_PAGE,
+                query.account_id,
+                query.mower_id,
+                query.change,
+                query.since,
+                query.until,
+                query.before,
+                query.limit,
+            )
+        return [AuditRecord(**dict(r)) for r in rows]
+
+    async def prune_audit(self, before: datetime) -> int:
+        """Delete the trail's lines older than ``before`` (its retention)."""
+        with translated("alarm audit pruning"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(sql.PRUNE_AUDIT[0])
+                return rows_affected(await conn.execute(sql.PRUNE_AUDIT[1], before))
 
     async def open_counts(self) -> dict[tuple[str, str], int]:
         """Open alarms by kind and severity."""

@@ -1,4 +1,5 @@
-"""The alarm round: every replica counts the open alarms and prunes the old cleared ones.
+"""The alarm round: every replica counts the open alarms and prunes the old cleared ones
+and the audit trail's lines past its retention.
 
 Both are cheap and idempotent (a count over the open index, a delete over the cleared
 index), so every replica runs them; the gauge is the same on each.
@@ -34,11 +35,13 @@ class AlarmRound:
         *,
         interval: float,
         retention: timedelta,
+        audit_retention: timedelta = timedelta(days=400),
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._retention = retention
+        self._audit_retention = audit_retention
         self._clock = clock
         self._timer = Periodic("alarm-round", interval, self.round)
 
@@ -57,6 +60,7 @@ class AlarmRound:
             metrics,
             interval=settings.notifications_alarm_round_seconds,
             retention=timedelta(days=settings.notifications_alarm_retention_days),
+            audit_retention=timedelta(days=settings.notifications_alarm_audit_retention_days),
             clock=clock,
         )
 
@@ -70,9 +74,11 @@ class AlarmRound:
 
     async def round(self) -> None:
         """Count, then prune; a store failure is logged and the next round tries again."""
+        now = self._clock()
         try:
             counts = await self._store.open_counts()
-            pruned = await self._store.prune_cleared(self._clock() - self._retention)
+            pruned = await self._store.prune_cleared(now - self._retention)
+            trail = await self._store.prune_audit(now - self._audit_retention)
         except StoreError as err:
             log.warning("alarm round failed", error=str(err))
             return
@@ -80,5 +86,5 @@ class AlarmRound:
         for kind in sorted(ALARM_KINDS):  # none open reads 0, not the last count
             severity = SEVERITY[kind]
             gauge.labels(kind=kind, severity=severity).set(counts.get((kind, severity), 0))
-        if pruned:
-            log.info("cleared alarms pruned", alarms=pruned)
+        if pruned or trail:
+            log.info("cleared alarms and old audit lines pruned", alarms=pruned, audit=trail)

@@ -7,6 +7,8 @@ from __future__ import annotations
 __all__ = [
     "ACKNOWLEDGE",
     "ASSIGN",
+    "AUDIT_MANY",
+    "AUDIT_PAGE",
     "CLEAR",
     "CLEAR_MANY",
     "FORGET_MOWER",
@@ -17,6 +19,7 @@ __all__ = [
     "LIST_OPEN",
     "OPEN_COUNTS",
     "PRUNE",
+    "PRUNE_AUDIT",
     "RAISE",
     "RAISE_MANY",
 ]
@@ -82,21 +85,68 @@ LIST = _LIST.format(columns=_COLUMNS, partial="true")
 
 GET = f"SELECT {_COLUMNS} FROM notification_alarms WHERE account_id = $1 AND id = $2"
 
+_AUDIT_COLUMNS = """at, account_id, mower_id, alarm_id, change, kind, condition, severity,
+    code, by_user, comment, assignee"""
+
+# Each change and its line in the trail in one statement (0006_alarm_audit.sql).
 ACKNOWLEDGE = f"""
-UPDATE notification_alarms SET
-    state = CASE WHEN state = 'active' THEN 'acknowledged' ELSE state END,
-    acknowledged_by = coalesce(acknowledged_by, $2),
-    acknowledged_at = coalesce(acknowledged_at, $3),
-    comment = coalesce($4, comment)
-WHERE id = $1
-RETURNING {_COLUMNS}
+WITH a AS (
+    UPDATE notification_alarms SET
+        state = CASE WHEN state = 'active' THEN 'acknowledged' ELSE state END,
+        acknowledged_by = coalesce(acknowledged_by, $2),
+        acknowledged_at = coalesce(acknowledged_at, $3),
+        comment = coalesce($4, comment)
+    WHERE id = $1
+    RETURNING {_COLUMNS}
+), trail AS (
+    INSERT INTO notification_alarm_audit ({_AUDIT_COLUMNS})
+    SELECT $3, account_id, mower_id, id, 'acknowledged', kind, condition, severity, code,
+        $2, $4, NULL
+    FROM a
+)
+SELECT * FROM a
 """
 
 ASSIGN = f"""
-UPDATE notification_alarms SET assignee = $2, assigned_by = $3, assigned_at = $4
-WHERE id = $1
-RETURNING {_COLUMNS}
+WITH a AS (
+    UPDATE notification_alarms SET assignee = $2, assigned_by = $3, assigned_at = $4
+    WHERE id = $1
+    RETURNING {_COLUMNS}
+), trail AS (
+    INSERT INTO notification_alarm_audit ({_AUDIT_COLUMNS})
+    SELECT $4, account_id, mower_id, id, 'assigned', kind, condition, severity, code,
+        $3, NULL, $2
+    FROM a
+)
+SELECT * FROM a
 """
+
+# What the watches decided, in the watches' transaction (after the alarms' statements).
+AUDIT_MANY = f"""
+INSERT INTO notification_alarm_audit ({_AUDIT_COLUMNS})
+SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[],
+    $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+"""
+
+AUDIT_PAGE = """
+SELECT seq, at, account_id, mower_id, alarm_id, change, kind, condition, severity, code,
+    by_user AS by, comment, assignee
+FROM notification_alarm_audit
+WHERE account_id = $1
+  AND ($2::uuid IS NULL OR mower_id = $2)
+  AND ($3::text IS NULL OR change = $3)
+  AND ($4::timestamptz IS NULL OR at >= $4)
+  AND ($5::timestamptz IS NULL OR at < $5)
+  AND ($6::bigint IS NULL OR seq < $6)
+ORDER BY seq DESC
+LIMIT $7
+"""
+
+# The only delete the trail allows: the retention round's, on its own transaction.
+PRUNE_AUDIT = (
+    "SET LOCAL mowdeck.audit_retention = 'on'",
+    "DELETE FROM notification_alarm_audit WHERE at < $1",
+)
 
 OPEN_COUNTS = """
 SELECT kind, severity, count(*) FROM notification_alarms WHERE state <> 'cleared'

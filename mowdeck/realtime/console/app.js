@@ -502,10 +502,31 @@ function renderChart(items) {
 
 // --- the audit trail (account admins) -----------------------------------------------------
 
+// Two trails: Fleet's commands, and Notifications' alarm changes (who acknowledged and
+// assigned what); the same filters, the kind filter naming a command kind or a change.
+const AUDIT_KINDS = {
+  commands: ["start_mow", "pause_mow", "resume_mow", "return_to_dock", "emergency_stop",
+    "set_blade_height", "set_speed", "manual_drive"],
+  alarms: ["raised", "updated", "cleared", "acknowledged", "assigned"],
+};
+
+const auditTrail = () => $("audit-trail").value;
+
+function auditSource() {
+  return auditTrail() === "alarms"
+    ? { base: state.config.notifications_url, path: "/v1/alarms/audit", filter: "change" }
+    : { base: state.config.fleet_url, path: "/v1/audit", filter: "kind" };
+}
+
+function auditKinds() {
+  $("audit-kind").replaceChildren(el("option", { value: "" }, "every kind"),
+    ...AUDIT_KINDS[auditTrail()].map((k) => el("option", { value: k }, k)));
+}
+
 function auditQuery() {
   const params = new URLSearchParams();
   if ($("audit-mower").value) params.set("mower", $("audit-mower").value);
-  if ($("audit-kind").value) params.set("kind", $("audit-kind").value);
+  if ($("audit-kind").value) params.set(auditSource().filter, $("audit-kind").value);
   if ($("audit-from").value) params.set("from", new Date(`${$("audit-from").value}T00:00:00`).toISOString());
   if ($("audit-to").value) params.set("to", new Date(`${$("audit-to").value}T23:59:59.999`).toISOString());
   return params;
@@ -524,14 +545,15 @@ async function loadAudit(more) {
   params.set("limit", "50");
   if (more && state.auditAfter) params.set("after", state.auditAfter);
   let page;
+  const source = auditSource();
   try {
-    page = await fleet(`/v1/audit?${params}`);
+    page = await api(source.base, `${source.path}?${params}`);
   } catch (err) {
     $("audit-error").textContent = err.status === 403 ? "The audit trail is for the account's admins." : err.message;
     return;
   }
   $("audit-error").textContent = "";
-  const rows = page.commands.map((c) => {
+  const rows = auditTrail() === "alarms" ? page.items.map(alarmAuditRow) : page.commands.map((c) => {
     const last = c.statuses.length ? c.statuses[c.statuses.length - 1] : null;
     return el("tr", { "data-command": c.command_id },
       el("td", {}, new Date(c.issued_at).toLocaleString()),
@@ -545,17 +567,27 @@ async function loadAudit(more) {
   $("audit-more").hidden = !page.has_more;
 }
 
+function alarmAuditRow(line) {
+  const what = line.change === "assigned" ? `assigned to ${line.assignee || "nobody"}` : line.change;
+  return el("tr", { "data-alarm": line.alarm_id, "data-change": line.change },
+    el("td", {}, new Date(line.at).toLocaleString()),
+    el("td", {}, state.mowers.get(line.mower_id)?.name || line.mower_id),
+    el("td", {}, `${line.condition}: ${what}`), el("td", {}, line.by || "rules"),
+    el("td", { class: `sev-${line.severity}` }, line.comment || line.severity));
+}
+
 // The whole selection as JSON lines, saved as a file (the API wants the bearer token, so
 // the page fetches it and hands the browser the result).
 async function exportAudit() {
-  const response = await fetch(`${state.config.fleet_url}/v1/audit/export?${auditQuery()}`, {
+  const source = auditSource();
+  const response = await fetch(`${source.base}${source.path}/export?${auditQuery()}`, {
     headers: { Authorization: `Bearer ${state.token}` },
   });
   if (!response.ok) {
     $("audit-error").textContent = `export refused: ${response.status}`;
     return;
   }
-  const link = el("a", { href: URL.createObjectURL(await response.blob()), download: "mowdeck-audit.ndjson" });
+  const link = el("a", { href: URL.createObjectURL(await response.blob()), download: `mowdeck-audit-${auditTrail()}.ndjson` });
   document.body.append(link);
   link.click();
   link.remove();
@@ -929,6 +961,7 @@ function wire() {
   $("close-audit").onclick = () => { $("audit").hidden = true; };
   $("audit-form").onsubmit = (e) => { e.preventDefault(); quietly(loadAudit(false)); };
   $("audit-more").onclick = () => quietly(loadAudit(true));
+  $("audit-trail").onchange = () => { auditKinds(); quietly(loadAudit(false)); };
   $("audit-export").onclick = () => quietly(exportAudit());
   $("open-register").onclick = () => { $("register-form").hidden = false; $("register-name").focus(); };
   $("close-register").onclick = () => { $("register-form").hidden = true; };

@@ -4,6 +4,7 @@ scoped as for the mowers they concern."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aiohttp
@@ -19,7 +20,7 @@ from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, state
 
 from .conftest import AUTH, ServiceFactory, counted, grant, publish_states
 
-OPERATOR, VIEWER = "olga", "vera"
+OPERATOR, VIEWER, ADMIN = "olga", "vera", "ada"
 
 
 def _headers(user: str) -> dict[str, str]:
@@ -38,6 +39,7 @@ async def service(
 ) -> NotificationsService:
     await grant(authorizer, OPERATOR, "operator")
     await grant(authorizer, VIEWER, "viewer")
+    await grant(authorizer, ADMIN, "admin")
     return await make_service()
 
 
@@ -122,6 +124,34 @@ async def test_an_error_raises_an_alarm_an_operator_acknowledges_and_its_end_cle
     )
     assert counted(service, "alarm_changes", change="raised", kind="mower_stuck") == 1
     assert counted(service, "alarm_changes", change="cleared", kind="mower_stuck") == 1
+    # The audit trail holds each change with who made it, for the account's admins only.
+    async with aiohttp.ClientSession() as http:
+        trail = f"{service.url}/v1/alarms/audit"
+        async with http.get(trail, headers=_headers(OPERATOR)) as r:
+            assert r.status == 403
+        async with http.get(trail, headers=_headers(ADMIN)) as r:
+            assert r.status == 200, await r.text()
+            lines = (await r.json())["items"]
+        assert [(x["change"], x["by"], x["comment"], x["assignee"]) for x in lines] == [
+            ("cleared", None, None, None),
+            ("assigned", OPERATOR, None, VIEWER),
+            ("acknowledged", OPERATOR, "on it", None),
+            ("raised", None, None, None),
+        ]
+        async with http.get(f"{trail}?limit=3", headers=_headers(ADMIN)) as r:
+            first = await r.json()
+        async with http.get(
+            f"{trail}?limit=3&after={first['next_after']}", headers=_headers(ADMIN)
+        ) as r:
+            assert [x["change"] for x in (await r.json())["items"]] == ["raised"]
+        async with http.get(f"{trail}/export?change=acknowledged", headers=_headers(ADMIN)) as r:
+            assert r.status == 200
+            assert r.content_type == "application/x-ndjson"
+            exported = [json.loads(line) for line in (await r.text()).splitlines()]
+        assert [(x["change"], x["alarm_id"]) for x in exported] == [("acknowledged", alarm["id"])]
+        async with http.get(f"{trail}?change=nonsense", headers=_headers(ADMIN)) as r:
+            assert r.status == 400
+            assert (await r.json())["field"] == "change"
 
 
 async def test_a_mower_first_seen_in_error_has_its_alarm_open(

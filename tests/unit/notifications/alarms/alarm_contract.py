@@ -9,6 +9,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+import msgspec
+
+from mowdeck.notifications.alarms.audit import AuditQuery
 from mowdeck.notifications.alarms.model import AlarmCursor, AlarmQuery
 from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest.model import WatchWrite
@@ -233,3 +236,60 @@ class AlarmContract:
         await stores.erasure.delete_user("erin")
         [left] = (await stores.alarms.list_alarms(query(), None)).items
         assert (left.mower_id, left.acknowledged_by, left.state) == (MOWER, None, "acknowledged")
+
+    async def test_the_trail_holds_every_change_with_who_made_it(self, stores: Stores) -> None:
+        await decide(stores, [change("raised", "error:E1", 10)])
+        await decide(stores, [change("updated", "error:E1", 20)])
+        [alarm] = (await stores.alarms.list_alarms(query(), None)).items
+        await stores.alarms.acknowledge(alarm, "erin", "on my way", at(30))
+        await stores.alarms.assign(alarm, "frank", "erin", at(40))
+        await decide(stores, [change("cleared", "error:E1", 50)])
+        trail = await stores.alarms.audit_page(AuditQuery(account_id=ACCOUNT))
+        assert [(r.change, r.at, r.by, r.comment, r.assignee) for r in trail] == [
+            ("cleared", at(50), None, None, None),
+            ("assigned", at(40), "erin", None, "frank"),
+            ("acknowledged", at(30), "erin", "on my way", None),
+            ("updated", at(20), None, None, None),
+            ("raised", at(10), None, None, None),
+        ]
+        assert {(r.alarm_id, r.mower_id, r.condition, r.code) for r in trail} == {
+            (alarm.id, MOWER, "error:E1", "E1")
+        }
+        assert trail[0].seq > trail[-1].seq
+
+    async def test_the_trail_filters_pages_and_is_only_its_accounts(self, stores: Stores) -> None:
+        await decide(
+            stores,
+            [change("raised", f"error:E{i}", i) for i in range(5)]
+            + [
+                change("raised", "battery_low", 6, mower_id=OTHER_MOWER),
+                change("raised", "battery_low", 7, mower_id=uuid.uuid4(), account_id=OTHER_ACCOUNT),
+            ],
+        )
+        audit = stores.alarms.audit_page
+        mine = AuditQuery(account_id=ACCOUNT)
+        assert len(await audit(mine)) == 6
+        other = await audit(msgspec.structs.replace(mine, mower_id=OTHER_MOWER))
+        assert [r.condition for r in other] == ["battery_low"]
+        assert await audit(msgspec.structs.replace(mine, change="cleared")) == []
+        window = msgspec.structs.replace(mine, since=at(1), until=at(3))
+        assert [r.condition for r in await audit(window)] == ["error:E2", "error:E1"]
+        seen: list[str] = []
+        page_query = msgspec.structs.replace(mine, limit=4)
+        while True:
+            page = await audit(page_query)
+            seen += [r.condition for r in page]
+            if len(page) < page_query.limit:
+                break
+            page_query = msgspec.structs.replace(page_query, before=page[-1].seq)
+        assert seen == ["battery_low"] + [f"error:E{i}" for i in reversed(range(5))]
+
+    async def test_the_trail_outlives_a_removed_mower_until_its_retention(
+        self, stores: Stores
+    ) -> None:
+        await decide(stores, [change("raised", seconds=10), change("raised", "error:E1", 20)])
+        await stores.erasure.forget_mower(MOWER)
+        assert len(await stores.alarms.audit_page(AuditQuery(account_id=ACCOUNT))) == 2
+        assert await stores.alarms.prune_audit(at(15)) == 1
+        [left] = await stores.alarms.audit_page(AuditQuery(account_id=ACCOUNT))
+        assert left.condition == "error:E1"
