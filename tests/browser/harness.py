@@ -68,6 +68,7 @@ class Harness:
         ]
         self.audit_asked: list[dict[str, str]] = []
         self.alarm_trail: list[dict[str, Any]] = []
+        self.commands_sent: list[tuple[str, str]] = []  # (mower id, kind) as posted
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -359,6 +360,7 @@ class Harness:
             authed(request)
             mower = uuid.UUID(request.match_info["mower_id"])
             kind = (await request.json())["command"]["kind"]
+            self.commands_sent.append((str(mower), kind))
             command_id = str(uuid.uuid4())
             for status in ("accepted", "executed"):
                 self.push(

@@ -248,6 +248,83 @@ async def test_the_service_worker_shows_a_push_with_its_tag(browser: Any) -> Non
         await harness.stop()
 
 
+async def test_a_notification_s_click_and_actions_open_the_mower_and_act(browser: Any) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        origin = url.split("/?")[0]
+        context = await browser.new_context(viewport=VIEWPORT)
+        await context.grant_permissions(["notifications"], origin=origin)
+        page = await context.new_page()
+        errors = ConsoleErrors(page)
+        await page.goto(url)
+        await page.locator("#mowers tbody tr").nth(len(MOWERS) - 1).wait_for()
+        await page.evaluate("navigator.serviceWorker.ready")
+        worker = context.service_workers[0] if context.service_workers else None
+        if worker is None:
+            worker = await context.wait_for_event("serviceworker")
+        alarm_id = harness.raise_alarm(MOWERS[1], "E7")
+        # The notification a push of an alarm kind shows offers its actions.
+        actions = await worker.evaluate(
+            """async (mower) => {
+                await self.registration.showNotification("harness-2: stuck", {
+                    tag: "mower_stuck-abc",
+                    actions: actionsFor({mower_id: mower, kind: "mower_stuck"}),
+                    data: {mower_id: mower, kind: "mower_stuck", url: null},
+                });
+                const [n] = await self.registration.getNotifications({tag: "mower_stuck-abc"});
+                return n.actions.map((a) => a.action);
+            }""",
+            str(MOWERS[1]),
+        )
+        assert actions == ["acknowledge", "dock"]
+        offline = await worker.evaluate(
+            "(m) => actionsFor({mower_id: m, kind: 'mower_offline'}).map((a) => a.action)",
+            str(MOWERS[1]),
+        )
+        assert offline == ["acknowledge"]  # an offline mower takes no command
+        data = {"mower_id": str(MOWERS[1]), "kind": "mower_stuck", "url": None}
+        # "Acknowledge": the console opens on the mower and acknowledges its open alarm.
+        await worker.evaluate("(d) => openFor(d, 'acknowledge')", data)
+        await _until(lambda: bool(harness.acknowledged))
+        assert harness.acknowledged == [(alarm_id, None)]
+        await _until_true(page, "!location.search.includes('action=')")
+        assert "mower=" in page.url
+        # "Dock": the mower is sent home, once.
+        await worker.evaluate("(d) => openFor(d, 'dock')", data)
+        await _until(lambda: bool(harness.commands_sent))
+        assert harness.commands_sent == [(str(MOWERS[1]), "return_to_dock")]
+        # A click on the notification itself opens the mower's page, and does nothing else.
+        await worker.evaluate("(d) => openFor(d, '')", {**data, "mower_id": str(MOWERS[2])})
+        await _until_true(
+            page,
+            f"location.search === '?mower={MOWERS[2]}'"
+            " && document.getElementById('detail-name').textContent === 'harness-3'",
+        )
+        await page.reload()
+        await page.locator("#mowers tbody tr").nth(len(MOWERS) - 1).wait_for()
+        assert harness.commands_sent == [(str(MOWERS[1]), "return_to_dock")]
+        assert len(harness.acknowledged) == 1
+        assert errors.seen == []
+    finally:
+        await harness.stop()
+
+
+async def _until_true(page: Any, expression: str, timeout_s: float = 10.0) -> None:
+    # Polled from here: a page the service worker navigated refuses wait_for_function's
+    # string evaluation under the console's CSP, while evaluate goes through the protocol.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if await page.evaluate(expression):
+                return
+        except Exception as err:  # a navigation under way destroys the context: try again
+            if "context" not in str(err).lower() and "navigat" not in str(err).lower():
+                raise
+        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+        await asyncio.sleep(0.05)
+
+
 async def _until(ready: Any, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not ready():

@@ -789,6 +789,29 @@ async function acknowledge(id, comment) {
   renderAlarms();
 }
 
+// ?mower=&action=acknowledge|dock&kind= from a push notification's action (sw.js): done
+// once, then taken out of the address so that a reload does not do it again.
+async function pushIntent() {
+  const params = new URLSearchParams(location.search);
+  const mowerId = params.get("mower");
+  const action = params.get("action");
+  if (!mowerId || !action) return;
+  params.delete("action");
+  params.delete("kind");
+  const kind = new URLSearchParams(location.search).get("kind");
+  history.replaceState(null, "", `${location.pathname}?${params}`);
+  const name = state.mowers.get(mowerId)?.name || mowerId;
+  if (action === "dock") {
+    await send(mowerId, { kind: "return_to_dock" });
+    toast("Sent home", name, "info", "console");
+  } else if (action === "acknowledge") {
+    const page = await notifications(`/v1/alarms?state=active&mower=${encodeURIComponent(mowerId)}`);
+    const open = page.items.filter((a) => !kind || a.kind === kind);
+    for (const alarm of open) await acknowledge(alarm.id, "");
+    toast("Acknowledged", `${name}: ${open.length} alarm(s)`, "info", "console");
+  }
+}
+
 async function assign(id, assignee) {
   const alarm = await notifications(`/v1/alarms/${id}/assign`, { method: "POST", json: { assignee } });
   state.alarms.set(alarm.id, alarm);
@@ -993,9 +1016,11 @@ async function start() {
   quietly(loadAlarms());
   quietly(loadPreferences());
   quietly(registerWorker());
-  // A notification clicked on this device opens the console on its mower.
+  // A notification clicked on this device opens the console on its mower, and an action
+  // chosen on it (acknowledge, dock) is done here, where the token is.
   const asked = new URLSearchParams(location.search).get("mower");
   if (asked && state.mowers.has(asked)) quietly(select(asked));
+  quietly(pushIntent());
   connectStream();
   // Polling carries the page where no stream does; with one it refreshes what the stream
   // does not carry (staleness ages, the chart).
