@@ -61,7 +61,7 @@ class Stores:
         """The stores on ``pool``; pruning gets ``maintenance_timeout_ms`` (None: the pool's)."""
         deliveries = PostgresDeliveries(pool, maintenance_timeout_ms=maintenance_timeout_ms)
         inbox = PostgresInbox(pool, deliveries=queue_deliveries)
-        alarms, feed = PostgresAlarms(pool), AlarmFeed()
+        alarms, feed = PostgresAlarms(pool, inbox.insert_pending), AlarmFeed()
         watches = PostgresWatches(
             pool, pending=inbox.insert_pending, alarms=write_changes, written=feed
         )
@@ -79,7 +79,7 @@ class Stores:
 
         inbox = InMemoryInbox(deliveries=queue)
         deliveries = InMemoryDeliveries(preferences=inbox.preferences_of)
-        alarms, feed = InMemoryAlarms(), AlarmFeed()
+        alarms, feed = InMemoryAlarms(inbox.add_pending), AlarmFeed()
         watches = InMemoryWatches(pending=inbox.add_pending, alarms=alarms.apply, written=feed)
         erasure = InMemoryErasure([deliveries, watches, inbox, alarms])
         return cls(watches, inbox, inbox, inbox, erasure, deliveries, deliveries, alarms, feed)

@@ -108,6 +108,11 @@ class NotificationsMetrics:
             buckets=_ALARM_BUCKETS,
             registry=registry,
         )
+        self.alarms_escalated = Counter(
+            p + "alarms_escalated",
+            "Critical alarms told to the account's admins, unacknowledged in time.",
+            registry=registry,
+        )
         self.sent_published = Counter(
             p + "sent_published", "notifications.sent events published.", registry=registry
         )

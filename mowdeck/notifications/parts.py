@@ -103,7 +103,7 @@ def build(
     deliveries, channels = infra.stores.deliveries, Channels(s)
     worker = DeliveryWorker(deliveries, channels, s, metrics, infra.clock)
     pruning = DeliveryPruning(deliveries, s, metrics, clock=infra.clock)
-    alarms = AlarmRound.of(s, infra.stores.alarms, infra.metrics, clock=infra.clock)
+    alarms = AlarmRound.of(s, infra.stores.alarms, infra.metrics, wake=wake, clock=infra.clock)
     announcer = AlarmAnnouncer(infra.bus.publisher, infra.clock)
     infra.stores.alarm_feed.follow(announcer)  # alarm changes to Realtime's streams
     delivery = DeliveryParts(channels, worker, pruning)

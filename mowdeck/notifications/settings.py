@@ -63,6 +63,9 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
     # The alarms' audit trail (who acknowledged, assigned; what was raised and cleared) is
     # kept this long, as Fleet keeps its trail of commands.
     notifications_alarm_audit_retention_days: Annotated[int, msgspec.Meta(ge=1, le=3650)] = 400
+    # A critical alarm nobody acknowledged this long after it was raised is told to the
+    # account's admins, once (alarms/escalation.py); 0 turns escalation off.
+    notifications_escalate_after_seconds: Annotated[float, msgspec.Meta(ge=0, le=7 * 86400)] = 0.0
     # -- loops and batches ------------------------------------------------------------
     # Period of the offline scan (the silence timer) and the watches it takes per round.
     notifications_offline_scan_seconds: Seconds = 5.0

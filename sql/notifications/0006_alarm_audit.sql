@@ -14,7 +14,8 @@ CREATE TABLE notification_alarm_audit (
     mower_id    uuid        NOT NULL,
     alarm_id    uuid        NOT NULL,
     change      text        NOT NULL
-        CHECK (change IN ('raised', 'updated', 'cleared', 'acknowledged', 'assigned')),
+        CHECK (change IN ('raised', 'updated', 'cleared', 'acknowledged', 'assigned',
+                          'escalated')),
     kind        text        NOT NULL,
     condition   text        NOT NULL,
     severity    text        NOT NULL,
@@ -41,3 +42,10 @@ $$;
 CREATE TRIGGER notification_alarm_audit_append_only
     BEFORE UPDATE OR DELETE OR TRUNCATE ON notification_alarm_audit
     FOR EACH STATEMENT EXECUTE FUNCTION notification_alarm_audit_append_only();
+
+-- Escalation (MOWDECK_NOTIFICATIONS_ESCALATE_AFTER_SECONDS): a critical alarm nobody has
+-- acknowledged in time is told to the account's admins, once; escalated_at marks it, set
+-- in the transaction that writes the admins' pending event.
+ALTER TABLE notification_alarms ADD COLUMN escalated_at timestamptz;
+CREATE INDEX notification_alarms_unescalated ON notification_alarms (first_at)
+    WHERE state = 'active' AND severity = 'critical' AND escalated_at IS NULL;

@@ -30,7 +30,7 @@ __all__ = [
     "audit_query",
 ]
 
-AuditChange = Literal["raised", "updated", "cleared", "acknowledged", "assigned"]
+AuditChange = Literal["raised", "updated", "cleared", "acknowledged", "assigned", "escalated"]
 AUDIT_CHANGES: tuple[AuditChange, ...] = AuditChange.__args__  # type: ignore[attr-defined]
 
 DEFAULT_LIMIT = 100

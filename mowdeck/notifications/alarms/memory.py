@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import msgspec
 
 from mowdeck.notifications.alarms.audit import AuditChange, AuditQuery, AuditRecord, matches
+from mowdeck.notifications.alarms.escalation import escalation_event
 from mowdeck.notifications.alarms.feed import Written
 from mowdeck.notifications.alarms.model import Alarm, AlarmCursor, AlarmPage, AlarmQuery
 from mowdeck.notifications.alarms.ports import AlarmStore
-from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind
+from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind, RuleEvent
 
 __all__ = ["InMemoryAlarms"]
 
@@ -22,7 +23,10 @@ _replace = msgspec.structs.replace
 class InMemoryAlarms(AlarmStore):
     """Alarms as a dict by id; ``apply`` is the watches' writer of changes."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, pending: Callable[[Sequence[RuleEvent]], object] = lambda _events: None
+    ) -> None:
+        self._pending = pending
         self.alarms: dict[uuid.UUID, Alarm] = {}
         self.trail: list[AuditRecord] = []
 
@@ -140,6 +144,27 @@ class InMemoryAlarms(AlarmStore):
         self.alarms[alarm.id] = stored
         self._record(stored, "assigned", at, by=by, assignee=assignee)
         return stored
+
+    async def escalate(self, before: datetime, at: datetime, limit: int) -> list[Alarm]:
+        """Escalate active critical alarms raised before ``before`` (each once)."""
+        due = sorted(
+            (
+                a
+                for a in self.alarms.values()
+                if a.state == "active"
+                and a.severity == "critical"
+                and a.escalated_at is None
+                and a.first_at <= before
+            ),
+            key=lambda a: a.first_at,
+        )[:limit]
+        escalated = [_replace(a, escalated_at=at) for a in due]
+        for alarm in escalated:
+            self.alarms[alarm.id] = alarm
+            self._record(alarm, "escalated", at)
+        if escalated:
+            self._pending([escalation_event(a, at) for a in escalated])
+        return escalated
 
     async def audit_page(self, query: AuditQuery) -> list[AuditRecord]:
         """One page of the account's trail, newest first."""

@@ -53,6 +53,8 @@ class Alarm(msgspec.Struct, frozen=True, kw_only=True):
     assigned_by: str | None = None
     assigned_at: datetime | None = None
     cleared_at: datetime | None = None
+    # When it was told to the account's admins, unacknowledged (``alarms/escalation.py``).
+    escalated_at: datetime | None = None
 
 
 class AlarmQuery(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +103,7 @@ class AlarmView(msgspec.Struct, frozen=True, kw_only=True):
     assigned_by: str | None
     assigned_at: datetime | None
     cleared_at: datetime | None
+    escalated_at: datetime | None = None
 
     @classmethod
     def of(cls, alarm: Alarm) -> AlarmView:

@@ -55,6 +55,13 @@ class AlarmStore(Protocol):
         """Delete the trail's lines older than ``before``; how many."""
         ...
 
+    async def escalate(self, before: datetime, at: datetime, limit: int) -> list[Alarm]:
+        """Mark at most ``limit`` active critical alarms raised before ``before`` escalated
+        at ``at`` and write their ``alarm_escalated`` events (``escalation.py``) in the
+        same transaction, with a line each in the trail; the alarms escalated. Each alarm
+        is escalated once, whichever replica asks; an acknowledged one never."""
+        ...
+
     async def open_counts(self) -> dict[tuple[str, str], int]:
         """The alarms not cleared, counted by ``(kind, severity)``, every account."""
         ...

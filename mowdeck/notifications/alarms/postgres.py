@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -12,10 +12,11 @@ import msgspec
 from mowdeck.kit.pg import rows_affected
 from mowdeck.notifications.alarms import sql
 from mowdeck.notifications.alarms.audit import AuditQuery, AuditRecord
+from mowdeck.notifications.alarms.escalation import escalation_event
 from mowdeck.notifications.alarms.model import Alarm, AlarmCursor, AlarmPage, AlarmQuery
 from mowdeck.notifications.alarms.ports import AlarmStore
 from mowdeck.notifications.pg import delete_rows, translated
-from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind
+from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind, RuleEvent
 
 __all__ = ["PostgresAlarms", "write_changes"]
 
@@ -125,11 +126,20 @@ async def _write_one(
     return [(_alarm(r), _change(r)) for r in rows]
 
 
-class PostgresAlarms(AlarmStore):
-    """``notification_alarms`` through an asyncpg pool."""
+PendingWriter = Callable[[asyncpg.Connection, Sequence[RuleEvent]], Awaitable[object]]
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+
+async def _no_pending(_conn: asyncpg.Connection, _events: Sequence[RuleEvent]) -> None:
+    return None
+
+
+class PostgresAlarms(AlarmStore):
+    """``notification_alarms`` through an asyncpg pool; ``pending`` writes the events an
+    escalation owes, in its transaction (the inbox's ``insert_pending``)."""
+
+    def __init__(self, pool: asyncpg.Pool, pending: PendingWriter = _no_pending) -> None:
         self._pool = pool
+        self._pending = pending
 
     async def list_alarms(self, query: AlarmQuery, after: AlarmCursor | None) -> AlarmPage:
         """A page of the account's alarms, newest first."""
@@ -195,6 +205,15 @@ class PostgresAlarms(AlarmStore):
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(sql.PRUNE_AUDIT[0])
                 return rows_affected(await conn.execute(sql.PRUNE_AUDIT[1], before))
+
+    async def escalate(self, before: datetime, at: datetime, limit: int) -> list[Alarm]:
+        """Escalate active critical alarms raised before ``before`` (each once)."""
+        with translated("alarm escalation"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                alarms = [_alarm(r) for r in await conn.fetch(sql.ESCALATE, before, at, limit)]
+                if alarms:
+                    await self._pending(conn, [escalation_event(a, at) for a in alarms])
+        return alarms
 
     async def open_counts(self) -> dict[tuple[str, str], int]:
         """Open alarms by kind and severity."""

@@ -20,9 +20,19 @@ from mowdeck.notifications.rules.alarms import ALARM_KINDS
 from mowdeck.notifications.rules.kinds import SEVERITY
 from mowdeck.notifications.settings import NotificationsSettings
 
-__all__ = ["AlarmRound"]
+__all__ = ["AlarmRound", "escalate_after"]
 
 log = structlog.get_logger("mowdeck.notifications.alarms")
+
+
+def escalate_after(settings: NotificationsSettings) -> timedelta | None:
+    """How long a critical alarm may stay unacknowledged; None: never escalated."""
+    seconds = settings.notifications_escalate_after_seconds
+    return timedelta(seconds=seconds) if seconds > 0 else None
+
+
+def _nothing() -> None:
+    return None
 
 
 class AlarmRound:
@@ -36,8 +46,13 @@ class AlarmRound:
         interval: float,
         retention: timedelta,
         audit_retention: timedelta = timedelta(days=400),
+        escalate_after: timedelta | None = None,
+        wake: Callable[[], None] = _nothing,
         clock: Callable[[], datetime],
     ) -> None:
+        """``wake`` is called after a round wrote escalations (the fan-out's ``wake``)."""
+        self._wake = wake
+        self._escalate_after = escalate_after
         self._store = store
         self._metrics = metrics
         self._retention = retention
@@ -52,6 +67,7 @@ class AlarmRound:
         store: AlarmStore,
         metrics: NotificationsMetrics,
         *,
+        wake: Callable[[], None] = _nothing,
         clock: Callable[[], datetime],
     ) -> AlarmRound:
         """The round of ``settings`` (its interval and the retention of cleared alarms)."""
@@ -61,8 +77,20 @@ class AlarmRound:
             interval=settings.notifications_alarm_round_seconds,
             retention=timedelta(days=settings.notifications_alarm_retention_days),
             audit_retention=timedelta(days=settings.notifications_alarm_audit_retention_days),
+            escalate_after=escalate_after(settings),
+            wake=wake,
             clock=clock,
         )
+
+    async def _escalate(self, now: datetime) -> int:
+        if self._escalate_after is None:
+            return 0
+        count = 0
+        while batch := await self._store.escalate(now - self._escalate_after, now, 500):
+            count += len(batch)
+            if len(batch) < 500:
+                break
+        return count
 
     def start(self) -> None:
         """Run a round every interval."""
@@ -76,6 +104,7 @@ class AlarmRound:
         """Count, then prune; a store failure is logged and the next round tries again."""
         now = self._clock()
         try:
+            escalated = await self._escalate(now)
             counts = await self._store.open_counts()
             pruned = await self._store.prune_cleared(now - self._retention)
             trail = await self._store.prune_audit(now - self._audit_retention)
@@ -86,5 +115,9 @@ class AlarmRound:
         for kind in sorted(ALARM_KINDS):  # none open reads 0, not the last count
             severity = SEVERITY[kind]
             gauge.labels(kind=kind, severity=severity).set(counts.get((kind, severity), 0))
+        if escalated:
+            self._metrics.alarms_escalated.inc(escalated)
+            self._wake()
+            log.info("unacknowledged critical alarms told to the admins", alarms=escalated)
         if pruned or trail:
             log.info("cleared alarms and old audit lines pruned", alarms=pruned, audit=trail)

@@ -11,6 +11,7 @@ __all__ = [
     "AUDIT_PAGE",
     "CLEAR",
     "CLEAR_MANY",
+    "ESCALATE",
     "FORGET_MOWER",
     "FORGET_USER",
     "GET",
@@ -26,7 +27,7 @@ __all__ = [
 
 _COLUMNS = """id, account_id, mower_id, condition, kind, severity, state, first_at, latest_at,
     count, code, params, acknowledged_by, acknowledged_at, comment, assignee, assigned_by,
-    assigned_at, cleared_at"""
+    assigned_at, cleared_at, escalated_at"""
 
 # Raised or told again: an open alarm of the mower's condition is updated instead. One
 # statement per change, in the order decided (a condition may clear and open again within
@@ -140,6 +141,28 @@ WHERE account_id = $1
   AND ($6::bigint IS NULL OR seq < $6)
 ORDER BY seq DESC
 LIMIT $7
+"""
+
+# Critical alarms unacknowledged since before $1: marked escalated at $2 (each once, by
+# whichever replica claims it) with their line in the trail; the caller writes the admins'
+# pending events in the same transaction.
+ESCALATE = f"""
+WITH due AS (
+    SELECT id FROM notification_alarms
+    WHERE state = 'active' AND severity = 'critical' AND escalated_at IS NULL
+      AND first_at <= $1
+    ORDER BY first_at LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), a AS (
+    UPDATE notification_alarms AS n SET escalated_at = $2 FROM due WHERE n.id = due.id
+    RETURNING {", ".join(f"n.{c.strip()}" for c in _COLUMNS.split(","))}
+), trail AS (
+    INSERT INTO notification_alarm_audit ({_AUDIT_COLUMNS})
+    SELECT $2, account_id, mower_id, id, 'escalated', kind, condition, severity, code,
+        NULL, NULL, NULL
+    FROM a
+)
+SELECT * FROM a
 """
 
 # The only delete the trail allows: the retention round's, on its own transaction.

@@ -26,9 +26,10 @@ import msgspec
 import structlog
 
 from contracts.v1 import EventEnvelope, NotificationSent
-from mowdeck.authz import DecisionCache, mower_object, user_ref
+from mowdeck.authz import DecisionCache, account_object, mower_object, user_ref
 from mowdeck.kit.logging import bound
 from mowdeck.kit.publisher import Publisher
+from mowdeck.notifications.alarms.escalation import ESCALATED
 from mowdeck.notifications.errors import StoreRejectedError
 from mowdeck.notifications.inbox.model import Completion, InboxEntry, InboxItem, PendingEvent
 from mowdeck.notifications.inbox.ports import PendingStore, PreferencesStore
@@ -178,6 +179,7 @@ class FanOut:
         for p in events:
             users.setdefault(p.event.mower_id, set()).update(w.user_id for w in wanted[p.id])
         allowed = await viewers(self._decisions, {m: sorted(us) for m, us in users.items() if us})
+        admins = await self._admins(events, wanted)
         picked = []
         for pending in events:
             event, mine = pending.event, wanted[pending.id]
@@ -185,6 +187,8 @@ class FanOut:
                 metrics.suppressed.labels(reason="not_subscribed").inc()
             can_view = allowed.get(event.mower_id, set())
             chosen = [w for w in mine if w.user_id in can_view]
+            if event.kind == ESCALATED:  # told to the account's admins only
+                chosen = [w for w in chosen if (w.user_id, event.account_id) in admins]
             if len(chosen) < len(mine):
                 metrics.suppressed.labels(reason="not_viewable").inc(len(mine) - len(chosen))
             entries = []
@@ -201,6 +205,22 @@ class FanOut:
             done = Completion(pending_id=pending.id, event=named, entries=tuple(entries))
             picked.append(_Picked(pending, done, {sub.user_id: sub for sub in chosen}))
         return picked
+
+    async def _admins(
+        self, events: list[PendingEvent], wanted: dict[int, list[Subscriber]]
+    ) -> set[tuple[str, uuid.UUID]]:
+        """(user, account) of the escalations' subscribers who admin the account."""
+        asked = {
+            (w.user_id, p.event.account_id)
+            for p in events
+            if p.event.kind == ESCALATED
+            for w in wanted[p.id]
+        }
+        if not asked:
+            return set()
+        pairs = {(user_ref(u), account_object(a)): (u, a) for u, a in asked}
+        answers = await self._decisions.check_pairs(list(pairs), "can_admin_mowers")
+        return {who for pair, who in pairs.items() if answers[pair]}
 
     async def _complete(self, picked: list[_Picked]) -> None:
         """One transaction for every event of the round, then their notifications.sent."""

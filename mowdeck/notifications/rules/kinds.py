@@ -13,6 +13,7 @@ Kind = Literal[
     "battery_low",
     "mower_offline",
     "mower_online",
+    "alarm_escalated",
 ]
 KINDS: tuple[Kind, ...] = Kind.__args__  # type: ignore[attr-defined]
 
@@ -25,6 +26,7 @@ SEVERITY: dict[Kind, Severity] = {
     "battery_low": "warning",
     "mower_offline": "warning",
     "mower_online": "info",
+    "alarm_escalated": "critical",
 }
 """The severity of every event of a kind."""
 
@@ -35,5 +37,7 @@ DEFAULT_ENABLED: dict[Kind, bool] = {
     "battery_low": True,
     "mower_offline": True,
     "mower_online": True,
+    # Only an account's admins get it (inbox/fanout.py), when they have subscribed.
+    "alarm_escalated": True,
 }
 """Whether a subscriber who never chose gets a kind: everything but ``job_started`` (ADR 0022)."""

@@ -28,6 +28,7 @@ DEFAULTS = {
     "notifications_alarm_retention_days": 90,
     "notifications_alarm_round_seconds": 30.0,
     "notifications_alarm_audit_retention_days": 400,
+    "notifications_escalate_after_seconds": 0.0,
     "notifications_offline_scan_seconds": 5.0,
     "notifications_offline_scan_batch": 500,
     "notifications_state_batch_max": 2000,

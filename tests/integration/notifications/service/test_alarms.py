@@ -14,11 +14,13 @@ from contracts.v1 import AlarmChanged, decode_event
 from mowdeck.authn import TokenIssuer
 from mowdeck.authz import LocalAuthorizer
 from mowdeck.kit.bus import Bus
+from mowdeck.notifications.alarms.model import AlarmQuery
+from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.service import NotificationsService
 from tests.support.eventually import eventually
-from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, state
+from tests.unit.notifications.samples import ACCOUNT, MOWER, OTHER_MOWER, Clock, state
 
-from .conftest import AUTH, ServiceFactory, counted, grant, publish_states
+from .conftest import AUTH, ServiceFactory, counted, grant, inbox, publish_states, subscribe
 
 OPERATOR, VIEWER, ADMIN = "olga", "vera", "ada"
 
@@ -200,3 +202,55 @@ async def _items(
 ) -> list[Any] | None:
     items: list[Any] = (await _alarms(http, url, user, query))["items"]
     return items or None
+
+
+async def test_an_unacknowledged_critical_alarm_is_told_to_the_admins_once(
+    make_service: ServiceFactory,
+    authorizer: LocalAuthorizer,
+    stores: Stores,
+    bus: Bus,
+    clock: Clock,
+) -> None:
+    for user, role in ((OPERATOR, "operator"), (ADMIN, "admin")):
+        await grant(authorizer, user, role)
+        await subscribe(stores, user)
+    service = await make_service(
+        notifications_escalate_after_seconds=60, notifications_alarm_round_seconds=0.05
+    )
+    await publish_states(
+        bus,
+        [
+            state(0, activity="mowing"),
+            state(10, activity="error", error_code="E42"),
+            state(0, mower_id=OTHER_MOWER, activity="mowing"),
+            state(10, mower_id=OTHER_MOWER, activity="error", error_code="E7"),
+        ],
+    )
+    both = await eventually(lambda: _open_alarms(stores, 2), what="both alarms raised")
+    # One is acknowledged in time: acknowledging is what stops an escalation.
+    [other] = [a for a in both if a.mower_id == OTHER_MOWER]
+    await stores.alarms.acknowledge(other, OPERATOR, None, clock())
+    clock.advance(120)
+    escalated = await eventually(
+        lambda: _kinds(stores, ADMIN, "alarm_escalated"), what="the admin told"
+    )
+    assert [(i.mower_id, i.severity, i.params["condition"]) for i in escalated] == [
+        (MOWER, "critical", "error:E42")
+    ]
+    # The operator had the same fan-out (one transaction) and got the alarm, not this.
+    assert await _kinds(stores, OPERATOR, "alarm_escalated") is None
+    assert await _kinds(stores, OPERATOR, "mower_stuck") is not None
+    for _ in range(2):  # later rounds escalate nothing again
+        await service.parts.alarms.round()
+    assert counted(service, "alarms_escalated") == 1
+    assert len(await _kinds(stores, ADMIN, "alarm_escalated") or []) == 1
+
+
+async def _open_alarms(stores: Stores, count: int) -> list[Any] | None:
+    page = await stores.alarms.list_alarms(AlarmQuery(account_id=ACCOUNT), None)
+    return page.items if len(page.items) == count else None
+
+
+async def _kinds(stores: Stores, user: str, kind: str) -> list[Any] | None:
+    found = [i for i in await inbox(stores, user) if i.kind == kind]
+    return found or None

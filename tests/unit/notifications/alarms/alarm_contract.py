@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 
 import msgspec
 
@@ -293,3 +294,32 @@ class AlarmContract:
         assert await stores.alarms.prune_audit(at(15)) == 1
         [left] = await stores.alarms.audit_page(AuditQuery(account_id=ACCOUNT))
         assert left.condition == "error:E1"
+
+    async def test_escalation_takes_each_unacknowledged_critical_alarm_once(
+        self, stores: Stores
+    ) -> None:
+        await decide(
+            stores,
+            [
+                change("raised", "error:E1", 10),  # critical, due
+                change("raised", "error:E2", 10, mower_id=OTHER_MOWER),  # acknowledged below
+                change("raised", "error:E3", 100),  # critical, raised too late
+                change("raised", "battery_low", 10),  # a warning: never escalated
+            ],
+        )
+        alarms = stores.alarms
+        page = await alarms.list_alarms(query(mowers=frozenset({OTHER_MOWER})), None)
+        await alarms.acknowledge(page.items[0], "erin", None, at(20))
+        escalated = await alarms.escalate(at(50), at(60), 100)
+        assert [(a.condition, a.escalated_at) for a in escalated] == [("error:E1", at(60))]
+        assert await alarms.escalate(at(50), at(70), 100) == []  # once
+        claimed = await stores.pending.claim_pending(at(61), 100, timedelta(seconds=60))
+        assert [
+            (p.event.kind, p.event.mower_id, p.event.severity, p.event.params) for p in claimed
+        ] == [("alarm_escalated", MOWER, "critical", {"condition": "error:E1", "open_seconds": 50})]
+        trail = await alarms.audit_page(AuditQuery(account_id=ACCOUNT, change="escalated"))
+        assert [(r.condition, r.at) for r in trail] == [("error:E1", at(60))]
+        # A batch limit leaves the rest for the next call.
+        await decide(stores, [change("raised", f"error:X{i}", 20 + i) for i in range(3)])
+        assert len(await alarms.escalate(at(99), at(110), 2)) == 2
+        assert len(await alarms.escalate(at(99), at(111), 2)) == 1

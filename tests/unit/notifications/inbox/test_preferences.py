@@ -35,6 +35,7 @@ def test_missing_kinds_take_their_defaults() -> None:
         "battery_low": False,
         "mower_offline": True,
         "mower_online": True,
+        "alarm_escalated": True,
     }
     assert Preferences().enabled() == {kind: kind != "job_started" for kind in KINDS}
 

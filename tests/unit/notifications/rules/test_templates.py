@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from mowdeck.notifications.alarms.escalation import ESCALATED
 from mowdeck.notifications.errors import TemplateError
 from mowdeck.notifications.rules.evaluate import MESSAGE_KEYS
 from mowdeck.notifications.rules.events import Param
@@ -41,7 +42,7 @@ SAMPLE: dict[str, Param] = {
 def test_both_locales_have_the_same_message_keys() -> None:
     assert set(CATALOGUE.locales) == set(LOCALES)
     assert set(EN.messages) == set(DE.messages)
-    assert set(EN.messages) == MESSAGE_KEYS | {SUMMARY_KEY}
+    assert set(EN.messages) == MESSAGE_KEYS | {SUMMARY_KEY, ESCALATED}
 
 
 @pytest.mark.parametrize("key", sorted(EN.messages))
