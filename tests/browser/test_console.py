@@ -310,6 +310,16 @@ async def test_a_notification_s_click_and_actions_open_the_mower_and_act(browser
         await harness.stop()
 
 
+async def _export(page: Any, folder: Path) -> tuple[str, list[Any]]:
+    """Click the audit's export; the file's name and its JSON lines."""
+    async with page.expect_download() as waiting:
+        await page.click("#audit-export")
+    download = await waiting.value
+    saved = folder / download.suggested_filename
+    await download.save_as(saved)
+    return download.suggested_filename, [json.loads(x) for x in saved.read_text().splitlines()]
+
+
 async def _until_true(page: Any, expression: str, timeout_s: float = 10.0) -> None:
     # Polled from here: a page the service worker navigated refuses wait_for_function's
     # string evaluation under the console's CSP, while evaluate goes through the protocol.
@@ -391,24 +401,17 @@ async def test_the_audit_trail_pages_filters_and_exports(browser: Any, tmp_path:
         # Filtered by kind: the query names it, and only those commands show.
         await page.select_option("#audit-kind", "emergency_stop")
         await page.click('#audit-form button[type="submit"]')
-        await page.wait_for_function(
-            "document.querySelectorAll('#audit-table tbody tr').length === 1"
-        )
+        await _until_true(page, "document.querySelectorAll('#audit-table tbody tr').length === 1")
         assert harness.audit_asked[-1]["kind"] == "emergency_stop"
-        async with page.expect_download() as waiting:
-            await page.click("#audit-export")
-        download = await waiting.value
-        saved = tmp_path / download.suggested_filename
-        await download.save_as(saved)
-        exported = [json.loads(line) for line in saved.read_text().splitlines()]
+        name, exported = await _export(page, tmp_path)
         assert [c["kind"] for c in exported] == ["emergency_stop"]
         # The alarms' trail: who acknowledged what, filtered by change, exported too.
         alarm_id = harness.raise_alarm(MOWERS[0], "E7")
         harness.alarms[alarm_id].update(comment="on my way")
         harness._alarm_event(harness.alarms[alarm_id], "acknowledged", by="erin")
         await page.select_option("#audit-trail", "alarms")
-        await page.wait_for_function(
-            "document.querySelectorAll('#audit-table tbody tr[data-alarm]').length === 2"
+        await _until_true(
+            page, "document.querySelectorAll('#audit-table tbody tr[data-alarm]').length === 2"
         )
         first = rows.nth(0).locator("td")
         assert await first.nth(2).inner_text() == "error:E7: acknowledged"
@@ -419,17 +422,12 @@ async def test_the_audit_trail_pages_filters_and_exports(browser: Any, tmp_path:
         assert await rows.nth(1).locator("td").nth(3).inner_text() == "rules"
         await page.select_option("#audit-kind", "acknowledged")
         await page.click('#audit-form button[type="submit"]')
-        await page.wait_for_function(
-            "document.querySelectorAll('#audit-table tbody tr[data-alarm]').length === 1"
+        await _until_true(
+            page, "document.querySelectorAll('#audit-table tbody tr[data-alarm]').length === 1"
         )
         assert harness.audit_asked[-1]["change"] == "acknowledged"
-        async with page.expect_download() as waiting:
-            await page.click("#audit-export")
-        download = await waiting.value
-        assert download.suggested_filename == "mowdeck-audit-alarms.ndjson"
-        saved = tmp_path / download.suggested_filename
-        await download.save_as(saved)
-        exported = [json.loads(line) for line in saved.read_text().splitlines()]
+        name, exported = await _export(page, tmp_path)
+        assert name == "mowdeck-audit-alarms.ndjson"
         assert [(x["change"], x["by"]) for x in exported] == [("acknowledged", "erin")]
         assert errors.seen == []
     finally:
@@ -537,10 +535,11 @@ async def test_the_console_on_the_demo_starts_and_stops_a_mower(
     await page.click("#stop-all")
     sent = page.locator(".toast-console", has_text="to all 4 mowers")
     await sent.wait_for(timeout=10000)
-    await page.wait_for_function(
+    await _until_true(
+        page,
         """() => [...document.querySelectorAll('#mowers [data-activity]')]
             .every((cell) => ['stopped', 'error'].includes(cell.dataset.activity))""",
-        timeout=30000,
+        timeout_s=30,
     )
     assert errors.seen == []
 

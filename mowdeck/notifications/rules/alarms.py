@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from mowdeck.notifications.rules.events import AlarmChange, AlarmChangeKind, RuleEvent
 from mowdeck.notifications.rules.kinds import SEVERITY, Kind
@@ -37,14 +38,14 @@ ALARM_KINDS: frozenset[Kind] = frozenset({"mower_stuck", "battery_low", "mower_o
 """The kinds whose firing raises an alarm (the others tell of something that happened)."""
 
 
-def _condition(kind: Kind, key: str, watch: MowerWatch) -> tuple[str, str | None]:
+def _condition(kind: Kind, key: str, watch: MowerWatch) -> str:
     """The condition a firing of ``kind`` (its dedupe key ``key``) is about."""
     if kind == "mower_stuck":
         fault = watch.fault
         if ":error:" in key and fault is not None:
-            return f"error:{fault.code}", fault.code
-        return "standstill", None
-    return kind, None
+            return f"error:{fault.code}"
+        return "standstill"
+    return kind
 
 
 def condition_holds(condition: str, watch: MowerWatch) -> bool:
@@ -81,24 +82,12 @@ def alarm_changes(
         kind = event.kind
         if kind not in ALARM_KINDS:
             continue
-        condition, code = _condition(kind, event.dedupe_key, after)
+        condition = _condition(kind, event.dedupe_key, after)
         if not condition_holds(condition, after):
             continue  # fired and ended in the same evaluation: nothing to keep open
         change: AlarmChangeKind = "updated" if condition in now_raised else "raised"
         now_raised.setdefault(condition, at)
-        changes.append(
-            AlarmChange(
-                change=change,
-                mower_id=after.mower_id,
-                account_id=after.account_id,
-                condition=condition,
-                kind=kind,
-                severity=SEVERITY[kind],
-                at=at,
-                code=code,
-                params=event.params,
-            )
-        )
+        changes.append(_change(change, after, condition, at, params=event.params))
     if not changes:
         return raised, changes
     return now_raised, changes
@@ -122,27 +111,16 @@ def first_sight(
         conditions.append("battery_low")
     if watch.offline is not None:
         conditions.append("mower_offline")
-    for condition in conditions:
-        kind = _kind_of(condition)
-        changes.append(
-            AlarmChange(
-                change="raised",
-                mower_id=watch.mower_id,
-                account_id=watch.account_id,
-                condition=condition,
-                kind=kind,
-                severity=SEVERITY[kind],
-                at=at,
-                code=_code_of(condition),
-            )
-        )
+    changes.extend(_change("raised", watch, condition, at) for condition in conditions)
     return dict.fromkeys(conditions, at), changes
 
 
-def _cleared(watch: MowerWatch, condition: str, at: datetime) -> AlarmChange:
+def _change(
+    change: AlarmChangeKind, watch: MowerWatch, condition: str, at: datetime, **extra: Any
+) -> AlarmChange:
     kind = _kind_of(condition)
     return AlarmChange(
-        change="cleared",
+        change=change,
         mower_id=watch.mower_id,
         account_id=watch.account_id,
         condition=condition,
@@ -150,8 +128,12 @@ def _cleared(watch: MowerWatch, condition: str, at: datetime) -> AlarmChange:
         severity=SEVERITY[kind],
         at=at,
         code=_code_of(condition),
-        raised_at=watch.alarms[condition],
+        **extra,
     )
+
+
+def _cleared(watch: MowerWatch, condition: str, at: datetime) -> AlarmChange:
+    return _change("cleared", watch, condition, at, raised_at=watch.alarms[condition])
 
 
 def _code_of(condition: str) -> str | None:
