@@ -106,8 +106,10 @@ async def test_virtual_mowers_mow_pause_and_fail_through_the_stand_in_cloud(
         await eventually(lambda: rec.states[-1].activity == "mowing", 5)
         moved = len({(s.position.lat, s.position.lon) for s in rec.states if s.position})
         await eventually(
-            lambda: len({(s.position.lat, s.position.lon) for s in rec.states if s.position})
-            > moved + 1,
+            lambda: (
+                len({(s.position.lat, s.position.lon) for s in rec.states if s.position})
+                > moved + 1
+            ),
             10,
         )
         assert (await conn.send(issue(reg, PauseMow()), timeout=5)).status == "executed"
@@ -154,9 +156,7 @@ async def test_mowdeck_sim_speaks_automower_through_a_stand_in_cloud(tmp_path: P
         lines = [await asyncio.wait_for(proc.stdout.readline(), 20) for _ in range(6)]
         text = b"".join(lines).decode()
         assert "3 mowers speak Automower Connect on http://127.0.0.1:" in text
-        settings = dict(
-            line.strip().split("=", 1) for line in text.splitlines() if "=" in line
-        )
+        settings = dict(line.strip().split("=", 1) for line in text.splitlines() if "=" in line)
         regs = msgspec.json.decode(boot.read_bytes(), type=list[MowerRegistration])
         assert {r.connection.kind for r in regs} == {"automower"}
         assert sorted(p.name for p in keys.iterdir()) == [
