@@ -17,7 +17,7 @@ import json
 import os
 import secrets
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -218,7 +218,8 @@ class _Bridge:
 
 
 class AutomowerBridges:
-    """Every mower of ``fleet`` in one stand-in cloud, over ``credentials`` keys."""
+    """The mowers of ``fleet`` (those at ``indices``, else all) in one stand-in cloud, over
+    ``credentials`` keys."""
 
     def __init__(
         self,
@@ -228,9 +229,11 @@ class AutomowerBridges:
         host: str = "127.0.0.1",
         port: int = 0,
         rate: float = 1.0,
+        indices: Sequence[int] | None = None,
     ) -> None:
         self.fleet = fleet
-        n = max(1, min(credentials, len(fleet.mowers) or 1))
+        chosen = list(range(len(fleet.mowers)) if indices is None else indices)
+        n = max(1, min(credentials, len(chosen) or 1))
         # The application keys: name -> (client id, client secret).
         self.logins = {
             f"sim-automower-{k + 1}": (
@@ -241,7 +244,7 @@ class AutomowerBridges:
         }
         names = list(self.logins)
         self.cloud = StandInCloud(dict(self.logins.values()), rate=rate, host=host, port=port)
-        self.bridges = [_Bridge(self, i, names[i % n]) for i in range(len(fleet.mowers))]
+        self.bridges = [_Bridge(self, i, names[k % n]) for k, i in enumerate(chosen)]
         for bridge in self.bridges:
             self.cloud.add(bridge.mower)
         self.stopping = False
@@ -306,4 +309,4 @@ class AutomowerBridges:
 
     def mower_ids(self) -> list[uuid.UUID]:
         """The bridged mowers' ids, in fleet order."""
-        return [m.mower_id for m in self.fleet.mowers]
+        return [self.fleet.mowers[b.i].mower_id for b in self.bridges]
