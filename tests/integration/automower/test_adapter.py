@@ -190,6 +190,7 @@ async def test_a_command_the_mower_does_not_follow_fails_at_its_expiry(
     await eventually(lambda: conn.connected)
     mower = cloud.mowers["mower-a"]
     mower.deaf = True
+    await asyncio.sleep(account.REQUEST_INTERVAL_SECONDS)  # the limiter free after the snapshot
 
     async def keep_reporting() -> None:
         while True:
