@@ -20,6 +20,13 @@ those). Figures:
   the API's 202) for starts and pauses issued at 0.8 per key and second, under the
   vendor's limit; the stand-in acts 100 ms after its 202, as the vendor's cloud does
   a moment later.
+
+Then the ``openmower`` adapter, when a ``mosquitto`` binary is installed (else
+``openmower=skipped``): ``--openmowers`` stand-in OpenMowers (``simulator.openmower.standin``)
+in a process of their own, each publishing ``robot_state/json`` every 0.1 s on one
+Mosquitto, and one ``OpenMowerConnection`` each here (one MQTT connection per mower).
+``openmower_states_per_s`` and ``openmower_cpu_us_per_state`` over ``--window`` seconds;
+``openmower_command_p99_ms``: a start to the ``robot_state`` that shows it.
 """
 
 from __future__ import annotations
@@ -98,6 +105,23 @@ async def _burst(cloud: Any, events: int) -> int:
                 await ws.send_str(data)
                 sent += 1
     return sent
+
+
+def _openmowers_main(pipe: multiprocessing.connection.Connection, port: int, n: int) -> None:
+    asyncio.run(_openmowers(pipe, port, n))
+
+
+async def _openmowers(pipe: multiprocessing.connection.Connection, port: int, n: int) -> None:
+    from simulator.openmower.standin import StandInOpenMower  # noqa: PLC0415
+
+    mowers = [StandInOpenMower("127.0.0.1", port, prefix=f"bench/{i}/") for i in range(n)]
+    for mower in mowers:
+        await mower.start()
+    pipe.send(("ready", None))
+    await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
+    for mower in mowers:
+        await mower.stop()
+    pipe.send(("stopped", None))
 
 
 # --- the adapter, in this process ------------------------------------------------------
@@ -236,6 +260,83 @@ async def _run(
     }
 
 
+async def _openmower(args: argparse.Namespace) -> dict[str, Any]:
+    """The OpenMower phase, on a Mosquitto of its own."""
+    from mowdeck.demo.brands import Mosquitto, mosquitto_binary  # noqa: PLC0415
+    from mowdeck.gateway.connections.openmower import OpenMowerConnection  # noqa: PLC0415
+
+    binary = mosquitto_binary()
+    if binary is None:
+        return {"openmower": "skipped"}
+    broker = Mosquitto(binary, Path(tempfile.mkdtemp(prefix="mowdeck-bench-mqtt-")), "127.0.0.1")
+    await broker.start()
+    parent, child = multiprocessing.Pipe()
+    mowers = multiprocessing.get_context("spawn").Process(
+        target=_openmowers_main, args=(child, broker.port, args.openmowers), daemon=True
+    )
+    mowers.start()
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, parent.recv)
+        deps = ConnectionDeps(DeviceHosts(["127.0.0.1"]))
+        count = _Count()
+        conns = [
+            OpenMowerConnection(
+                MowerRegistration(
+                    mower_id=uuid.uuid4(),
+                    account_id=ACCOUNT,
+                    name=f"om{i}",
+                    connection=MowerConnection(
+                        kind="openmower",
+                        options={"broker": broker.url, "prefix": f"bench/{i}/",
+                                 "datum": {"lat": 48.1, "lon": 11.6}},
+                    ),
+                ),
+                count.sink(),
+                deps=deps,
+            )
+            for i in range(args.openmowers)
+        ]  # fmt: skip
+        for conn in conns:
+            await conn.open()
+        await _until(lambda: count.up == args.openmowers, 60)
+        await asyncio.sleep(1.0)
+        before, wall0, cpu0 = count.states, time.perf_counter(), time.process_time()
+        await asyncio.sleep(args.window)
+        states = count.states - before
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        took = []
+        for conn in conns[: min(len(conns), 50)]:
+            await _until(lambda c=conn: c.actions is not None, 10)
+            envelope = CommandEnvelope.issue(
+                mower_id=conn.registration.mower_id,
+                account_id=ACCOUNT,
+                command=StartMow(),
+                issued_by="bench",
+                now=datetime.now(UTC),
+            )
+            started = time.perf_counter()
+            outcome = await conn.send(envelope, timeout=10)
+            if outcome.status != "executed":
+                raise RuntimeError(f"openmower start: {outcome}")
+            took.append((time.perf_counter() - started) * 1000)
+        for conn in conns:
+            await conn.close()
+        await deps.close()
+    finally:
+        parent.send(("stop", None))
+        mowers.join(10)
+        if mowers.is_alive():
+            mowers.kill()
+        broker.stop()
+    return {
+        "openmower_states_per_s": round(states / wall),
+        "openmower_cpu_us_per_state": round(cpu / states * 1e6, 1),
+        "openmower_command_p99_ms": round(statistics.quantiles(took, n=100)[98], 1),
+        "openmowers": args.openmowers,
+    }
+
+
 def main() -> None:
     """Measure and print the RESULT line."""
     parser = argparse.ArgumentParser()
@@ -245,9 +346,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20, help="position events per mower")
     parser.add_argument("--quiet", type=float, default=10.0, help="idle seconds after them")
     parser.add_argument("--rounds", type=int, default=10, help="command rounds (one per key)")
+    parser.add_argument("--openmowers", type=int, default=100, help="0: no OpenMower phase")
+    parser.add_argument("--window", type=float, default=10.0, help="OpenMower seconds measured")
     args = parser.parse_args()
     if args.smoke:
         args.mowers, args.credentials, args.events, args.quiet, args.rounds = 60, 3, 3, 0.5, 4
+        args.openmowers, args.window = 5, 1.0
     parent, child = multiprocessing.Pipe()
     cloud = multiprocessing.get_context("spawn").Process(
         target=_cloud_main, args=(child, args.mowers, args.credentials), daemon=True
@@ -259,6 +363,8 @@ def main() -> None:
         cloud.join(10)
         if cloud.is_alive():
             cloud.kill()
+    if args.openmowers > 0:
+        result |= asyncio.run(_openmower(args))
     print("RESULT " + " ".join(f"{k}={v}" for k, v in result.items()), flush=True)
 
 
