@@ -18,8 +18,9 @@ import os
 import secrets
 import uuid
 from collections.abc import Awaitable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from contracts.v1 import (
     Command,
@@ -70,6 +71,13 @@ _ERRORS = {
     "blade_jammed": 24,  # Cutting system blocked
 }
 _LEVEL_BASE_MM, _LEVEL_STEP_MM = 20, 5  # as the gateway's mapping: level 1 is 20 mm
+_WALL_EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - the mower's wall clock's origin
+
+
+def wall_ms(at: datetime, zone: str = TIME_ZONE) -> int:
+    """``at`` as the mower reports times: milliseconds of its wall clock in ``zone``."""
+    wall = at.astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+    return (wall - _WALL_EPOCH) // timedelta(milliseconds=1)
 
 
 def _level(height_mm: int | None) -> int:
@@ -161,6 +169,7 @@ class _Bridge:
         if not isinstance(frame, StateFrame):
             return
         parts = attributes_of(frame.state)
+        self._stamp(parts, frame.state.observed_at)
         self._keep(parts)
         changed: list[dict[str, object]] = [
             {"id": self.mower.id, "type": _EVENT_TYPES[name], "attributes": {name: part}}
@@ -170,6 +179,17 @@ class _Bridge:
         self.reported = parts
         if changed:
             await self.bridges.cloud.send_events(changed)
+
+    def _stamp(self, parts: dict[str, object], at: datetime) -> None:
+        # An error keeps the mower-local time it began at, as the vendor's errorCodeTimestamp.
+        mower, before = parts["mower"], self.reported.get("mower")
+        assert isinstance(mower, dict)
+        if not mower["errorCode"]:
+            return
+        kept = None
+        if isinstance(before, dict) and before.get("errorCode") == mower["errorCode"]:
+            kept = before.get("errorCodeTimestamp")
+        mower["errorCodeTimestamp"] = kept if kept is not None else wall_ms(at)
 
     def _keep(self, parts: dict[str, object]) -> None:
         # What GET /mowers answers after a reconnect: the latest state.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,9 @@ async def test_an_automower_registered_in_fleet_is_commanded_and_read_back_from_
             await server.inject(reg.mower_id, ErrorFault(code="lifted"))
             lifted = await eventually(lambda: state("error"), 10)
             assert lifted["error_code"] == "automower.71"
+            # The mower-local time the error began at, back in UTC through its time zone.
+            began = datetime.fromisoformat(lifted["raw"]["automower.error_code_at"])
+            assert abs((datetime.now(UTC) - began).total_seconds()) < 60
 
             async def timeline() -> Any:
                 _, found = await _get(http, base + "/commands")
