@@ -7,6 +7,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from mowdeck.demo.auth import DEMO_ACCOUNT, DEMO_USER
+from mowdeck.demo.brands import BRANDS
 from simulator.fleet import SimulatorFleet
 
 if TYPE_CHECKING:
@@ -60,6 +61,12 @@ def brands_text(demo: Demo) -> str:
             f"/auth/v1/oauth2/token, REST /api/v1, WebSocket /ws/v1); its application keys in"
         )
         lines.append(f"                 {b.state_dir / 'credentials'}; one request a second each")
+    others: dict[str, str] = {}  # the first mower of each other brand, for the examples
+    for m, kind in b.kinds.items() if b is not None else ():
+        if kind != "simulator":
+            others.setdefault(kind, m)
+    for kind, m in sorted(others.items()):
+        lines.append(f"  e.g. {BRANDS[kind]:<24} {m}")
     if b is not None and (b.openmower is not None or b.automower is not None):
         lines.append(
             "  OpenMower and Automower mowers have no remote emergency stop: theirs is a pause"

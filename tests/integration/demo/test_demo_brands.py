@@ -61,6 +61,8 @@ async def test_a_mixed_fleet_is_linked_and_the_banner_says_which_is_which(
         assert f"MQTT on {running.brands.broker}" in text
         assert f"a stand-in Automower Connect cloud on {cloud}" in text
         assert "theirs is a pause" in text
+        auto_id = next(m for m, k in kinds.items() if k == "automower")
+        assert f"e.g. Husqvarna Automower      {auto_id}" in text
         # Fleet's listing names each mower's kind: the console's brand column reads it.
         async with (
             aiohttp.ClientSession(headers={"Authorization": f"Bearer {running.token}"}) as http,
