@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 import msgspec
 
-__all__ = ["AUTOMOWER_PREFIX", "error_text", "known_codes"]
+__all__ = ["AUTOMOWER_PREFIX", "catalogue_json", "error_text", "known_codes"]
 
 AUTOMOWER_PREFIX = "automower."
 
@@ -29,10 +29,15 @@ class _File(msgspec.Struct, frozen=True):
     codes: dict[str, _Texts]
 
 
+def catalogue_json() -> bytes:
+    """The Automower catalogue as shipped: ``{"source": ..., "codes": {"<n>": {"en", "de"?}}}``
+    (the console reads it to show an alarm's text in the user's language)."""
+    return resources.files("mowdeck.devices").joinpath("data/automower_errors.json").read_bytes()
+
+
 @cache
 def _automower() -> MappingProxyType[int, _Texts]:
-    raw = resources.files("mowdeck.devices").joinpath("data/automower_errors.json").read_bytes()
-    found = msgspec.json.decode(raw, type=_File)
+    found = msgspec.json.decode(catalogue_json(), type=_File)
     return MappingProxyType({int(code): texts for code, texts in found.codes.items()})
 
 

@@ -494,3 +494,27 @@ async def test_the_console_shows_each_mower_s_brand_and_marks_a_stop_that_pauses
         assert errors.seen == []
     finally:
         await harness.stop()
+
+
+async def test_an_automower_alarm_reads_as_the_vendor_s_words_in_the_user_s_language(
+    browser: Any,
+) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        page = await browser.new_page(viewport=VIEWPORT)
+        errors = ConsoleErrors(page)
+        await page.goto(url)
+        await page.locator("#link-status.live").wait_for()
+        alarm = harness.raise_alarm(MOWERS[1], "automower.71")
+        row = page.locator(f'#alarms li[data-alarm="{alarm}"]')
+        await row.filter(
+            has_text="harness-2: mower_stuck (error automower.71: Alarm! Mower lifted)"
+        ).wait_for(timeout=5000)
+        other = harness.raise_alarm(MOWERS[0], "blade_jammed")
+        await page.locator(
+            f'#alarms li[data-alarm="{other}"]', has_text="(error blade_jammed)"
+        ).wait_for(timeout=5000)
+        assert errors.seen == []
+    finally:
+        await harness.stop()

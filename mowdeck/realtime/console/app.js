@@ -636,7 +636,7 @@ async function loadMowerAlarms(id) {
   if (id !== state.selected) return;
   $("mower-alarms").replaceChildren(...[...open.items, ...cleared.items].map((a) => el("li",
     { class: `sev-${a.severity} alarm-${a.state}`, "data-alarm": a.id },
-    el("strong", {}, a.code ? `${a.kind} (error ${a.code})` : a.kind), " · ",
+    el("strong", {}, a.code ? `${a.kind} (error ${errorLabel(a.code)})` : a.kind), " · ",
     el("span", { class: "muted" }, a.state === "cleared"
       ? `${new Date(a.first_at).toLocaleString()} – ${new Date(a.cleared_at).toLocaleTimeString()}`
       : `${a.state} since ${age(a.first_at)}`),
@@ -728,7 +728,7 @@ function applyAlarm(data) {
 
 function alarmTitle(a) {
   const name = state.mowers.get(a.mower_id)?.name || a.mower_id;
-  const what = a.code ? `${a.kind} (error ${a.code})` : a.kind;
+  const what = a.code ? `${a.kind} (error ${errorLabel(a.code)})` : a.kind;
   return `${name}: ${what}`;
 }
 

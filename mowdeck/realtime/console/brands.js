@@ -16,9 +16,25 @@ const BRANDS_DE = {
     "Dieser Mäher hat keinen Fern-Notstopp: STOPP pausiert ihn und meldet ausgeführt, sobald er steht.",
 };
 
-function brandText(text) {
-  return typeof state !== "undefined" && state.locale === "de" ? BRANDS_DE[text] || text : text;
+// The vendors' error texts (GET /console/errors.json), for an alarm's words.
+let ERROR_TEXTS = null;
+fetch("/console/errors.json")
+  .then((r) => (r.ok ? r.json() : null))
+  .then((d) => { ERROR_TEXTS = d && d.codes; if (typeof renderAlarms === "function") renderAlarms(); })
+  .catch(() => {});
+
+// "automower.24: Cutting system blocked" (German where known and chosen), else the code.
+function errorLabel(code) {
+  const m = /^automower\.(\d+)$/.exec(code || "");
+  const texts = m && ERROR_TEXTS && ERROR_TEXTS[m[1]];
+  if (!texts) return code;
+  return `${code}: ${(brandText.de() && texts.de) || texts.en}`;
 }
+
+function brandText(text) {
+  return brandText.de() ? BRANDS_DE[text] || text : text;
+}
+brandText.de = () => typeof state !== "undefined" && state.locale === "de";
 
 function brandOf(m) {
   const known = BRANDS[m.kind] || { brand: m.kind || "", model: "", stopIsPause: false };
