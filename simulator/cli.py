@@ -20,6 +20,7 @@ from contracts.v1 import MowerRegistration
 from mowdeck.errors import MowdeckError
 from mowdeck.kit.garbage_collector import freeze_long_lived, set_young_threshold
 from mowdeck.kit.logging import configure_logging
+from simulator.automower.bridge import AutomowerBridges
 from simulator.fleet import FleetConfig
 from simulator.openmower.bridge import OpenMowerBridges
 from simulator.server import SimulatorServer
@@ -98,10 +99,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", help="bearer token for --register")
     parser.add_argument(
         "--protocol",
-        choices=("mowdeck", "openmower"),
+        choices=("mowdeck", "openmower", "automower"),
         default="mowdeck",
-        help="what the mowers speak: Mowdeck's device protocol, or OpenMower's MQTT "
-        "interface through --broker (stand-in mowers, docs/adapters.md)",
+        help="what the mowers speak: Mowdeck's device protocol, OpenMower's MQTT "
+        "interface through --broker, or Automower Connect through a stand-in of its cloud "
+        "on --cloud-listen (docs/adapters.md)",
+    )
+    parser.add_argument(
+        "--cloud-listen",
+        type=_listen,
+        default=("127.0.0.1", 0),
+        metavar="HOST:PORT",
+        help="where --protocol automower serves its stand-in cloud (port 0: any)",
+    )
+    parser.add_argument(
+        "--credentials",
+        type=int,
+        default=1,
+        metavar="N",
+        help="--protocol automower: application keys the mowers are spread over",
+    )
+    parser.add_argument(
+        "--credentials-dir",
+        type=Path,
+        metavar="DIR",
+        help="--protocol automower: write each key as DIR/<name>.json "
+        "(the gateway's MOWDECK_GATEWAY_CREDENTIALS_DIR)",
     )
     parser.add_argument(
         "--broker",
@@ -120,11 +143,12 @@ async def run(args: argparse.Namespace) -> int:
     cannot be written.
     """
     configure_logging(args.log_level)
-    openmower = getattr(args, "protocol", "mowdeck") == "openmower"
-    broker = _broker(args.broker) if openmower else None
+    protocol = getattr(args, "protocol", "mowdeck")
+    broker = _broker(args.broker) if protocol == "openmower" else None
     stop = _stop_on_signals()
     server = await _serve(args)
     bridges: OpenMowerBridges | None = None
+    cloud: AutomowerBridges | None = None
     # The mowers live as long as the process: keep full collections from walking them,
     # and let the frames and commands in flight die young (see mowdeck.kit.garbage_collector).
     freeze_long_lived("mowers built")
@@ -139,6 +163,9 @@ async def run(args: argparse.Namespace) -> int:
                 why = str(err) or "no connection within 10 s"
                 raise SimulatorStartError(f"cannot reach the broker {broker}: {why}") from None
             regs = bridges.registrations(str(broker))
+        if protocol == "automower":
+            cloud = await _cloud(args, server)
+            regs = cloud.registrations()
         await _publish(args, regs)
         log.info(
             "simulator running",
@@ -146,17 +173,54 @@ async def run(args: argparse.Namespace) -> int:
             mowers=len(regs),
             speed=args.speed,
             account_id=str(server.fleet.account_id),
-            protocol="openmower" if openmower else "mowdeck",
+            protocol=protocol,
         )
         if broker is not None:
             print(f"{len(regs)} mowers speak OpenMower on {broker}; /sim on {server.url}")
+        if cloud is not None:
+            _announce(cloud, args.credentials_dir)
         print(f"simulator listening on {server.url} with {len(regs)} mowers", flush=True)
         await stop.wait()
     finally:
         if bridges is not None:
             await bridges.stop()
+        if cloud is not None:
+            await cloud.stop()
         await server.stop()
     return 0
+
+
+async def _cloud(args: argparse.Namespace, server: SimulatorServer) -> AutomowerBridges:
+    """The mowers in a stand-in Automower Connect cloud, its keys written out."""
+    host, port = args.cloud_listen
+    cloud = AutomowerBridges(server.fleet, credentials=args.credentials, host=host, port=port)
+    try:
+        await cloud.start()
+    except OSError as err:
+        await cloud.stop()
+        raise SimulatorStartError(f"cannot listen on {host}:{port}: {_why(err)}") from err
+    if args.credentials_dir is not None:
+        try:
+            cloud.write_credentials(args.credentials_dir)
+        except OSError as err:
+            await cloud.stop()
+            raise SimulatorStartError(
+                f"cannot write the credentials to {str(args.credentials_dir)!r}: {_why(err)}"
+            ) from err
+    return cloud
+
+
+def _announce(cloud: AutomowerBridges, folder: Path | None) -> None:
+    """What a gateway needs to reach the stand-in cloud."""
+    print(f"{len(cloud.bridges)} mowers speak Automower Connect on {cloud.cloud.base}")
+    for name, value in cloud.endpoints.items():
+        print(f"  {name}={value}")
+    netloc = cloud.cloud.base.removeprefix("http://")
+    print(f"  MOWDECK_GATEWAY_DEVICE_HOSTS must list {netloc}")
+    if folder is not None:
+        print(f"  MOWDECK_GATEWAY_CREDENTIALS_DIR={folder} ({len(cloud.logins)} keys)")
+    else:
+        print("  (no --credentials-dir: the keys were not written, the gateway cannot log in)")
 
 
 def _broker(value: str) -> yarl.URL:

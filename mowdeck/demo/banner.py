@@ -7,12 +7,13 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from mowdeck.demo.auth import DEMO_ACCOUNT, DEMO_USER
+from mowdeck.demo.brands import BRANDS
 from simulator.fleet import SimulatorFleet
 
 if TYPE_CHECKING:
     from mowdeck.demo.running import Demo
 
-__all__ = ["banner", "ready_mower"]
+__all__ = ["banner", "brands_text", "ready_mower"]
 
 
 def ready_mower(
@@ -35,6 +36,43 @@ def ready_mower(
         f"this mower is charging at {fullest.body.battery:.0f} %: it leaves the dock at "
         f"{level:.0f} %, so its state reads charging for a while after executed"
     )
+
+
+def brands_text(demo: Demo) -> str:
+    """Which mowers are of which brand and how each brand is reached."""
+    b = demo.brands
+    counts = b.counts() if b is not None else {"Mowdeck": len(demo.mowers)}
+    lines = [f"Mowers by brand ({', '.join(f'{n} {brand}' for brand, n in counts.items())}):"]
+    lines.append(f"  Mowdeck        Mowdeck's device protocol, served by {demo.sim_url}")
+    if b is not None and b.openmower is not None:
+        prefix = (
+            b.openmower.bridges[0].topics.prefix.rsplit("/", 2)[0] if b.openmower.bridges else ""
+        )
+        lines.append(
+            f"  OpenMower      MQTT on {b.broker}, topics {prefix}/<mower id>/... "
+            "(robot_state/json, actions/json, action)"
+        )
+    if b is not None and b.broker_note:
+        lines.append(f"  OpenMower      none: {b.broker_note}")
+    if b is not None and b.automower is not None:
+        cloud = b.automower.cloud.base
+        lines.append(
+            f"  Automower      a stand-in Automower Connect cloud on {cloud} (token "
+            f"/auth/v1/oauth2/token, REST /api/v1, WebSocket /ws/v1); its application keys in"
+        )
+        lines.append(f"                 {b.state_dir / 'credentials'}; one request a second each")
+    others: dict[str, str] = {}  # the first mower of each other brand, for the examples
+    for m, kind in b.kinds.items() if b is not None else ():
+        if kind != "simulator":
+            others.setdefault(kind, m)
+    for kind, m in sorted(others.items()):
+        lines.append(f"  e.g. {BRANDS[kind]:<24} {m}")
+    if b is not None and (b.openmower is not None or b.automower is not None):
+        lines.append(
+            "  OpenMower and Automower mowers have no remote emergency stop: theirs is a pause"
+        )
+        lines.append("  (docs/gateway.md says what that does and does not guarantee).")
+    return "\n".join(lines)
 
 
 def banner(demo: Demo) -> str:
@@ -71,6 +109,8 @@ Mowdeck demo is running with {len(demo.mowers)} simulated mowers.
   Gateway        {demo.gateway_url}
   Simulator      {demo.sim_url}/sim/mowers
   Realtime       {demo.realtime_url}/v1/stream
+
+{brands_text(demo)}
 
 Metrics (Prometheus text format):
 {metrics}

@@ -33,6 +33,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "with the console (+4) and the simulator (+10) use the next ones (0: free ports)",
     )
     parser.add_argument(
+        "--openmower",
+        type=int,
+        metavar="N",
+        help="of the mowers, N speak OpenMower over MQTT (default 3 of 10 or more, else 0);"
+        " the broker is MOWDECK_DEMO_MQTT_BROKER or a mosquitto the demo starts",
+    )
+    parser.add_argument(
+        "--automower",
+        type=int,
+        metavar="N",
+        help="of the mowers, N are Husqvarna Automowers of a stand-in Automower Connect"
+        " cloud on the port after the simulator's (default 3 of 10 or more, else 0)",
+    )
+    parser.add_argument(
         "--prometheus",
         action="store_true",
         help="also start a Prometheus (the prometheus binary on the PATH) scraping every"

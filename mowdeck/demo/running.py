@@ -29,6 +29,7 @@ from mowdeck.demo.addresses import console_origins, free_port
 from mowdeck.demo.addresses import device_hosts as demo_device_hosts
 from mowdeck.demo.auth import DEMO_ACCOUNT, DEMO_USER, demo_auth
 from mowdeck.demo.banner import ready_mower
+from mowdeck.demo.brands import Brands, brand_counts, plan_brands
 from mowdeck.demo.bus import DemoBus, start_demo_nats
 from mowdeck.demo.scenario import run_scenario
 from mowdeck.errors import MowdeckError
@@ -87,6 +88,8 @@ class Demo:
     # `mowdeck demo --prometheus`: its URL and how many rule files it loaded.
     prometheus_url: str = ""
     prometheus_rules: int = 0
+    # The mowers of other brands (OpenMower, Automower) and how they are reached.
+    brands: Brands | None = None
 
     def metrics_urls(self) -> dict[str, str]:
         """Each service's base URL by job name; each serves ``/metrics``."""
@@ -161,8 +164,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         # Development: the devices are the demo's own simulator, on a port chosen now; the
         # gateway and Fleet may dial that host and port, no other service of the machine.
         sim_port = _port(args.port, 10) or free_port(args.host)
+        brands, plan = await _brands(args, stack)
         device_hosts = os.environ.get("MOWDECK_GATEWAY_DEVICE_HOSTS") or json.dumps(
-            demo_device_hosts(args.host, sim_port)
+            demo_device_hosts(args.host, sim_port) + brands.device_hosts()
         )
         env = {
             "MOWDECK_NATS_URL": nats_url,
@@ -254,6 +258,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
                 # A development machine: the emergency lane's thread stays ordinarily
                 # scheduled (SCHED_FIFO needs a capability a developer's shell lacks).
                 gateway_lane_realtime_priority=0,
+                **brands.gateway_settings(),  # type: ignore[arg-type]
             ),
             bus=bus,
         )
@@ -290,15 +295,22 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             services += await start_all([realtime])
         except OSError as err:
             raise DemoError(f"cannot start the services: {err.strerror or err}") from err
-        failed = await register(fleet.url, sim.registrations(), token=token)
+        try:
+            await brands.start(sim.fleet, stack, plan)
+        except (OSError, RuntimeError) as err:
+            raise DemoError(f"cannot start the mowers of other brands: {err}") from err
+        regs = brands.registrations(sim.registrations())
+        failed = await register(fleet.url, regs, token=token)
         if failed:
             log.warning("some simulated mowers were not registered", failed=failed)
         # The gateway learns of the mowers from Fleet's events a moment later: a command
         # pasted from the banner before then would be rejected as for an unknown mower.
-        await _until_known(gateway.mowers, [r.mower_id for r in sim.registrations()])
-        # The scenario tells its stories with the first three mowers: examples use another.
-        scenario_mowers = [r.mower_id for r in sim.registrations()[:3]]
-        example, waits = ready_mower(sim.fleet, busy=scenario_mowers)
+        await _until_known(gateway.mowers, [r.mower_id for r in regs])
+        # The scenario tells its stories with the first three mowers (Mowdeck's own): the
+        # examples use another of Mowdeck's, which does every command kind.
+        others = [r.mower_id for r in regs if r.connection.kind != "simulator"]
+        scenario_mowers = [r.mower_id for r in regs[:3]]
+        example, waits = ready_mower(sim.fleet, busy=[*scenario_mowers, *others])
         # The scenario issues commands as Fleet does, so as Fleet's user.
         commands = await nats.connect(
             stack, user="fleet", name="demo-scenario", fast_path=fast_path
@@ -322,7 +334,27 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             key_file=key_file,
             services=services,
             nats=nats,
+            brands=brands,
         )
+
+
+async def _brands(
+    args: argparse.Namespace, stack: contextlib.AsyncExitStack
+) -> tuple[Brands, tuple[range, range, range]]:
+    """The brands of the mowers and what they need before the services start: the broker
+    (started now) and the stand-in cloud's port (chosen now)."""
+    openmower, automower = brand_counts(
+        args.mowers, getattr(args, "openmower", None), getattr(args, "automower", None)
+    )
+    brands = Brands(host=args.host, state_dir=Path(args.state_dir), openmower_wanted=openmower)
+    try:
+        await brands.open_broker(stack)
+    except (OSError, RuntimeError) as err:
+        raise DemoError(f"cannot start mosquitto for the OpenMower mowers: {err}") from err
+    plan = plan_brands(args.mowers, openmower if brands.broker else 0, automower)
+    if plan[2]:
+        brands.cloud_port = _port(args.port, 11) or free_port(args.host)
+    return brands, plan
 
 
 async def _until_known(

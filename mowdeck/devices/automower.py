@@ -12,6 +12,7 @@ device host; the defaults are the vendor's production ones.
 from __future__ import annotations
 
 from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 
@@ -33,6 +34,8 @@ DEFAULT_WS_URL = "wss://ws.openapi.husqvarna.dev/v1"
 # The API's mower ids are UUIDs today; anything path-safe is taken, nothing that could
 # leave ``/mowers/{id}``.
 _VENDOR_ID = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
+# An IANA zone name: letters, digits, "_", "-", "+" in "/"-separated parts, no "..".
+_ZONE = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9][A-Za-z0-9_+-]*)*$"
 
 
 class AutomowerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -45,6 +48,21 @@ class AutomowerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
     vendor_id: Annotated[str, msgspec.Meta(pattern=_VENDOR_ID)]
     credentials: CredentialName
+    # The IANA zone of the mower's clock (``Europe/Berlin``): the API gives some times in
+    # the mower's local time. Without it those times are kept as wall times only.
+    time_zone: Annotated[str, msgspec.Meta(pattern=_ZONE, max_length=64)] | None = None
+
+    def __post_init__(self) -> None:
+        if self.time_zone is not None:
+            try:
+                ZoneInfo(self.time_zone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"time_zone: unknown time zone {self.time_zone!r}") from None
+
+    @property
+    def zone(self) -> ZoneInfo | None:
+        """The mower's time zone, when the options name one."""
+        return ZoneInfo(self.time_zone) if self.time_zone is not None else None
 
 
 class AutomowerEndpoints(msgspec.Struct, frozen=True, kw_only=True):

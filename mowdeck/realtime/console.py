@@ -12,6 +12,7 @@ import msgspec
 import yarl
 from aiohttp import web
 
+from mowdeck.devices.errors import catalogue_json
 from mowdeck.kit.http import Problem, json_response, read_json
 from mowdeck.kit.ratelimit import RequestLimit
 from mowdeck.realtime.settings import RealtimeSettings
@@ -30,6 +31,7 @@ __all__ = [
 
 ASSETS = {
     "app.js": "text/javascript",
+    "brands.js": "text/javascript",
     "style.css": "text/css",
     "icon.svg": "image/svg+xml",
 }
@@ -41,9 +43,12 @@ ROOT_ASSETS = {
 }
 # What a browser loads before it has a token; the realtime app passes these to
 # ``auth_middleware(public_paths=...)`` with its own public paths.
+# The vendors' error texts (mowdeck/devices/data), for an alarm's text in the console.
+ERRORS_PATH = "/console/errors.json"
 CONSOLE_PUBLIC_PATHS = (
     "/",
     "/console/config.json",
+    ERRORS_PATH,
     "/console/exchange",
     *(f"/console/{name}" for name in ASSETS),
     *(f"/{name}" for name in ROOT_ASSETS),
@@ -215,6 +220,7 @@ def console_routes(
     routes = [
         web.get("/", index),
         web.get("/console/config.json", config_json),
+        web.get(ERRORS_PATH, asset(catalogue_json(), "application/json")),
         *(web.get(f"/console/{name}", asset(*found)) for name, found in assets.items()),
         *(
             web.get(f"/{path}", asset(_asset(name), kind))

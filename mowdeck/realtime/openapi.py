@@ -10,6 +10,7 @@ from typing import Any
 from mowdeck.kit.openapi import Body, Operation, Param, document
 from mowdeck.realtime.console import (
     ASSETS,
+    ERRORS_PATH,
     ROOT_ASSETS,
     ConsoleConfig,
     ExchangeRequest,
@@ -87,6 +88,23 @@ def _operations(exchange: bool) -> tuple[Operation, ...]:
                     ConsoleConfig(
                         fleet_url="http://127.0.0.1:8081", telemetry_url="http://127.0.0.1:8082"
                     ),
+                )
+            },
+            public=True,
+            tags=_CONSOLE,
+        ),
+        Operation(
+            "GET",
+            ERRORS_PATH,
+            "consoleErrorTexts",
+            "The vendors' numbered error codes with their English and German texts "
+            "(Automower Connect), for an alarm's text.",
+            {
+                200: Body(
+                    dict[str, Any],
+                    {"source": "...", "codes": {"24": {"en": "Cutting system blocked"}}},
+                    "The catalogue.",
+                    media_type="application/json",
                 )
             },
             public=True,

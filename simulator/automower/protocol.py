@@ -16,8 +16,10 @@ __all__ = [
     "ACTION_PAUSE",
     "ACTION_RESUME_SCHEDULE",
     "ACTION_START",
+    "ACTION_START_IN_WORK_AREA",
     "ERROR_STATES",
     "Battery",
+    "Capabilities",
     "Event",
     "Metadata",
     "MowerAttributes",
@@ -28,11 +30,14 @@ __all__ = [
     "ProtocolError",
     "Settings",
     "Snapshot",
+    "System",
+    "WorkArea",
     "decode_event",
     "decode_snapshot",
 ]
 
 ACTION_START = "Start"
+ACTION_START_IN_WORK_AREA = "StartInWorkArea"
 ACTION_PAUSE = "Pause"
 ACTION_RESUME_SCHEDULE = "ResumeSchedule"
 ACTION_PARK_UNTIL_NEXT_SCHEDULE = "ParkUntilNextSchedule"
@@ -85,6 +90,32 @@ class Settings(_Wire, frozen=True):
     cutting_height: int | None = None
 
 
+class System(_Wire, frozen=True):
+    """``attributes.system``: the mower's name and model as its owner knows them."""
+
+    name: str = ""
+    model: str = ""
+    serial_number: int | str | None = None
+
+
+class Capabilities(_Wire, frozen=True):
+    """``attributes.capabilities``: what the model offers (absent: nothing of it)."""
+
+    work_areas: bool = False
+    position: bool = False
+    headlights: bool = False
+    stay_out_zones: bool = False
+    can_confirm_error: bool = False
+
+
+class WorkArea(_Wire, frozen=True):
+    """One of ``attributes.workAreas`` (id 0 with an empty name: the main area)."""
+
+    work_area_id: int
+    name: str = ""
+    enabled: bool = True
+
+
 class Point(_Wire, frozen=True):
     latitude: float
     longitude: float
@@ -93,12 +124,15 @@ class Point(_Wire, frozen=True):
 class MowerAttributes(_Wire, frozen=True):
     """What Mowdeck reads of a mower's attributes (REST) or keeps of its events."""
 
+    system: System = System()
+    capabilities: Capabilities = Capabilities()
     mower: MowerPart = MowerPart()
     battery: Battery = Battery()
     planner: Planner = Planner()
     metadata: Metadata = Metadata()
     settings: Settings = Settings()
     positions: list[Point] = msgspec.field(default_factory=list)  # newest first
+    work_areas: list[WorkArea] = msgspec.field(default_factory=list)
 
 
 class _Mower(_Wire, frozen=True):

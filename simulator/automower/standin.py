@@ -12,14 +12,20 @@ husqvarna``, as the vendor's do; more than ``rate`` requests a second per client
 Knobs for tests: ``deaf`` mowers take commands and do nothing; ``mute`` answers no
 ``ping``; ``Mower.state`` may be
 set and ``push`` sends its events; ``drop_sockets()`` ends every WebSocket.
+
+A mower's ``act`` and ``set_cutting_height`` may return an awaitable: the mower then
+reports what came of it itself (``send_events``), as the simulator's bridged mowers do
+(``bridge.py``); otherwise the cloud pushes the mower's events after the change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -30,12 +36,22 @@ from simulator.automower.protocol import (
     ACTION_PAUSE,
     ACTION_RESUME_SCHEDULE,
     ACTION_START,
+    ACTION_START_IN_WORK_AREA,
 )
 
 __all__ = ["StandInCloud", "StandInMower"]
 
 _REACT_SECONDS = 0.1  # the vendor's cloud acts a moment after its 202
 _JSONAPI = "application/vnd.api+json"
+_ACTIONS = frozenset(
+    {
+        ACTION_START,
+        ACTION_START_IN_WORK_AREA,
+        ACTION_PAUSE,
+        ACTION_RESUME_SCHEDULE,
+        ACTION_PARK_UNTIL_NEXT_SCHEDULE,
+    }
+)
 
 
 @dataclass
@@ -51,11 +67,29 @@ class StandInMower:
     lon: float = 14.4787133
     connected: bool = True
     deaf: bool = False
+    error_code: int = 0
+    model: str = "Stand-in"
+    owner: str | None = None  # the client id whose account has it (None: every one's)
+    name: str = ""
+    work_areas: list[tuple[int, str]] = field(default_factory=list)  # (id, name)
     commands: list[dict[str, object]] = field(default_factory=list)
 
     def attributes(self) -> dict[str, object]:
+        areas = [
+            {"workAreaId": i, "name": n, "enabled": True, "cuttingHeight": 50}
+            for i, n in self.work_areas
+        ]
+        capabilities = {
+            "canConfirmError": False,
+            "headlights": False,
+            "position": True,
+            "stayOutZones": False,
+            "workAreas": bool(areas),
+        }
         return {
-            "system": {"name": self.id, "model": "Stand-in", "serialNumber": 1},
+            "system": {"name": self.name or self.id, "model": self.model, "serialNumber": 1},
+            "capabilities": capabilities,
+            **({"workAreas": areas} if areas else {}),
             "battery": {"batteryPercent": self.battery, "remainingChargingTime": 0},
             "mower": self._mower(),
             "planner": {
@@ -74,7 +108,7 @@ class StandInMower:
             "activity": self.activity,
             "inactiveReason": "NONE",
             "state": self.state,
-            "errorCode": 0,
+            "errorCode": self.error_code,
             "errorCodeTimestamp": 0,
             "isErrorConfirmable": False,
         }
@@ -89,9 +123,9 @@ class StandInMower:
         }
         return [{"id": self.id, "type": t, "attributes": a} for t, a in parts.items()]
 
-    def act(self, kind: str) -> None:
+    def act(self, kind: str, attributes: dict[str, object]) -> Awaitable[None] | None:  # noqa: ARG002 - a bridged mower's
         """What the mower does on an action."""
-        if kind == ACTION_START:
+        if kind in (ACTION_START, ACTION_START_IN_WORK_AREA):
             self.activity, self.state = "MOWING", "IN_OPERATION"
         elif kind == ACTION_PAUSE:
             self.state = "PAUSED"
@@ -99,6 +133,12 @@ class StandInMower:
             self.activity, self.state = "PARKED_IN_CS", "RESTRICTED"
         elif kind == ACTION_PARK_UNTIL_NEXT_SCHEDULE:
             self.activity, self.state = "GOING_HOME", "IN_OPERATION"
+        return None
+
+    def set_cutting_height(self, level: int) -> Awaitable[None] | None:
+        """What the mower does on a new cutting height."""
+        self.cutting_height = level
+        return None
 
 
 class StandInCloud:
@@ -111,6 +151,8 @@ class StandInCloud:
         expires_in: int = 3600,
         rate: float = 1.0,
         retry_after: int = 1,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         self.clients = dict(clients)  # client_id -> client_secret
         self.expires_in = expires_in
@@ -121,10 +163,11 @@ class StandInCloud:
         self.requests: list[tuple[str, str]] = []  # (method, path) answered below 429
         self.throttled = 0
         self._last: dict[str, float] = {}
-        self._sockets: set[web.WebSocketResponse] = set()
+        self._sockets: dict[web.WebSocketResponse, str] = {}  # -> its client id
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.port = 0
+        self.host, self.port = host, port
+        self.events_sent = 0  # event messages written to sockets
         self.mute = False  # answer no ping (a socket gone without a close)
 
     def add(self, mower: StandInMower) -> StandInMower:
@@ -132,8 +175,12 @@ class StandInCloud:
         return mower
 
     @property
+    def _netloc(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self._netloc}"
 
     @property
     def endpoints(self) -> dict[str, str]:
@@ -141,7 +188,7 @@ class StandInCloud:
         return {
             "token_url": f"{self.base}/auth/v1/oauth2/token",
             "api_url": f"{self.base}/api/v1",
-            "ws_url": f"ws://127.0.0.1:{self.port}/ws/v1",
+            "ws_url": f"ws://{self._netloc}/ws/v1",
         }
 
     @property
@@ -158,7 +205,7 @@ class StandInCloud:
         app.router.add_get("/ws/v1", self._ws)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         server = site._server
         assert server is not None
@@ -177,11 +224,18 @@ class StandInCloud:
 
     async def push(self, mower: StandInMower) -> None:
         """Send ``mower``'s events on every WebSocket."""
-        for event in mower.events():
+        await self.send_events(mower.events())
+
+    async def send_events(self, events: list[dict[str, object]]) -> None:
+        """Send ``events`` on every WebSocket (the vendor's: all of the application's)."""
+        for event in events:
             data = msgspec.json.encode(event).decode()
-            for ws in list(self._sockets):
-                if not ws.closed:
+            mower = self.mowers.get(str(event.get("id")))
+            owner = mower.owner if mower is not None else None
+            for ws, client in list(self._sockets.items()):
+                if not ws.closed and owner in (None, client):
                     await ws.send_str(data)
+                    self.events_sent += 1
 
     # Handlers.
 
@@ -228,12 +282,18 @@ class StandInCloud:
         self.requests.append((request.method, request.path))
         return None
 
+    def _client(self, request: web.Request) -> str:
+        """The client id of a request ``_refusal`` let through."""
+        return self.tokens[request.headers["Authorization"].removeprefix("Bearer ")][0]
+
     async def _list(self, request: web.Request) -> web.Response:
         if (refused := self._refusal(request)) is not None:
             return refused
+        client = self._client(request)
         data = [
             {"type": "mower", "id": m.id, "attributes": m.attributes()}
             for m in self.mowers.values()
+            if m.owner in (None, client)
         ]
         return web.json_response({"data": data}, content_type=_JSONAPI)
 
@@ -243,7 +303,7 @@ class StandInCloud:
         if (refused := self._refusal(request)) is not None:
             return refused
         mower = self.mowers.get(request.match_info["id"])
-        if mower is None:
+        if mower is None or mower.owner not in (None, self._client(request)):
             return web.json_response({"errors": [{"title": "Mower not found"}]}, status=404)
         try:
             body = msgspec.json.decode(await request.read(), type=dict[str, dict[str, object]])
@@ -259,14 +319,15 @@ class StandInCloud:
             return found
         mower, data = found
         kind = str(data.get("type"))
-        if kind not in (
-            ACTION_START,
-            ACTION_PAUSE,
-            ACTION_RESUME_SCHEDULE,
-            ACTION_PARK_UNTIL_NEXT_SCHEDULE,
-        ):
+        if kind not in _ACTIONS:
             return web.json_response({"errors": [{"title": f"Unknown action {kind}"}]}, status=400)
-        self._later(mower, lambda: mower.act(kind))
+        attributes = data.get("attributes")
+        attributes = attributes if isinstance(attributes, dict) else {}
+        if kind == ACTION_START_IN_WORK_AREA and attributes.get("workAreaId") not in {
+            i for i, _ in mower.work_areas
+        }:
+            return web.json_response({"errors": [{"title": "Unknown workAreaId"}]}, status=400)
+        self._later(mower, lambda: mower.act(kind, attributes))
         return web.json_response({"data": {"type": "control", "id": mower.id}}, status=202)
 
     async def _settings(self, request: web.Request) -> web.Response:
@@ -278,21 +339,20 @@ class StandInCloud:
         level = attributes.get("cuttingHeight") if isinstance(attributes, dict) else None
         if not isinstance(level, int) or not 1 <= level <= 9:
             return web.json_response({"errors": [{"title": "cuttingHeight 1-9"}]}, status=400)
-
-        def set_height() -> None:
-            mower.cutting_height = level
-
-        self._later(mower, set_height)
+        self._later(mower, lambda: mower.set_cutting_height(level))
         return web.json_response({"data": {"type": "settings", "id": mower.id}}, status=202)
 
-    def _later(self, mower: StandInMower, change: object) -> None:
+    def _later(self, mower: StandInMower, change: Callable[[], Awaitable[None] | None]) -> None:
         if mower.deaf:
             return
 
         async def act() -> None:
             await asyncio.sleep(_REACT_SECONDS)
-            change()  # type: ignore[operator]
-            await self.push(mower)
+            reported = change()
+            if inspect.isawaitable(reported):
+                await reported  # the mower reports what came of it itself
+            else:
+                await self.push(mower)
 
         task = asyncio.create_task(act())
         self._tasks.add(task)
@@ -305,11 +365,11 @@ class StandInCloud:
             return web.json_response({"message": "Unauthorized"}, status=401)
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        self._sockets.add(ws)
+        self._sockets[ws] = found[0]
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.TEXT and msg.data == "ping" and not self.mute:
                     await ws.send_str("pong")
         finally:
-            self._sockets.discard(ws)
+            self._sockets.pop(ws, None)
         return ws

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import math
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import aiomqtt
@@ -194,11 +195,14 @@ class _Bridge:
 
 
 class OpenMowerBridges:
-    """Every mower of ``fleet`` on the broker ``host:port``."""
+    """The mowers of ``fleet`` (those at ``indices``, else all) on the broker ``host:port``."""
 
-    def __init__(self, fleet: SimulatorFleet, host: str, port: int) -> None:
+    def __init__(
+        self, fleet: SimulatorFleet, host: str, port: int, indices: Sequence[int] | None = None
+    ) -> None:
         self.fleet, self.host, self.port = fleet, host, port
-        self.bridges = [_Bridge(self, i) for i in range(len(fleet.mowers))]
+        chosen = range(len(fleet.mowers)) if indices is None else indices
+        self.bridges = [_Bridge(self, i) for i in chosen]
         self.stopping = False
         self._all_up = asyncio.Event()
         self._error: aiomqtt.MqttError | None = None
@@ -263,4 +267,4 @@ class OpenMowerBridges:
 
     def mower_ids(self) -> list[uuid.UUID]:
         """The bridged mowers' ids, in fleet order."""
-        return [m.mower_id for m in self.fleet.mowers]
+        return [self.fleet.mowers[b.i].mower_id for b in self.bridges]

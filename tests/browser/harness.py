@@ -22,6 +22,8 @@ from mowdeck.realtime.console import ConsoleConfig, OneTimeCodes, console_routes
 TOKEN = "harness-token"  # the one token the fake APIs accept
 MOWERS = [uuid.UUID(int=i, version=4) for i in (1, 2, 3)]
 NAMES = {m: f"harness-{i + 1}" for i, m in enumerate(MOWERS)}
+# One mower of each brand: the console shows brand and model, and marks a stop that pauses.
+KINDS = dict(zip(MOWERS, ("simulator", "automower", "openmower"), strict=True))
 
 
 def _now() -> str:
@@ -86,6 +88,7 @@ class Harness:
             "blade_height_mm": 40,
             "speed_mps": 0.5,
             "position": {"lat": 52.0 + 0.0001 * i, "lon": 13.0 + 0.0002 * i},
+            "raw": {"automower.model": "435X AWD"} if KINDS.get(mower) == "automower" else {},
         }
 
     async def start(self) -> str:
@@ -213,7 +216,14 @@ class Harness:
             more = start + 2 < len(MOWERS)
             return web.json_response(
                 {
-                    "mowers": [{"mower_id": str(m), "name": NAMES[m]} for m in page],
+                    "mowers": [
+                        {
+                            "mower_id": str(m),
+                            "name": NAMES[m],
+                            "connection": {"kind": KINDS[m], "options": {}},
+                        }
+                        for m in page
+                    ],
                     "next_after": str(start + 2) if more else None,
                     "has_more": more,
                 }

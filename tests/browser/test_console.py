@@ -571,3 +571,55 @@ async def test_a_simulated_fault_on_the_demo_shows_a_toast(
     await page.locator("#inbox li").first.wait_for()
     await page.screenshot(path=str(shots / "console-demo-toast.png"))
     assert errors.seen == []
+
+
+async def test_the_console_shows_each_mower_s_brand_and_marks_a_stop_that_pauses(
+    browser: Any,
+) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        page = await browser.new_page(viewport=VIEWPORT)
+        errors = ConsoleErrors(page)
+        await page.goto(url)
+        own, automower, openmower = (f'#mowers tr[data-mower="{m}"]' for m in MOWERS)
+        await page.locator(automower, has_text="Husqvarna Automower · 435X AWD").wait_for()
+        await page.locator(f"{openmower} [data-brand=openmower]", has_text="OpenMower").wait_for()
+        assert await page.locator(f"{own} [data-brand=simulator]").inner_text() == (
+            "Mowdeck · simulated"
+        )
+        marked = page.locator("#mowers [data-stop-is-pause]")
+        assert await marked.count() == 2
+        assert await page.locator(f"{own} [data-stop-is-pause]").count() == 0
+        assert "no remote emergency stop" in (await marked.first.get_attribute("title") or "")
+        await page.click(openmower)
+        await page.locator("#detail-brand", has_text="OpenMower (stop = pause)").wait_for()
+        await page.click(own)
+        await page.locator("#detail-brand", has_text="Mowdeck · simulated").wait_for()
+        assert errors.seen == []
+    finally:
+        await harness.stop()
+
+
+async def test_an_automower_alarm_reads_as_the_vendor_s_words_in_the_user_s_language(
+    browser: Any,
+) -> None:
+    harness = Harness()
+    url = await harness.start()
+    try:
+        page = await browser.new_page(viewport=VIEWPORT)
+        errors = ConsoleErrors(page)
+        await page.goto(url)
+        await page.locator("#link-status.live").wait_for()
+        alarm = harness.raise_alarm(MOWERS[1], "automower.71")
+        row = page.locator(f'#alarms li[data-alarm="{alarm}"]')
+        await row.filter(
+            has_text="harness-2: mower_stuck (error automower.71: Alarm! Mower lifted)"
+        ).wait_for(timeout=5000)
+        other = harness.raise_alarm(MOWERS[0], "blade_jammed")
+        await page.locator(
+            f'#alarms li[data-alarm="{other}"]', has_text="(error blade_jammed)"
+        ).wait_for(timeout=5000)
+        assert errors.seen == []
+    finally:
+        await harness.stop()

@@ -66,6 +66,9 @@ KEPT = {
     "mowdeck/notifications/rules/templates.py:default_catalogue": (
         "the message templates shipped in the package, read once"
     ),
+    "mowdeck/devices/errors.py:_automower": (
+        "the vendor's error texts shipped in the package, read once"
+    ),
     "mowdeck/notifications/delivery/channels/http.py:_timeout": (
         "aiohttp timeouts by their seconds: immutable values, bounded (64)"
     ),

@@ -14,7 +14,14 @@ number    a number                0.5                  0,5
 percent   an integer              18%                  18 %
 duration  whole seconds           1 h 5 min            1 h 5 min
 time      ISO 8601 instant        14:05 (user's zone)  14:05 (user's zone)
+error     a state's error code    automower.24         automower.24
+                                  (Cutting system      (Schneidsystem
+                                  blocked)             blockiert)
 ========  ======================  ===================  ====================
+
+An ``error`` is the code as the mower reported it, followed by the vendor's words for it
+where ``mowdeck.devices.errors.error_text`` knows the code (Automower's numbered codes);
+any other code is written as it is.
 
 Every rule message takes ``mower``, the mower's name, which the fan-out adds to the
 event's parameters. A missing message key, locale or parameter raises
@@ -32,6 +39,7 @@ from typing import Literal
 
 import msgspec
 
+from mowdeck.devices.errors import error_text
 from mowdeck.notifications.errors import TemplateError
 from mowdeck.notifications.rules.events import Param
 from mowdeck.notifications.rules.quiet import zone
@@ -54,7 +62,7 @@ __all__ = [
 Locale = Literal["en", "de"]
 """A language the shipped catalogue has (``messages/<locale>.json``)."""
 LOCALES: tuple[Locale, ...] = Locale.__args__  # type: ignore[attr-defined]
-ParamType = Literal["text", "count", "number", "percent", "duration", "time"]
+ParamType = Literal["text", "count", "number", "percent", "duration", "time", "error"]
 MOWER_PARAM = "mower"
 SUMMARY_KEY = "quiet_summary"
 """The message summing up what arrived during quiet hours; takes ``count``."""
@@ -126,7 +134,8 @@ def _duration(seconds: int, formats: Formats) -> str:
     return f"{secs} {formats.second}"
 
 
-def _format(kind: ParamType, value: Param, formats: Formats, timezone: str) -> str:
+def _format(kind: ParamType, value: Param, formats: Formats, reader: tuple[str, str]) -> str:  # noqa: PLR0911 - one answer per type, read as a table
+    locale, timezone = reader
     match kind:
         case "text":
             return str(value)
@@ -143,6 +152,9 @@ def _format(kind: ParamType, value: Param, formats: Formats, timezone: str) -> s
             if instant.tzinfo is None:
                 raise ValueError("a time parameter must carry its offset")
             return instant.astimezone(zone(timezone)).strftime("%H:%M")
+        case "error":
+            text = error_text(str(value), locale)
+            return f"{value} ({text})" if text else str(value)
 
 
 def _choose(text: Text, params: Mapping[str, Param]) -> str:
@@ -196,7 +208,7 @@ class Catalogue:
             if name not in params:
                 raise TemplateError(f"message {message_key!r} needs the parameter {name!r}")
             try:
-                formatted[name] = _format(kind, params[name], catalogue.formats, timezone)
+                formatted[name] = _format(kind, params[name], catalogue.formats, (locale, timezone))
             except (TypeError, ValueError) as err:
                 raise TemplateError(
                     f"message {message_key!r}: parameter {name!r} is no {kind}: {err}"

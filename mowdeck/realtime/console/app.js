@@ -288,7 +288,7 @@ async function allPages(get, path, key) {
 
 async function loadMowers() {
   for (const view of await allPages(fleet, "/v1/mowers?limit=1000", "mowers")) {
-    mower(view.mower_id).name = view.name;
+    Object.assign(mower(view.mower_id), { name: view.name, kind: view.connection?.kind });
   }
 }
 
@@ -372,6 +372,7 @@ function renderList() {
     const tr = el("tr", { "data-mower": m.id, class: [m.id === state.selected ? "selected" : "",
       isStale(m) ? "stale" : ""].join(" ").trim() },
       el("td", {}, m.name),
+      el("td", {}, mowerBrand(m)),
       el("td", {}, el("span", { class: `act act-${activity}`, "data-activity": activity }, activity)),
       el("td", {}, s ? `${Math.round(s.battery)} %${s.charging ? " ⚡" : ""}` : "—"),
       el("td", {}, s ? s.rtk_fix : "—"),
@@ -449,6 +450,7 @@ function renderDetailHead() {
   $("stop-selected").disabled = !m;
   if (!m) return;
   $("detail-name").textContent = m.name;
+  $("detail-brand").textContent = mowerBrandLine(m);
   const s = m.state;
   $("detail-state").textContent = s
     ? `${s.activity} · ${Math.round(s.battery)} % · RTK ${s.rtk_fix} · blade ${s.blade_height_mm ?? "?"} mm · ${s.speed_mps ?? "?"} m/s`
@@ -666,7 +668,7 @@ async function loadMowerAlarms(id) {
   if (id !== state.selected) return;
   $("mower-alarms").replaceChildren(...[...open.items, ...cleared.items].map((a) => el("li",
     { class: `sev-${a.severity} alarm-${a.state}`, "data-alarm": a.id },
-    el("strong", {}, a.code ? `${a.kind} (error ${a.code})` : a.kind), " · ",
+    el("strong", {}, a.code ? `${a.kind} (error ${errorLabel(a.code)})` : a.kind), " · ",
     el("span", { class: "muted" }, a.state === "cleared"
       ? `${new Date(a.first_at).toLocaleString()} – ${new Date(a.cleared_at).toLocaleTimeString()}`
       : `${a.state} since ${age(a.first_at)}`),
@@ -758,7 +760,7 @@ function applyAlarm(data) {
 
 function alarmTitle(a) {
   const name = state.mowers.get(a.mower_id)?.name || a.mower_id;
-  const what = a.code ? `${a.kind} (error ${a.code})` : a.kind;
+  const what = a.code ? `${a.kind} (error ${errorLabel(a.code)})` : a.kind;
   return `${name}: ${what}`;
 }
 

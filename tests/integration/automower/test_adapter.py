@@ -190,6 +190,7 @@ async def test_a_command_the_mower_does_not_follow_fails_at_its_expiry(
     await eventually(lambda: conn.connected)
     mower = cloud.mowers["mower-a"]
     mower.deaf = True
+    await asyncio.sleep(account.REQUEST_INTERVAL_SECONDS)  # the limiter free after the snapshot
 
     async def keep_reporting() -> None:
         while True:
@@ -244,6 +245,21 @@ async def test_a_429_is_waited_out_as_its_retry_after_says(
     assert (await conn.send(envelope(reg, PauseMow()), timeout=10)).status == "executed"
     assert cloud.throttled >= 1
     assert [r[0] for r in cloud.requests] == ["GET", "POST", "POST"]
+    await conn.close()
+
+
+async def test_requests_at_the_vendor_s_limit_are_never_answered_429(
+    cloud: StandInCloud, deps: ConnectionDeps
+) -> None:
+    cloud.rate = 1.0  # the vendor's one request a second
+    reg = registration("mower-a")
+    conn, _rec = await opened(reg, deps)
+    await eventually(lambda: conn.connected, 10)
+    # Commands at once after the snapshot, each spaced by the limiter only.
+    for command in (StartMow(), PauseMow(), ResumeMow()):
+        assert (await conn.send(envelope(reg, command), timeout=10)).status == "executed"
+    assert [r[0] for r in cloud.requests] == ["GET", "POST", "POST", "POST"]
+    assert cloud.throttled == 0
     await conn.close()
 
 

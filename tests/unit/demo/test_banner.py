@@ -41,3 +41,11 @@ def test_with_prometheus_the_banner_gives_its_url() -> None:
     assert "Prometheus     http://127.0.0.1:9999" in text
     assert "2 rule files loaded: http://127.0.0.1:9999/alerts" in text
     assert "--prometheus starts" not in text
+
+
+def test_a_fleet_of_mowdeck_s_own_mowers_says_so() -> None:
+    text = banner(_demo())
+    assert "Mowers by brand (1 Mowdeck):" in text
+    assert "theirs is a pause" not in text
+    # The console stays the first thing a person reads.
+    assert text.strip().splitlines()[2].strip().startswith("Console")

@@ -47,6 +47,16 @@ def test_good_options_pass_without_the_secret_being_read() -> None:
             "connection.options",
             "unknown field `client_secret`",
         ),
+        (
+            {"vendor_id": VENDOR_ID, "credentials": "a", "time_zone": "Mars/Olympus"},
+            "connection.options",
+            "time_zone: unknown time zone 'Mars/Olympus'",
+        ),
+        (
+            {"vendor_id": VENDOR_ID, "credentials": "a", "time_zone": "../../etc/passwd"},
+            "connection.options.time_zone",
+            "regex",
+        ),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, object], field: str, text: str) -> None:
@@ -54,6 +64,10 @@ def test_bad_options_name_the_option(options: dict[str, object], field: str, tex
     assert found is not None
     assert found[0] == field
     assert text in found[1]
+
+
+def test_a_time_zone_is_an_iana_name() -> None:
+    assert refusal(vendor_id=VENDOR_ID, credentials="a", time_zone="Europe/Berlin") is None
 
 
 def test_the_vendor_id_is_the_endpoint_key() -> None:

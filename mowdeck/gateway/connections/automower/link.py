@@ -55,6 +55,7 @@ class AutomowerConnection:
         self.options = connection_options(registration, AutomowerOptions)
         self.registration = registration
         self.vendor_id = self.options.vendor_id
+        self._zone = self.options.zone
         self._events = events
         self._deps = deps
         self._account: AccountLink | None = None
@@ -122,6 +123,7 @@ class AutomowerConnection:
                 mower_id=reg.mower_id,
                 account_id=reg.account_id,
                 now=datetime.now(UTC),
+                zone=self._zone,
             )
         )
         for waiter in list(self._waiters):

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from contracts.v1 import (
     Command,
@@ -32,12 +33,14 @@ from contracts.v1 import (
     command_kind,
 )
 from contracts.v1.telemetry import Activity
+from mowdeck.gateway.connections.automower.local_time import local_instant, local_wall_time
 from mowdeck.gateway.connections.port import CommandOutcome
 from simulator.automower.protocol import (
     ACTION_PARK_UNTIL_NEXT_SCHEDULE,
     ACTION_PAUSE,
     ACTION_RESUME_SCHEDULE,
     ACTION_START,
+    ACTION_START_IN_WORK_AREA,
     ERROR_STATES,
     MowerAttributes,
 )
@@ -95,12 +98,37 @@ def _activity(a: MowerAttributes) -> Activity:
     return _ACTIVITIES.get(m.activity, "idle")
 
 
+def _local(ms: int, zone: ZoneInfo | None) -> str | None:
+    """A mower-local time as ISO 8601: a UTC instant with the zone, else the wall time."""
+    at = local_instant(ms, zone) if zone is not None else local_wall_time(ms)
+    return at.isoformat() if at is not None else None
+
+
+def _work_area_name(a: MowerAttributes) -> str | None:
+    wanted = a.mower.work_area_id
+    for area in a.work_areas:
+        if wanted is not None and str(area.work_area_id) == str(wanted):
+            return area.name
+    return None
+
+
 def state(
-    a: MowerAttributes, *, mower_id: uuid.UUID, account_id: uuid.UUID, now: datetime
+    a: MowerAttributes,
+    *,
+    mower_id: uuid.UUID,
+    account_id: uuid.UUID,
+    now: datetime,
+    zone: ZoneInfo | None = None,
 ) -> MowerState:
-    """``a`` as a ``MowerState`` observed at ``now``."""
+    """``a`` as a ``MowerState`` observed at ``now``; ``zone`` is the mower's clock's."""
     m, p = a.mower, a.planner
+    # Mower-local times: "..._at" a UTC instant when the zone is known, else "..._local",
+    # the mower's wall time without an offset.
+    when = "_at" if zone is not None else "_local"
     raw: dict[str, object] = {
+        "automower.model": a.system.model or None,
+        f"automower.error_code{when}": _local(m.error_code_timestamp, zone),
+        "automower.work_area_name": _work_area_name(a),
         "automower.mode": m.mode,
         "automower.activity": m.activity,
         "automower.state": m.state,
@@ -110,6 +138,7 @@ def state(
         "automower.work_area_id": m.work_area_id,
         "automower.planner": {
             "next_start_timestamp": p.next_start_timestamp,
+            f"next_start{when}": _local(p.next_start_timestamp, zone),
             "override_action": p.override.action,
             "restricted_reason": p.restricted_reason,
             "external_reason": p.external_reason,
@@ -178,15 +207,48 @@ def plan(command: Command, a: MowerAttributes) -> Plan | CommandOutcome:
             )
         return _action(ACTION_PAUSE, states=STOPPED_STATES)
     if isinstance(command, StartMow):
-        minutes = command.duration_min or START_DEFAULT_MIN
-        body = {"data": {"type": ACTION_START, "attributes": {"duration": minutes}}}
-        return Plan("actions", body, ACTION_START, frozenset({"LEAVING", "MOWING"}))
+        return _start(command, a)
     if isinstance(command, SetBladeHeight):
         return _blade_height(command.height_mm)
     known = _ACTIONS.get(type(command))
     if known is None:
         return CommandOutcome("rejected", f"{command_kind(command)} is not offered by {PROTOCOL}")
     return known
+
+
+def _start(command: StartMow, a: MowerAttributes) -> Plan | CommandOutcome:
+    if command.work_area is not None:
+        return _start_in_work_area(command, a)
+    minutes = command.duration_min or START_DEFAULT_MIN
+    body = {"data": {"type": ACTION_START, "attributes": {"duration": minutes}}}
+    return Plan("actions", body, ACTION_START, frozenset({"LEAVING", "MOWING"}))
+
+
+def _start_in_work_area(command: StartMow, a: MowerAttributes) -> Plan | CommandOutcome:
+    """``StartInWorkArea`` with the id of the work area the mower names ``work_area``."""
+    wanted = command.work_area or ""
+    if not a.capabilities.work_areas or not a.work_areas:
+        return CommandOutcome(
+            "rejected",
+            f"start_mow in work area {wanted!r}: this mower has no work areas "
+            f"({a.system.model or 'its model'} through {PROTOCOL})",
+        )
+    key = wanted.strip().casefold()
+    found = [w for w in a.work_areas if w.name.strip().casefold() == key and w.name.strip()]
+    if not found:
+        names = ", ".join(repr(w.name) for w in a.work_areas if w.name.strip())
+        return CommandOutcome(
+            "rejected", f"the mower has no work area named {wanted!r} (it has {names})"
+        )
+    area = found[0]
+    if not area.enabled:
+        return CommandOutcome("rejected", f"work area {area.name!r} is disabled on the mower")
+    attributes: dict[str, object] = {"workAreaId": area.work_area_id}
+    if command.duration_min is not None:
+        attributes["duration"] = command.duration_min
+    body = {"data": {"type": ACTION_START_IN_WORK_AREA, "attributes": attributes}}
+    what = f"{ACTION_START_IN_WORK_AREA} {area.name!r} ({area.work_area_id})"
+    return Plan("actions", body, what, frozenset({"LEAVING", "MOWING"}))
 
 
 def _blade_height(height_mm: int) -> Plan | CommandOutcome:

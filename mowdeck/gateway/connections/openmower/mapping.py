@@ -208,16 +208,30 @@ def plan(
         return Plan("teleop", velocity=(command.linear_mps, command.angular_rps))
     if isinstance(command, EmergencyStop):
         return _stop(rs, actions)
-    if isinstance(command, StartMow) and command.duration_min is not None:
-        return CommandOutcome(
-            "rejected", f"start_mow with duration_min is not offered by {PROTOCOL}"
-        )
+    if isinstance(command, StartMow) and (refused := _start_refusal(command)) is not None:
+        return refused
     known = _ACTIONS.get(type(command))
     if known is None:
         return CommandOutcome("rejected", f"{command_kind(command)} is not offered by {PROTOCOL}")
     action, confirms = known
     found = _enabled((action,), actions, rs)
     return found if isinstance(found, CommandOutcome) else Plan("action", found, confirms=confirms)
+
+
+def _start_refusal(command: StartMow) -> CommandOutcome | None:
+    """What of a start OpenMower cannot do: a timed start, a start in one area."""
+    if command.duration_min is not None:
+        return CommandOutcome(
+            "rejected", f"start_mow with duration_min is not offered by {PROTOCOL}"
+        )
+    if command.work_area is not None:
+        # mower_logic's start mows every area of its map in turn; no action names one.
+        return CommandOutcome(
+            "rejected",
+            f"start_mow in work area {command.work_area!r} is not offered by {PROTOCOL}: "
+            "it mows every area of its map in turn",
+        )
+    return None
 
 
 def _stop(rs: RobotState, actions: dict[str, bool] | None) -> Plan | CommandOutcome:

@@ -36,6 +36,7 @@ SAMPLE: dict[str, Param] = {
     "percent": 18,
     "duration": 3900,
     "time": "2026-07-15T12:05:00+00:00",
+    "error": "automower.9",
 }
 
 
@@ -143,6 +144,27 @@ RENDERED = [
         ("Robo needs help", "Stopped with error blade_blocked."),
     ),
     (
+        "mower_stuck.error",
+        {"error_code": "automower.24"},
+        "en",
+        "UTC",
+        ("Robo needs help", "Stopped with error automower.24 (Cutting system blocked)."),
+    ),
+    (
+        "mower_stuck.error",
+        {"error_code": "automower.71"},
+        "de",
+        "UTC",
+        ("Robo braucht Hilfe", "Mit dem Fehler automower.71 (Alarm! Mäher angehoben) angehalten."),
+    ),
+    (
+        "mower_stuck.error",
+        {"error_code": "automower.9999"},
+        "en",
+        "UTC",
+        ("Robo needs help", "Stopped with error automower.9999."),
+    ),
+    (
         SUMMARY_KEY,
         {"count": 1},
         "en",
@@ -194,6 +216,9 @@ RENDERED = [
         "time-in-new-york",
         "time-in-berlin-winter",
         "error-code-as-is",
+        "automower-error-with-its-text-en",
+        "automower-error-with-its-text-de",
+        "unknown-automower-error-as-is",
         "summary-one-en",
         "summary-other-en",
         "summary-one-de",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import msgspec
 import pytest
@@ -73,6 +74,7 @@ def test_a_recorded_snapshot_is_a_state_with_the_rest_in_raw() -> None:
     assert s.raw["automower.inactive_reason"] == "PLANNING"
     assert s.raw["automower.planner"] == {
         "next_start_timestamp": 1685991600000,
+        "next_start_local": "2023-06-05T19:00:00",
         "override_action": "NOT_ACTIVE",
         "restricted_reason": "WEEK_SCHEDULE",
         "external_reason": 6500,
@@ -254,3 +256,86 @@ def test_a_blade_height_is_executed_when_the_level_is_reported() -> None:
 )
 def test_heights_as_levels(mm: int, level: int | None) -> None:
     assert mapping.height_level(mm) == level
+
+
+def test_mower_local_times_are_instants_in_the_mower_s_zone() -> None:
+    a = snapshot("low_feature_mower.json")["1234"]  # errorCodeTimestamp 2024-10-18 16:37:49
+    s = mapping.state(
+        a, mower_id=MOWER, account_id=ACCOUNT, now=NOW, zone=ZoneInfo("Europe/Stockholm")
+    )
+    assert s.raw["automower.error_code_at"] == "2024-10-18T14:37:49+00:00"
+    assert "automower.error_code_local" not in s.raw
+    # The raw number stays as the API gave it.
+    assert s.raw["automower.error_code_timestamp"] == 1729269469000
+    high = mapping.state(
+        snapshot("high_feature_mower.json")[HIGH],
+        mower_id=MOWER,
+        account_id=ACCOUNT,
+        now=NOW,
+        zone=ZoneInfo("America/New_York"),
+    )
+    assert high.raw["automower.planner"]["next_start_at"] == "2023-06-05T23:00:00+00:00"
+
+
+def test_without_a_zone_mower_local_times_stay_wall_times() -> None:
+    s = as_state(snapshot("low_feature_mower.json")["1234"])
+    assert s.raw["automower.error_code_local"] == "2024-10-18T16:37:49"
+    assert "automower.error_code_at" not in s.raw
+
+
+def test_the_model_and_the_current_work_area_are_in_raw() -> None:
+    s = as_state(snapshot("high_feature_mower.json")[HIGH])
+    assert s.raw["automower.model"] == "450XH-TEST"
+    assert s.raw["automower.work_area_name"] == "Front lawn"
+
+
+@pytest.mark.parametrize(
+    ("command", "attributes"),
+    [
+        (StartMow(work_area="Back lawn"), {"workAreaId": 654321}),
+        (StartMow(work_area=" front LAWN "), {"workAreaId": 123456}),
+        (StartMow(work_area="Back lawn", duration_min=45), {"workAreaId": 654321, "duration": 45}),
+    ],
+    ids=["by-name", "case-and-space", "with-duration"],
+)
+def test_a_start_in_a_work_area_names_its_id(command: StartMow, attributes: object) -> None:
+    p = mapping.plan(command, snapshot("high_feature_mower.json")[HIGH])
+    assert isinstance(p, mapping.Plan)
+    assert p.body == {"data": {"type": "StartInWorkArea", "attributes": attributes}}
+    assert mapping.judge(p, attrs("LEAVING")) == CommandOutcome("executed", None)
+
+
+@pytest.mark.parametrize(
+    ("mower", "work_area", "reason"),
+    [
+        ("low", "Front lawn", "start_mow in work area 'Front lawn': this mower has no work areas"),
+        ("high", "Orchard", "the mower has no work area named 'Orchard' (it has 'Front lawn', "),
+        ("high", "", None),
+    ],
+    ids=["no-work-areas", "unknown-name", "main-area-has-no-name"],
+)
+def test_a_start_in_a_work_area_the_mower_lacks_is_rejected(
+    mower: str, work_area: str, reason: str | None
+) -> None:
+    a = (
+        snapshot("low_feature_mower.json")["1234"]
+        if mower == "low"
+        else snapshot("high_feature_mower.json")[HIGH]
+    )
+    if not work_area:
+        # The contract allows no empty name; the unnamed main area cannot be asked for.
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert({"work_area": ""}, StartMow)
+        return
+    p = mapping.plan(StartMow(work_area=work_area), a)
+    assert isinstance(p, CommandOutcome)
+    assert p.status == "rejected"
+    assert p.reason is not None
+    assert p.reason.startswith(reason or "")
+
+
+def test_a_start_in_a_disabled_work_area_is_rejected() -> None:
+    a = snapshot("high_feature_mower.json")[HIGH]
+    areas = [msgspec.structs.replace(w, enabled=False) for w in a.work_areas]
+    p = mapping.plan(StartMow(work_area="Front lawn"), msgspec.structs.replace(a, work_areas=areas))
+    assert p == CommandOutcome("rejected", "work area 'Front lawn' is disabled on the mower")

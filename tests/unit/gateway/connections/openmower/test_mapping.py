@@ -187,8 +187,12 @@ def test_commands_are_enabled_actions(
         (SetBladeHeight(height_mm=40), "set_blade_height is not offered by OpenMower"),
         (SetSpeed(speed_mps=0.5), "set_speed is not offered by OpenMower"),
         (StartMow(duration_min=30), "start_mow with duration_min is not offered by OpenMower"),
+        (
+            StartMow(work_area="Front lawn"),
+            "start_mow in work area 'Front lawn' is not offered by OpenMower",
+        ),
     ],
-    ids=["blade", "speed", "duration"],
+    ids=["blade", "speed", "duration", "work-area"],
 )
 def test_kinds_openmower_cannot_do_are_rejected(command: Command, reason: str) -> None:
     outcome = mapping.plan(command, robot(), IDLE_ACTIONS)
