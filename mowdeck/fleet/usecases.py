@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 from contracts.v1 import CommandEnvelope, CommandResult, Connection, MowerRegistration
 from contracts.v1 import CommandStatus as ResultStatus
 from mowdeck.authn import Principal
-from mowdeck.authz import Tuple, account_object, mower_object, user_ref
+from mowdeck.authz import Tuple, account_object, mower_object, site_object, user_ref
 from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet import rules
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache
@@ -23,6 +23,7 @@ from mowdeck.fleet.errors import (
     CommandNotFoundError,
     EndpointTakenError,
     ForbiddenError,
+    InvalidRequestError,
     MowerExistsError,
     MowerNotFoundError,
     VersionConflictError,
@@ -41,6 +42,8 @@ from mowdeck.fleet.ports import (
 from mowdeck.fleet.results import ResultWaiters
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
+from mowdeck.fleet.sites.ports import SiteRepository
+from mowdeck.fleet.sites.usecases import grants_changed
 from mowdeck.kit.logging import bind
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
@@ -91,6 +94,7 @@ class Fleet:
 
     settings: FleetSettings
     repository: MowerRepository
+    sites: SiteRepository
     command_log: CommandLog
     audit_trail: AuditTrail
     authorizer: CachedAuthorizer
@@ -197,7 +201,8 @@ class Fleet:
         return rows[:limit], len(rows) > limit
 
     async def update(self, who: Principal, mower_id: uuid.UUID, patch: PatchRequest) -> MowerRecord:
-        """Rename a mower or change its connection."""
+        """Rename a mower, change its connection or its site."""
+        await self._check_site(who, patch)
         for attempt in range(_RETRIES):
             self.records.forget(mower_id)
             current = await self._allowed(who, mower_id, "can_admin")
@@ -224,9 +229,33 @@ class Fleet:
             self.records.forget(mower_id)
             self.relay.wake()
             self.metrics.changes.labels("mower.updated").inc()
+            await self._site_moved(mower_id, current.registration.site_id, changed.site_id)
             log.info("mower updated", mower_id=str(mower_id))
             return record
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _check_site(self, who: Principal, patch: PatchRequest) -> None:
+        if isinstance(patch.site_id, uuid.UUID):
+            site = await self.sites.get(patch.site_id)
+            if site is None or site.account_id != who.account_id:
+                raise InvalidRequestError(
+                    "site_id", f"`site_id`: no site {patch.site_id} in this account"
+                )
+
+    async def _site_moved(
+        self, mower_id: uuid.UUID, before: uuid.UUID | None, after: uuid.UUID | None
+    ) -> None:
+        """The mower's ``site`` tuple follows its row; then every service re-reads access."""
+        if before == after:
+            return
+        mower = mower_object(mower_id)
+        writes = [] if after is None else [Tuple(site_object(after), "site", mower)]
+        deletes = [] if before is None else [Tuple(site_object(before), "site", mower)]
+        await self.authorizer.write(writes, deletes)
+        record = await self.records.get(mower_id)
+        account = record.registration.account_id if record is not None else None
+        await self.sites.announce(grants_changed(account, mower, self.clock()))
+        self.relay.wake()
 
     async def remove(self, who: Principal, mower_id: uuid.UUID) -> None:
         """Remove a mower, its event and its authorization tuples."""
