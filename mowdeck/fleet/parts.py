@@ -78,9 +78,8 @@ def build(
         poll_seconds=s.fleet_events_relay_poll_seconds,
         metrics=EventsRelayMetrics(registry),
     )
-    waiters = ResultWaiters(bus)
+    waiters, publisher = ResultWaiters(bus), CommandPublisher(bus, clock=clock)
     journal = CommandJournal(command_log, batch=s.fleet_recorder_batch)
-    publisher = CommandPublisher(bus, clock=clock)
     fleet = Fleet(
         settings=s,
         repository=repository,
@@ -100,12 +99,7 @@ def build(
     )
     maintenance = s.database_maintenance_statement_timeout_ms
     return Parts(
-        base,
-        fleet,
-        relay,
-        waiters,
-        journal,
-        publisher,
+        *(base, fleet, relay, waiters, journal, publisher),
         recorder=ResultRecorder(
             bus,
             command_log,

@@ -108,7 +108,7 @@ _DENYLIST = (
 USERS: tuple[BusUser, ...] = (
     BusUser(
         name="fleet",
-        purpose="issues commands, announces mower and site changes and site grants, answers the lists",
+        purpose="issues commands, announces mower and site changes and site roles, answers lists",
         publish=(
             COMMAND_FILTER,
             EMERGENCY_FILTER,

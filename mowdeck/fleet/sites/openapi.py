@@ -24,7 +24,8 @@ from mowdeck.kit.paging import Cursor
 
 __all__ = ["SITE_OPERATIONS"]
 
-Position = tuple[float, float]
+# ``[longitude, latitude]`` (an altitude after them is dropped).
+Position = Annotated[list[float], msgspec.Meta(min_length=2, max_length=3)]
 
 
 class Polygon(msgspec.Struct, frozen=True):
@@ -78,7 +79,7 @@ _VIEW = SiteView(
     created_at=_AT,
     updated_at=_AT,
 )
-_RING = [(13.4, 52.52), (13.41, 52.52), (13.41, 52.53), (13.4, 52.53), (13.4, 52.52)]
+_RING = [[13.4, 52.52], [13.41, 52.52], [13.41, 52.53], [13.4, 52.53], [13.4, 52.52]]
 _FEATURE = Feature("Feature", AreaProperties("Lawn", "work_area"), Polygon("Polygon", [_RING]))
 _IN = FeatureCollection("FeatureCollection", [_FEATURE])
 _OUT = AreasView("FeatureCollection", _SITE, 3, [_FEATURE])

@@ -102,9 +102,15 @@ class PostgresSiteRepository:
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 status = await conn.execute(
-                    "UPDATE fleet_sites SET name = $3, timezone = $4, lat = $5, lon = $6,"
-                    " version = $7, updated_at = $9 WHERE site_id = $1 AND version = $10",
-                    *self._values(record),
+                    "UPDATE fleet_sites SET name = $2, timezone = $3, lat = $4, lon = $5,"
+                    " version = $6, updated_at = $7 WHERE site_id = $1 AND version = $8",
+                    record.site_id,
+                    record.name,
+                    record.timezone,
+                    record.location.lat,
+                    record.location.lon,
+                    record.version,
+                    record.updated_at,
                     expected_version,
                 )
                 if status.endswith(" 0"):
