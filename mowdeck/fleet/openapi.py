@@ -218,7 +218,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET",
         "/v1/audit",
         "getAudit",
-        "A page of the account's commands, newest first.",
+        "A page of the account's commands (a site member: its mowers'), newest first.",
         {
             200: Body(
                 AuditPage,

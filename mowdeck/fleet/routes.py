@@ -248,8 +248,7 @@ async def export_audit(request: web.Request) -> web.StreamResponse:
     """``GET /v1/audit/export?mower=&from=&to=&kind=``: every match as JSON lines."""
     fleet, who = request.app[FLEET], principal(request)
     query = audit_query(request.query, who.account_id, now=fleet.clock())
-    query = replace(query, limit=_EXPORT_PAGE)
-    await fleet.authorize_audit(who)
+    query = await fleet.authorize_audit(who, replace(query, limit=_EXPORT_PAGE))
     pages = fleet.audit_pages(query)
     try:
         return await _export(request, pages)

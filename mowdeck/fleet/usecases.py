@@ -335,16 +335,31 @@ class Fleet:
 
     # Audit trail
 
-    async def authorize_audit(self, who: Principal) -> None:
-        """Refuse anyone but an admin of the caller's account."""
-        account = account_object(who.account_id)
-        if not await self.authorizer.check(user_ref(who.user_id), "can_admin_mowers", account):
-            raise ForbiddenError("the audit trail needs the account's admin role")
+    async def authorize_audit(self, who: Principal, query: AuditQuery) -> AuditQuery:
+        """``query`` within what the caller may read: an admin of the account reads all of
+        its trail; a viewer or operator of sites the commands of the mowers at those sites
+        (and that they may view); anyone else is refused."""
+        user, account = user_ref(who.user_id), account_object(who.account_id)
+        if await self.authorizer.check(user, "can_admin_mowers", account):
+            return query
+        sites = {
+            uuid.UUID(s.partition(":")[2])
+            for s in await self.authorizer.list_objects(user, "viewer", "site")
+        }
+        if not sites:
+            raise ForbiddenError("the audit trail needs the account's admin role or a site role")
+        visible = await self.authorizer.list_objects(user, "can_view", "mower")
+        records = await self.repository.get_many([uuid.UUID(o.partition(":")[2]) for o in visible])
+        mowers = tuple(
+            r.registration.mower_id
+            for r in records
+            if r.registration.account_id == who.account_id and r.registration.site_id in sites
+        )
+        return replace(query, mower_ids=mowers)
 
     async def audit(self, who: Principal, query: AuditQuery) -> list[AuditEntry]:
         """One page of the caller's account's audit trail, newest first."""
-        await self.authorize_audit(who)
-        return await self.audit_trail.page(query)
+        return await self.audit_trail.page(await self.authorize_audit(who, query))
 
     async def audit_pages(self, query: AuditQuery) -> AsyncGenerator[list[AuditEntry], None]:
         """Every page of ``query`` in turn (``authorize_audit`` first)."""

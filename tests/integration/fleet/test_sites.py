@@ -3,6 +3,7 @@ the events and the ``fleet.sites.areas`` answers that go with them."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -243,3 +244,41 @@ async def test_a_site_member_sees_and_commands_exactly_the_sites_mowers(
         (site, sam.user),
         (site, sam.user),
     ]
+
+
+async def test_a_site_member_reads_the_audit_of_the_sites_mowers_only(
+    fleet: FleetService, authorizer: Authorizer, http: aiohttp.ClientSession
+) -> None:
+    admin = await owner(http, fleet, authorizer)
+    site_id = await site_of(admin)
+    at_site, other = await registered(admin), await registered(admin)
+    status, _ = await admin.call("PATCH", f"/v1/mowers/{at_site}", {"site_id": site_id})
+    assert status == 200
+    viewer = Api(http, fleet.url, f"sv-{uuid.uuid4().hex[:6]}", admin.account)
+    path = f"/v1/sites/{site_id}/members/{viewer.user}"
+    assert (await admin.call("PUT", path, {"role": "viewer"}))[0] == 204
+    command = {"command": {"kind": "return_to_dock"}}
+    ids = {}
+    for mower in (at_site, other):
+        status, body = await admin.call("POST", f"/v1/mowers/{mower}/commands", command)
+        assert status == 202
+        ids[mower] = body["command_id"]
+    status, page = await viewer.call("GET", "/v1/audit")
+    assert status == 200
+    assert [c["command_id"] for c in page["commands"]] == [ids[at_site]]
+    status, page = await viewer.call("GET", f"/v1/audit?mower={other}")
+    assert (status, page["commands"]) == (200, [])
+    async with http.get(fleet.url + "/v1/audit/export", headers=viewer.headers) as r:
+        lines = (await r.read()).decode().splitlines()
+    assert (r.status, [json.loads(line)["command_id"] for line in lines]) == (
+        200,
+        [ids[at_site]],
+    )
+    _, whole = await admin.call("GET", "/v1/audit")
+    assert {c["command_id"] for c in whole["commands"]} == set(ids.values())
+    # Without a site role (an account operator) the trail stays the admins'.
+    operator = Api(http, fleet.url, f"op-{uuid.uuid4().hex[:6]}", admin.account)
+    await authorizer.write(grant_tuples(admin.account, operator.user, "operator"))
+    assert (await operator.call("GET", "/v1/audit"))[0] == 403
+    assert (await admin.call("DELETE", path))[0] == 204
+    assert (await viewer.call("GET", "/v1/audit"))[0] == 403
