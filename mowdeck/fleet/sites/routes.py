@@ -90,10 +90,7 @@ async def delete_site(request: web.Request) -> web.Response:
 async def put_areas(request: web.Request) -> web.Response:
     """``PUT /v1/sites/{site_id}/areas``: a GeoJSON FeatureCollection replaces every area."""
     site_id = _site_id(request)
-    if request.content_type == "application/geo+json":
-        raw = await request.read()
-    else:
-        raw = await read_json(request)
+    raw = await read_json(request, also=("application/geo+json",))
     record = await request.app[SITES].put_areas(principal(request), site_id, decode_document(raw))
     return json_response(feature_collection(record))
 

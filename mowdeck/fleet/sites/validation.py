@@ -78,7 +78,10 @@ def _position(raw: Any, index: int, name: str, at: str) -> tuple[float, float]:
         or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
     ):
         _refuse("a position is [longitude, latitude]", index, name, at)
-    lon, lat = float(raw[0]), float(raw[1])
+    try:
+        lon, lat = float(raw[0]), float(raw[1])
+    except OverflowError:  # a whole number too large for a float
+        lon = lat = math.inf
     if not (math.isfinite(lon) and math.isfinite(lat) and -180 <= lon <= 180 and -90 <= lat <= 90):
         _refuse(f"position [{raw[0]}, {raw[1]}] is outside WGS84 bounds", index, name, at)
     return lon, lat

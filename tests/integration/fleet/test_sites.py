@@ -147,8 +147,13 @@ async def test_areas_are_validated_versioned_published_and_listed(
         {"name": "Pond", "kind": "stay_out"},
     ]
     assert got["features"][0]["geometry"]["coordinates"] == [SQUARE]
-    status, again = await admin.call("PUT", path, {"type": "FeatureCollection", "features": []})
+    empty = json.dumps({"type": "FeatureCollection", "features": []}).encode()
+    geojson = {"Content-Type": "application/geo+json"}
+    status, again = await admin.call("PUT", path, raw=empty, headers=geojson)
     assert (status, again["version"]) == (200, 2)
+    deep = b"[" * 100 + b"]" * 100
+    status, problem = await admin.call("PUT", path, raw=deep, headers=geojson)
+    assert (status, problem["type"].rsplit("/", 1)[-1]) == (400, "too-deep")
     changed = [e for e in await site_events(bus, site_id, 3) if e.type == "site.areas_changed"]
     assert [(e.payload.version, len(e.payload.areas)) for e in changed] == [(1, 2), (2, 0)]
     # fleet.sites.areas pages through every site; this one is in it at its last version.

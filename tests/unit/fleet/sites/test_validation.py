@@ -191,3 +191,10 @@ def test_a_body_that_is_no_json_is_refused() -> None:
     with pytest.raises(InvalidRequestError) as caught:
         decode_document(b"{nope")
     assert caught.value.field == "body"
+
+
+def test_a_number_too_large_for_a_float_is_out_of_bounds() -> None:
+    ring = [[0, 0], [10**400, 0], [1, 1], [0, 0]]
+    with pytest.raises(AreaRefusedError) as caught:
+        parse_areas(collection(feature(rings=[ring])))
+    assert "WGS84" in caught.value.detail
