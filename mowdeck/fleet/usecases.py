@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+import msgspec
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
@@ -229,7 +230,8 @@ class Fleet:
             self.records.forget(mower_id)
             self.relay.wake()
             self.metrics.changes.labels("mower.updated").inc()
-            await self._site_moved(mower_id, current.registration.site_id, changed.site_id)
+            if patch.site_id is not msgspec.UNSET:
+                await self._site_tuple(mower_id, changed.site_id, record.registration.account_id)
             log.info("mower updated", mower_id=str(mower_id))
             return record
         raise AssertionError("unreachable")  # pragma: no cover
@@ -242,18 +244,19 @@ class Fleet:
                     "site_id", f"`site_id`: no site {patch.site_id} in this account"
                 )
 
-    async def _site_moved(
-        self, mower_id: uuid.UUID, before: uuid.UUID | None, after: uuid.UUID | None
+    async def _site_tuple(
+        self, mower_id: uuid.UUID, site_id: uuid.UUID | None, account: uuid.UUID
     ) -> None:
-        """The mower's ``site`` tuple follows its row; then every service re-reads access."""
-        if before == after:
-            return
+        """Make the mower's ``site`` tuple follow its row (after the commit; the tuples may
+        live in OpenFGA), then have every service read access again. Whatever an earlier
+        attempt left (a failed write) is mended by the next PATCH naming ``site_id``."""
         mower = mower_object(mower_id)
-        writes = [] if after is None else [Tuple(site_object(after), "site", mower)]
-        deletes = [] if before is None else [Tuple(site_object(before), "site", mower)]
-        await self.authorizer.write(writes, deletes)
-        record = await self.records.get(mower_id)
-        account = record.registration.account_id if record is not None else None
+        want = [] if site_id is None else [Tuple(site_object(site_id), "site", mower)]
+        have = await self.authorizer.read(relation="site", object=mower)
+        writes, stale = [t for t in want if t not in have], [t for t in have if t not in want]
+        if not writes and not stale:
+            return
+        await self.authorizer.write(writes, stale)
         await self.sites.announce(grants_changed(account, mower, self.clock()))
         self.relay.wake()
 

@@ -101,6 +101,12 @@ class InMemorySiteRepository:
             left.append(registration)
         return left
 
+    async def mowers_at(self, site_id: uuid.UUID) -> list[uuid.UUID]:
+        """The ids of the mowers at a site."""
+        return sorted(
+            m for m, r in self.registry.mowers.items() if r.registration.site_id == site_id
+        )
+
     async def put_areas(
         self,
         site_id: uuid.UUID,

@@ -55,6 +55,10 @@ class SiteRepository(Protocol):
         ``mower_event``, a ``mower.updated``); returns those mowers as they are now."""
         ...
 
+    async def mowers_at(self, site_id: uuid.UUID) -> list[uuid.UUID]:
+        """The ids of the mowers at a site, in id order."""
+        ...
+
     async def put_areas(
         self,
         site_id: uuid.UUID,

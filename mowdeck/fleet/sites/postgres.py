@@ -152,6 +152,13 @@ class PostgresSiteRepository:
             raise failed("sites", err) from err
         return left
 
+    async def mowers_at(self, site_id: uuid.UUID) -> list[uuid.UUID]:
+        """The ids of the mowers at a site (``fleet_mowers_site``)."""
+        rows = await self._fetch(
+            "SELECT mower_id FROM fleet_mowers WHERE site_id = $1 ORDER BY mower_id", site_id
+        )
+        return [r["mower_id"] for r in rows]
+
     async def put_areas(
         self,
         site_id: uuid.UUID,

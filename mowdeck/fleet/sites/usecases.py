@@ -129,6 +129,10 @@ class Sites:
     async def remove(self, who: Principal, site_id: uuid.UUID) -> list[MowerRegistration]:
         """Remove a site and its areas; its mowers stay, without a site."""
         current = await self._may(who, "can_admin", site_id)
+        site = site_object(site_id)
+        # Who reaches the mowers through the site goes first: a failure after this leaves
+        # the site and its admins' tuple, so that the same DELETE can be sent again.
+        await self._unreach(site, await self.repository.mowers_at(site_id))
         now = self.clock()
         left = await self.repository.remove(
             site_id,
@@ -137,16 +141,20 @@ class Sites:
             now=now,
             mower_event=lambda r: rules.registry_event("mower.updated", r, now=now),
         )
-        site = site_object(site_id)
-        await self.authorizer.write(
-            (), [Tuple(site, "site", mower_object(m.mower_id)) for m in left]
-        )
+        await self._unreach(site, [m.mower_id for m in left])  # any that joined meanwhile
         await self.authorizer.delete_object(site)
         for mower in left:
             self.records.forget(mower.mower_id)
         await self._grants_changed(current.account_id, site)
         log.info("site removed", site_id=str(site_id), mowers=len(left))
         return left
+
+    async def _unreach(self, site: str, mowers: list[uuid.UUID]) -> None:
+        """Delete the site's role tuples and its mowers' ``site`` tuples."""
+        roles = [t for r in SITE_ROLES for t in await self.authorizer.read(relation=r, object=site)]
+        links = [Tuple(site, "site", mower_object(m)) for m in mowers]
+        if roles or links:
+            await self.authorizer.write((), [*roles, *links])
 
     async def put_areas(self, who: Principal, site_id: uuid.UUID, document: Any) -> AreasRecord:
         """Replace every area of a site with the FeatureCollection's, one version up."""

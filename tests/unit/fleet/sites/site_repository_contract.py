@@ -131,6 +131,8 @@ async def test_contract_remove_leaves_mowers_without_a_site(repo: Any, sites: An
     )
     await repo.add(MowerRecord(reg, NOW, NOW), registry_event("mower.registered", reg, now=NOW))
     await _pending(repo)
+    assert await sites.mowers_at(site.site_id) == [reg.mower_id]
+    assert await sites.mowers_at(uuid.uuid4()) == []
     removed = site_event("site.removed", site.ref(), site.account_id, LATER)
     with pytest.raises(VersionConflictError):
         await sites.remove(site.site_id, removed, 7, now=LATER, mower_event=_updated)
@@ -139,6 +141,7 @@ async def test_contract_remove_leaves_mowers_without_a_site(repo: Any, sites: An
     stored = await repo.get(reg.mower_id)
     assert (stored.registration.site_id, stored.version) == (None, 2)
     assert await sites.get(site.site_id) is None
+    assert await sites.mowers_at(site.site_id) == []
     assert [e.type for e in await _pending(repo)] == ["site.removed", "mower.updated"]
     with pytest.raises(SiteNotFoundError):
         await sites.remove(site.site_id, removed, 1, now=LATER, mower_event=_updated)
