@@ -112,7 +112,10 @@ SITE_OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "PATCH", "/v1/sites/{site_id}", "updateSite", "Rename, move or re-zone a site.",
         {200: Body(SiteView, _VIEW)}, params=(_ID,),
-        body=Body(SitePatch, SitePatch(name="Riverside"), "At least one field."),
+        body=Body(SitePatch, SitePatch(name="Riverside"), "At least one field, not null.",
+                  also={"anyOf": [{"required": [f], "properties": {f: {"type": t}}}
+                                  for f, t in (("name", "string"), ("timezone", "string"),
+                                               ("location", "object"))]}),
         problems=(403, 404, 409, 422, 503), tags=_TAGS,
     ),
     Operation(
