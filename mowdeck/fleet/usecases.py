@@ -203,10 +203,11 @@ class Fleet:
 
     async def update(self, who: Principal, mower_id: uuid.UUID, patch: PatchRequest) -> MowerRecord:
         """Rename a mower, change its connection or its site."""
-        await self._check_site(who, patch)
         for attempt in range(_RETRIES):
             self.records.forget(mower_id)
             current = await self._allowed(who, mower_id, "can_admin")
+            if attempt == 0:  # after the mower's own answer: a 404 says nothing of sites
+                await self._check_site(who, patch)
             changed = rules.apply_patch(
                 current.registration, patch, self.connection_kinds, self.endpoints
             )
