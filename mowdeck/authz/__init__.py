@@ -16,6 +16,7 @@ from mowdeck.authz._tuples import (
     account_object,
     group_object,
     mower_object,
+    site_object,
     user_ref,
 )
 from mowdeck.authz.roles import ROLES, Role, grant_tuples, revoke_tuples
@@ -45,5 +46,6 @@ __all__ = [
     "mower_object",
     "openfga_client",
     "revoke_tuples",
+    "site_object",
     "user_ref",
 ]

@@ -17,6 +17,7 @@ __all__ = [
     "group_object",
     "mower_object",
     "object_type",
+    "site_object",
     "split_object",
     "split_userset",
     "user_ref",
@@ -61,6 +62,11 @@ def mower_object(mower_id: uuid.UUID | str) -> str:
 def group_object(group_id: str) -> str:
     """The OpenFGA object of a group: ``group:<id>``."""
     return f"group:{group_id}"
+
+
+def site_object(site_id: uuid.UUID | str) -> str:
+    """The OpenFGA object of a site: ``site:<uuid>``."""
+    return f"site:{site_id}"
 
 
 def split_object(ref: str) -> tuple[str, str]:

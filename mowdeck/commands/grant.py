@@ -1,4 +1,4 @@
-"""``mowdeck grant``: give (or ``--revoke``) a user a role on an account or a group."""
+"""``mowdeck grant``: give (or ``--revoke``) a user a role on an account, a group or a site."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import asyncpg
 from contracts.v1 import GrantsChanged
 from mowdeck.authz._ports import Authorizer
 from mowdeck.authz._settings import build_authorizer, load_authz_settings
-from mowdeck.authz._tuples import AuthzError, AuthzUnavailableError, account_object, group_object
+from mowdeck.authz._tuples import (
+    AuthzError,
+    AuthzUnavailableError,
+    account_object,
+    group_object,
+    site_object,
+)
 from mowdeck.authz.roles import ROLES, grant_tuples, revoke_tuples
 from mowdeck.commands.identity_events import EventNotPublishedError, publish_identity_event
 from mowdeck.kit.migrate import redact_dsn
@@ -24,7 +30,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", required=True, type=uuid.UUID, help="account UUID")
     parser.add_argument("--user", required=True, help="user id (a token's sub)")
     parser.add_argument("--role", required=True, choices=ROLES)
-    parser.add_argument("--group", default=None, help="grant on this group of the account")
+    group_or_site = parser.add_mutually_exclusive_group()
+    group_or_site.add_argument("--group", default=None, help="grant on this group of the account")
+    group_or_site.add_argument(
+        "--site", default=None, type=uuid.UUID, help="grant on this site (UUID) of the account"
+    )
     parser.add_argument("--revoke", action="store_true", help="take the role away instead")
 
 
@@ -33,19 +43,36 @@ async def apply(authorizer: Authorizer, args: argparse.Namespace) -> str:
     try:
         if args.revoke:
             await authorizer.write(
-                (), revoke_tuples(args.account, args.user, args.role, args.group)
+                (), revoke_tuples(args.account, args.user, args.role, args.group, _site(args))
             )
             return f"revoked {args.role} of user {args.user} on {_target(args)}"
         if args.group is not None:
             await _refuse_foreign_group(authorizer, args.account, args.group)
-        await authorizer.write(grant_tuples(args.account, args.user, args.role, args.group))
+        if _site(args) is not None:
+            await _refuse_foreign_site(authorizer, args.account, args.site)
+        await authorizer.write(
+            grant_tuples(args.account, args.user, args.role, args.group, _site(args))
+        )
     except ValueError as err:
         raise AuthzError(str(err)) from err
     return f"granted {args.role} to user {args.user} on {_target(args)}"
 
 
+def _site(args: argparse.Namespace) -> uuid.UUID | None:
+    return getattr(args, "site", None)
+
+
 def _target(args: argparse.Namespace) -> str:
+    if _site(args) is not None:
+        return site_object(args.site)
     return group_object(args.group) if args.group else account_object(args.account)
+
+
+async def _refuse_foreign_site(authorizer: Authorizer, account: uuid.UUID, site: uuid.UUID) -> None:
+    # Fleet writes a site's account tuple when it creates the site: none means no such site.
+    owners = {t.user for t in await authorizer.read(relation="account", object=site_object(site))}
+    if owners != {account_object(account)}:
+        raise AuthzError(f"site {site} is not a site of account {account}")
 
 
 async def _refuse_foreign_group(authorizer: Authorizer, account: uuid.UUID, group: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mowdeck.errors import MowdeckError
 
 __all__ = [
+    "AreaRefusedError",
     "BadQueryError",
     "CommandNotFoundError",
     "EndpointTakenError",
@@ -13,6 +14,7 @@ __all__ = [
     "InvalidRequestError",
     "MowerExistsError",
     "MowerNotFoundError",
+    "SiteNotFoundError",
     "UnstorableError",
     "ValueRefusedError",
     "VersionConflictError",
@@ -87,3 +89,19 @@ class ValueRefusedError(FleetError):
 
 class UnstorableError(FleetError):
     """The database refuses the data itself (SQLSTATE class 22): no retry stores it."""
+
+
+class SiteNotFoundError(FleetError):
+    """No site with this id in the caller's account (or none the caller may see)."""
+
+
+class AreaRefusedError(FleetError):
+    """An area of ``PUT /v1/sites/{id}/areas`` is refused: ``index`` and ``name`` name the
+    feature (None when the refusal is about the whole collection), ``field`` the path."""
+
+    def __init__(self, field: str, detail: str, index: int | None, name: str | None) -> None:
+        super().__init__(detail)
+        self.field = field
+        self.detail = detail
+        self.index = index
+        self.name = name

@@ -281,6 +281,7 @@ class InMemoryAuditTrail:
             for c in self.log.audit_commands.values()
             if c.account_id == q.account_id
             and (q.mower_id is None or c.mower_id == q.mower_id)
+            and (q.mower_ids is None or c.mower_id in q.mower_ids)
             and (q.since is None or c.issued_at >= q.since)
             and (q.until is None or c.issued_at < q.until)
             and (q.kind is None or c.kind == q.kind)

@@ -19,6 +19,7 @@ from contracts.v1 import (
 from mowdeck.fleet.audit import MAX_LIMIT as AUDIT_MAX
 from mowdeck.fleet.ports import AuditEntry, AuditStatus
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
+from mowdeck.fleet.sites.openapi import SITE_OPERATIONS
 from mowdeck.fleet.views import (
     AuditPage,
     CommandAccepted,
@@ -126,17 +127,18 @@ OPERATIONS: tuple[Operation, ...] = (
         "PATCH",
         "/v1/mowers/{mower_id}",
         "updateMower",
-        "Rename a mower or change its connection.",
+        "Rename a mower, change its connection or its site (`site_id` null: no site).",
         {200: Body(MowerView, _VIEW)},
         params=(_ID,),
         body=Body(
             PatchRequest,
             PatchRequest(name="Front lawn"),
-            "At least one of `name` and `connection`, not null.",
+            "At least one of `name`, `connection` (neither null) and `site_id`.",
             also={
                 "anyOf": [
                     {"required": ["name"], "properties": {"name": {"type": "string"}}},
                     {"required": ["connection"], "properties": {"connection": {"type": "object"}}},
+                    {"required": ["site_id"]},
                 ]
             },
         ),
@@ -216,7 +218,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET",
         "/v1/audit",
         "getAudit",
-        "A page of the account's commands, newest first.",
+        "A page of the account's commands (a site member: its mowers'), newest first.",
         {
             200: Body(
                 AuditPage,
@@ -244,6 +246,7 @@ OPERATIONS: tuple[Operation, ...] = (
         problems=(400, 403, 422, 503),
         tags=("audit",),
     ),
+    *SITE_OPERATIONS,
 )
 
 

@@ -28,6 +28,10 @@ from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
 from mowdeck.fleet.settings import FleetSettings
+from mowdeck.fleet.sites.listing import SiteAreasResponder
+from mowdeck.fleet.sites.postgres import PostgresSiteRepository
+from mowdeck.fleet.sites.routes import SITES, site_routes
+from mowdeck.fleet.sites.usecases import Sites
 from mowdeck.fleet.usecases import Fleet, FleetMetrics
 from mowdeck.kit.compose import Base, Step
 from mowdeck.kit.cors import CorsPolicy
@@ -49,6 +53,8 @@ class Parts:
     publisher: CommandPublisher
     recorder: ResultRecorder
     responder: MowerListResponder
+    sites: Sites
+    areas_responder: SiteAreasResponder
     pruner: Pruner
     finalizer: Finalizer
     limits: CommandLimits
@@ -63,6 +69,7 @@ def build(
     s, bus, pool, registry = settings, base.bus, base.require_pool(), base.registry
     authorizer = base.require_api()[0]
     repository = PostgresMowerRepository(pool)
+    site_repository = PostgresSiteRepository(pool)
     command_log = PostgresCommandLog(pool)
     relay = EventsRelay(
         repository,
@@ -71,12 +78,12 @@ def build(
         poll_seconds=s.fleet_events_relay_poll_seconds,
         metrics=EventsRelayMetrics(registry),
     )
-    waiters = ResultWaiters(bus)
+    waiters, publisher = ResultWaiters(bus), CommandPublisher(bus, clock=clock)
     journal = CommandJournal(command_log, batch=s.fleet_recorder_batch)
-    publisher = CommandPublisher(bus, clock=clock)
     fleet = Fleet(
         settings=s,
         repository=repository,
+        sites=site_repository,
         command_log=command_log,
         audit_trail=PostgresAuditTrail(pool),
         authorizer=CachedAuthorizer(authorizer, s.fleet_cache_seconds),
@@ -92,12 +99,7 @@ def build(
     )
     maintenance = s.database_maintenance_statement_timeout_ms
     return Parts(
-        base,
-        fleet,
-        relay,
-        waiters,
-        journal,
-        publisher,
+        *(base, fleet, relay, waiters, journal, publisher),
         recorder=ResultRecorder(
             bus,
             command_log,
@@ -105,6 +107,8 @@ def build(
             flush_seconds=s.fleet_recorder_flush_seconds,
         ),
         responder=MowerListResponder(bus, repository, registry),
+        sites=Sites(site_repository, fleet.authorizer, fleet.records, relay, clock),
+        areas_responder=SiteAreasResponder(bus, site_repository, registry),
         pruner=Pruner(
             PostgresPruning(pool, maintenance_timeout_ms=maintenance), s, registry, clock=clock
         ),
@@ -134,6 +138,7 @@ def steps(parts: Parts) -> list[Step]:
         Step("command publisher", _nothing, parts.publisher.stop),
         Step("events relay", relay.start, relay.stop, task_alive(lambda: relay.task)),
         Step("mower list responder", parts.responder.start, parts.responder.stop),
+        Step("site areas responder", parts.areas_responder.start, parts.areas_responder.stop),
         Step("pruner", parts.pruner.start, parts.pruner.stop),
         Step("finalizer", parts.finalizer.start, parts.finalizer.stop),
         Step("cache invalidation", parts.invalidation.start, parts.invalidation.stop),
@@ -154,7 +159,9 @@ def app(settings: FleetSettings, parts: Parts) -> web.Application:
     )
     application[FLEET] = parts.fleet
     application[COMMAND_LIMITS] = parts.limits
+    application[SITES] = parts.sites
     application.add_routes(routes())
+    application.add_routes(site_routes())
     add_openapi(application, openapi())
     return application
 

@@ -280,6 +280,8 @@ class AuditQuery:
     kind: str | None = None
     limit: int = 100
     before: tuple[datetime, uuid.UUID] | None = None  # (issued_at, command_id) of the last
+    # Only these mowers' commands (a site member's trail); None: the whole account's.
+    mower_ids: tuple[uuid.UUID, ...] | None = None
 
 
 class AuditStatus(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,6 +19,7 @@ from contracts.v1 import Connection, MowerRegistration
 from mowdeck.fleet.errors import (
     EndpointTakenError,
     FleetError,
+    InvalidRequestError,
     MowerExistsError,
     MowerNotFoundError,
     ValueRefusedError,
@@ -53,7 +54,7 @@ _KEYS_LOCK = 0x666C656B  # "flek"
 _ENDPOINT_INDEX = "fleet_mowers_endpoint_key"
 _COLUMNS = (
     "mower_id, account_id, name, connection_kind, connection_options, version,"
-    " created_at, updated_at, endpoint_key"
+    " created_at, updated_at, endpoint_key, site_id"
 )
 PAGE_OF_ACCOUNT = (
     f"SELECT {_COLUMNS} FROM fleet_mowers"  # noqa: S608 - no input in the text
@@ -93,12 +94,18 @@ def _record(row: asyncpg.Record) -> MowerRecord:
             connection=Connection(
                 kind=row["connection_kind"], options=msgspec.json.decode(row["connection_options"])
             ),
+            site_id=row["site_id"],
         ),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         version=row["version"],
         endpoint_key=row["endpoint_key"],
     )
+
+
+def _no_site(site_id: uuid.UUID | None) -> InvalidRequestError:
+    # The site was removed between the check and the write.
+    return InvalidRequestError("site_id", f"`site_id`: no site {site_id} in this account")
 
 
 def _taken(err: asyncpg.UniqueViolationError) -> bool:
@@ -137,7 +144,8 @@ class PostgresMowerRepository:
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(
-                    f"INSERT INTO fleet_mowers ({_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)",  # noqa: S608 - constant columns
+                    f"INSERT INTO fleet_mowers ({_COLUMNS})"  # noqa: S608 - constant columns
+                    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
                     reg.mower_id,
                     reg.account_id,
                     reg.name,
@@ -147,8 +155,11 @@ class PostgresMowerRepository:
                     record.created_at,
                     record.updated_at,
                     record.endpoint_key,
+                    reg.site_id,
                 )
                 await conn.execute(_EVENT_INSERT, *_event_args(event))
+        except asyncpg.ForeignKeyViolationError as err:
+            raise _no_site(reg.site_id) from err
         except asyncpg.UniqueViolationError as err:
             if _taken(err):
                 raise EndpointTakenError from err
@@ -211,7 +222,7 @@ class PostgresMowerRepository:
                 status = await conn.execute(
                     "UPDATE fleet_mowers SET name = $2, connection_kind = $3,"
                     " connection_options = $4, version = $5, updated_at = $6,"
-                    " endpoint_key = $8, unlinkable = false"
+                    " endpoint_key = $8, unlinkable = false, site_id = $9"
                     " WHERE mower_id = $1 AND version = $7",
                     reg.mower_id,
                     reg.name,
@@ -221,10 +232,13 @@ class PostgresMowerRepository:
                     record.updated_at,
                     expected_version,
                     record.endpoint_key,
+                    reg.site_id,
                 )
                 if status.endswith(" 0"):
                     raise VersionConflictError(f"mower {reg.mower_id} changed meanwhile")
                 await conn.execute(_EVENT_INSERT, *_event_args(event))
+        except asyncpg.ForeignKeyViolationError as err:
+            raise _no_site(reg.site_id) from err
         except asyncpg.UniqueViolationError as err:
             if _taken(err):
                 raise EndpointTakenError from err
@@ -412,3 +426,11 @@ class PostgresPruning:
             return await self._round.run(round_)
         except (asyncpg.PostgresError, OSError) as err:
             raise RepositoryUnavailableError(f"pruning: {err}") from err
+
+
+# What the site store (``fleet/sites/postgres.py``) shares with the registry's: the mower
+# row as a record, and the event table.
+MOWER_COLUMNS = _COLUMNS
+EVENT_INSERT = _EVENT_INSERT
+event_args = _event_args
+mower_record = _record

@@ -195,6 +195,7 @@ _PAGE = (
     " AND ($2::uuid IS NULL OR mower_id = $2) AND ($3::timestamptz IS NULL OR issued_at >= $3)"
     " AND ($4::timestamptz IS NULL OR issued_at < $4) AND ($5::text IS NULL OR kind = $5)"
     " AND ($6::timestamptz IS NULL OR (issued_at, command_id) < ($6, $7::uuid))"
+    " AND ($9::uuid[] IS NULL OR mower_id = ANY($9::uuid[]))"
     " ORDER BY issued_at DESC, command_id DESC LIMIT $8"
 )
 _STATUSES = (
@@ -224,6 +225,7 @@ class PostgresAuditTrail:
                     before_at,
                     before_id,
                     query.limit,
+                    None if query.mower_ids is None else list(query.mower_ids),
                 )
                 found = await conn.fetch(_STATUSES, [r["command_id"] for r in rows])
         except (asyncpg.PostgresError, OSError) as err:

@@ -17,6 +17,7 @@ from mowdeck.fleet import rules
 from mowdeck.fleet.audit import audit_query
 from mowdeck.fleet.audit import cursor_of as audit_cursor_of
 from mowdeck.fleet.errors import (
+    AreaRefusedError,
     BadQueryError,
     CommandNotFoundError,
     EndpointTakenError,
@@ -25,6 +26,7 @@ from mowdeck.fleet.errors import (
     InvalidRequestError,
     MowerExistsError,
     MowerNotFoundError,
+    SiteNotFoundError,
     ValueRefusedError,
     VersionConflictError,
 )
@@ -61,7 +63,7 @@ MAX_MOWER_PAGE = 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def problem_of(  # noqa: PLR0911 - one per error kind
+def problem_of(  # noqa: PLR0911, PLR0912 - one per error kind
     err: FleetError | BusError | AuthzUnavailableError,
 ) -> Problem:
     """The problem document of a Fleet error (or of a collaborator Fleet relies on)."""
@@ -88,9 +90,17 @@ def problem_of(  # noqa: PLR0911 - one per error kind
                 type_="invalid-request",
                 extra={"field": field},
             )
+        case AreaRefusedError(field=field, index=index, name=name):
+            return Problem(
+                422,
+                "Unprocessable Content",
+                err.detail,
+                type_="invalid-area",
+                extra={"field": field, "feature": index, "name": name},
+            )
         case ValueRefusedError():
             return Problem(422, "Unprocessable Content", str(err), type_="invalid-request")
-        case MowerNotFoundError() | CommandNotFoundError():
+        case MowerNotFoundError() | CommandNotFoundError() | SiteNotFoundError():
             return Problem(404, "Not Found", str(err), type_="not-found")
         case ForbiddenError():
             return Problem(403, "Forbidden", str(err), type_="forbidden")
@@ -238,8 +248,7 @@ async def export_audit(request: web.Request) -> web.StreamResponse:
     """``GET /v1/audit/export?mower=&from=&to=&kind=``: every match as JSON lines."""
     fleet, who = request.app[FLEET], principal(request)
     query = audit_query(request.query, who.account_id, now=fleet.clock())
-    query = replace(query, limit=_EXPORT_PAGE)
-    await fleet.authorize_audit(who)
+    query = await fleet.authorize_audit(who, replace(query, limit=_EXPORT_PAGE))
     pages = fleet.audit_pages(query)
     return await ndjson_export(
         request, pages, _encoder.encode, failures=(FleetError,), what="audit"

@@ -73,6 +73,8 @@ class PatchRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     name: Name | None = None
     connection: Connection | None = None
+    # Absent: unchanged; null: the mower leaves its site; an id: a site of the account.
+    site_id: uuid.UUID | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class CommandRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -203,14 +205,15 @@ def apply_patch(
     endpoints: EndpointPolicy | None = None,
 ) -> MowerRegistration:
     """``current`` with the patch's fields; refuses an empty patch."""
-    if patch.name is None and patch.connection is None:
-        raise InvalidRequestError("body", "send `name`, `connection` or both")
+    if patch.name is None and patch.connection is None and patch.site_id is msgspec.UNSET:
+        raise InvalidRequestError("body", "send `name`, `connection`, `site_id` or some of them")
     if patch.connection is not None:
         check_connection(patch.connection, installed, endpoints)
     return msgspec.structs.replace(
         current,
         name=patch.name if patch.name is not None else current.name,
         connection=patch.connection if patch.connection is not None else current.connection,
+        site_id=current.site_id if patch.site_id is msgspec.UNSET else patch.site_id,
     )
 
 

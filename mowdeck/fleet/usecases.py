@@ -9,13 +9,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+import msgspec
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
 from contracts.v1 import CommandEnvelope, CommandResult, Connection, MowerRegistration
 from contracts.v1 import CommandStatus as ResultStatus
 from mowdeck.authn import Principal
-from mowdeck.authz import Tuple, account_object, mower_object, user_ref
+from mowdeck.authz import Tuple, account_object, mower_object, site_object, user_ref
 from mowdeck.devices.endpoints import EndpointPolicy
 from mowdeck.fleet import rules
 from mowdeck.fleet.caches import CachedAuthorizer, RecordCache
@@ -23,6 +24,7 @@ from mowdeck.fleet.errors import (
     CommandNotFoundError,
     EndpointTakenError,
     ForbiddenError,
+    InvalidRequestError,
     MowerExistsError,
     MowerNotFoundError,
     VersionConflictError,
@@ -41,6 +43,8 @@ from mowdeck.fleet.ports import (
 from mowdeck.fleet.results import ResultWaiters
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
 from mowdeck.fleet.settings import FleetSettings
+from mowdeck.fleet.sites.ports import SiteRepository
+from mowdeck.fleet.sites.usecases import grants_changed
 from mowdeck.kit.logging import bind
 
 __all__ = ["CommandStatus", "Fleet", "FleetMetrics"]
@@ -91,6 +95,7 @@ class Fleet:
 
     settings: FleetSettings
     repository: MowerRepository
+    sites: SiteRepository
     command_log: CommandLog
     audit_trail: AuditTrail
     authorizer: CachedAuthorizer
@@ -197,10 +202,12 @@ class Fleet:
         return rows[:limit], len(rows) > limit
 
     async def update(self, who: Principal, mower_id: uuid.UUID, patch: PatchRequest) -> MowerRecord:
-        """Rename a mower or change its connection."""
+        """Rename a mower, change its connection or its site."""
         for attempt in range(_RETRIES):
             self.records.forget(mower_id)
             current = await self._allowed(who, mower_id, "can_admin")
+            if attempt == 0:  # after the mower's own answer: a 404 says nothing of sites
+                await self._check_site(who, patch)
             changed = rules.apply_patch(
                 current.registration, patch, self.connection_kinds, self.endpoints
             )
@@ -224,9 +231,35 @@ class Fleet:
             self.records.forget(mower_id)
             self.relay.wake()
             self.metrics.changes.labels("mower.updated").inc()
+            if patch.site_id is not msgspec.UNSET:
+                await self._site_tuple(mower_id, changed.site_id, record.registration.account_id)
             log.info("mower updated", mower_id=str(mower_id))
             return record
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _check_site(self, who: Principal, patch: PatchRequest) -> None:
+        if isinstance(patch.site_id, uuid.UUID):
+            site = await self.sites.get(patch.site_id)
+            if site is None or site.account_id != who.account_id:
+                raise InvalidRequestError(
+                    "site_id", f"`site_id`: no site {patch.site_id} in this account"
+                )
+
+    async def _site_tuple(
+        self, mower_id: uuid.UUID, site_id: uuid.UUID | None, account: uuid.UUID
+    ) -> None:
+        """Make the mower's ``site`` tuple follow its row (after the commit; the tuples may
+        live in OpenFGA), then have every service read access again. Whatever an earlier
+        attempt left (a failed write) is mended by the next PATCH naming ``site_id``."""
+        mower = mower_object(mower_id)
+        want = [] if site_id is None else [Tuple(site_object(site_id), "site", mower)]
+        have = await self.authorizer.read(relation="site", object=mower)
+        writes, stale = [t for t in want if t not in have], [t for t in have if t not in want]
+        if not writes and not stale:
+            return
+        await self.authorizer.write(writes, stale)
+        await self.sites.announce(grants_changed(account, mower, self.clock()))
+        self.relay.wake()
 
     async def remove(self, who: Principal, mower_id: uuid.UUID) -> None:
         """Remove a mower, its event and its authorization tuples."""
@@ -306,16 +339,31 @@ class Fleet:
 
     # Audit trail
 
-    async def authorize_audit(self, who: Principal) -> None:
-        """Refuse anyone but an admin of the caller's account."""
-        account = account_object(who.account_id)
-        if not await self.authorizer.check(user_ref(who.user_id), "can_admin_mowers", account):
-            raise ForbiddenError("the audit trail needs the account's admin role")
+    async def authorize_audit(self, who: Principal, query: AuditQuery) -> AuditQuery:
+        """``query`` within what the caller may read: an admin of the account reads all of
+        its trail; a viewer or operator of sites the commands of the mowers at those sites
+        (and that they may view); anyone else is refused."""
+        user, account = user_ref(who.user_id), account_object(who.account_id)
+        if await self.authorizer.check(user, "can_admin_mowers", account):
+            return query
+        sites = {
+            uuid.UUID(s.partition(":")[2])
+            for s in await self.authorizer.list_objects(user, "viewer", "site")
+        }
+        if not sites:
+            raise ForbiddenError("the audit trail needs the account's admin role or a site role")
+        visible = await self.authorizer.list_objects(user, "can_view", "mower")
+        records = await self.repository.get_many([uuid.UUID(o.partition(":")[2]) for o in visible])
+        mowers = tuple(
+            r.registration.mower_id
+            for r in records
+            if r.registration.account_id == who.account_id and r.registration.site_id in sites
+        )
+        return replace(query, mower_ids=mowers)
 
     async def audit(self, who: Principal, query: AuditQuery) -> list[AuditEntry]:
         """One page of the caller's account's audit trail, newest first."""
-        await self.authorize_audit(who)
-        return await self.audit_trail.page(query)
+        return await self.audit_trail.page(await self.authorize_audit(who, query))
 
     async def audit_pages(self, query: AuditQuery) -> AsyncGenerator[list[AuditEntry], None]:
         """Every page of ``query`` in turn (``authorize_audit`` first)."""

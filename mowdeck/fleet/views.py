@@ -33,6 +33,7 @@ class MowerView(msgspec.Struct, frozen=True, kw_only=True):
     connection: Connection
     created_at: datetime
     updated_at: datetime
+    site_id: uuid.UUID | None = None
 
 
 def mower_view(record: MowerRecord) -> MowerView:
@@ -45,6 +46,7 @@ def mower_view(record: MowerRecord) -> MowerView:
         connection=reg.connection,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        site_id=reg.site_id,
     )
 
 

@@ -108,12 +108,14 @@ _DENYLIST = (
 USERS: tuple[BusUser, ...] = (
     BusUser(
         name="fleet",
-        purpose="issues commands, announces mower and site changes, answers the lists",
+        purpose="issues commands, announces mower and site changes and site roles, answers lists",
         publish=(
             COMMAND_FILTER,
             EMERGENCY_FILTER,
             MOWER_EVENT_FILTER,
             SITE_EVENT_FILTER,
+            # Site roles granted through Fleet's API (PUT /v1/sites/{id}/members/{user}).
+            "event.identity.grants.changed",
             *reader_of(COMMANDS.name),
             *_stream_info(EVENTS.name),
             *_DENYLIST,

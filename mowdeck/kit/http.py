@@ -159,10 +159,13 @@ def json_depth_exceeds(body: bytes, limit: int) -> bool:
     return False
 
 
-async def read_json(request: web.Request, *, max_depth: int = MAX_JSON_DEPTH) -> bytes:
+async def read_json(
+    request: web.Request, *, max_depth: int = MAX_JSON_DEPTH, also: tuple[str, ...] = ()
+) -> bytes:
     """The raw request body, refusing a non-JSON content type, an empty body and a body
-    nested deeper than ``max_depth``: the one reader of every route that takes JSON."""
-    if request.content_type not in ("application/json", "application/merge-patch+json"):
+    nested deeper than ``max_depth``: the one reader of every route that takes JSON.
+    ``also`` names more JSON media types the route takes (``application/geo+json``)."""
+    if request.content_type not in ("application/json", "application/merge-patch+json", *also):
         raise Problem(
             415,
             "Unsupported Media Type",

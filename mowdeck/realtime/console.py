@@ -32,6 +32,7 @@ __all__ = [
 ASSETS = {
     "app.js": "text/javascript",
     "brands.js": "text/javascript",
+    "sites.js": "text/javascript",
     "style.css": "text/css",
     "icon.svg": "image/svg+xml",
 }

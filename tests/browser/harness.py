@@ -24,6 +24,10 @@ MOWERS = [uuid.UUID(int=i, version=4) for i in (1, 2, 3)]
 NAMES = {m: f"harness-{i + 1}" for i, m in enumerate(MOWERS)}
 # One mower of each brand: the console shows brand and model, and marks a stop that pauses.
 KINDS = dict(zip(MOWERS, ("simulator", "automower", "openmower"), strict=True))
+SITES = [uuid.UUID(int=50 + i, version=4) for i in (1, 2)]
+# The park holds the first two mowers; its areas lie around their positions.
+PARK_RING = [[12.9998, 51.9998], [13.0008, 51.9998], [13.0008, 52.0006], [12.9998, 52.0006]]
+POND_RING = [[13.0001, 52.0001], [13.0003, 52.0001], [13.0003, 52.0002]]
 
 
 def _now() -> str:
@@ -71,6 +75,13 @@ class Harness:
         self.audit_asked: list[dict[str, str]] = []
         self.alarm_trail: list[dict[str, Any]] = []
         self.commands_sent: list[tuple[str, str]] = []  # (mower id, kind) as posted
+        self.sites = {SITES[0]: "Park", SITES[1]: "Allotment"}
+        self.site_of: dict[uuid.UUID, uuid.UUID | None] = {
+            MOWERS[0]: SITES[0],
+            MOWERS[1]: SITES[0],
+            MOWERS[2]: None,
+        }
+        self.areas_asked: list[str] = []
         self.seq = 0
         self._http: HttpServer | None = None
         self._moving: asyncio.Task[None] | None = None
@@ -111,6 +122,10 @@ class Harness:
             q.put_nowait(("", {}))
         if self._http is not None:
             await self._http.stop()
+
+    def _site_of(self, mower: uuid.UUID) -> str | None:
+        site = self.site_of.get(mower)
+        return None if site is None else str(site)
 
     def push(self, type_: str, data: dict[str, Any]) -> None:
         for q in self.streams:
@@ -221,6 +236,7 @@ class Harness:
                             "mower_id": str(m),
                             "name": NAMES[m],
                             "connection": {"kind": KINDS[m], "options": {}},
+                            "site_id": self._site_of(m),
                         }
                         for m in page
                     ],
@@ -277,8 +293,56 @@ class Harness:
         async def rename(request: web.Request) -> web.Response:
             authed(request)
             mower = uuid.UUID(request.match_info["mower_id"])
-            NAMES[mower] = (await request.json())["name"]
-            return web.json_response({"mower_id": str(mower), "name": NAMES[mower]})
+            body = await request.json()
+            if "name" in body:
+                NAMES[mower] = body["name"]
+            if "site_id" in body:
+                self.site_of[mower] = (
+                    None if body["site_id"] is None else uuid.UUID(body["site_id"])
+                )
+            return web.json_response(
+                {"mower_id": str(mower), "name": NAMES[mower], "site_id": self._site_of(mower)}
+            )
+
+        async def sites(request: web.Request) -> web.Response:
+            authed(request)
+            views = [
+                {
+                    "site_id": str(site),
+                    "name": name,
+                    "timezone": "Europe/Berlin",
+                    "location": {"lat": 52.0, "lon": 13.0},
+                }
+                for site, name in self.sites.items()
+            ]
+            return web.json_response({"sites": views, "next_after": None, "has_more": False})
+
+        async def site_areas(request: web.Request) -> web.Response:
+            authed(request)
+            site = request.match_info["site_id"]
+            self.areas_asked.append(site)
+            features = []
+            if site == str(SITES[0]):
+                for name, kind, ring in (
+                    ("Lawn", "work_area", PARK_RING),
+                    ("Pond", "stay_out", POND_RING),
+                ):
+                    features.append(
+                        {
+                            "type": "Feature",
+                            "properties": {"name": name, "kind": kind},
+                            "geometry": {"type": "Polygon", "coordinates": [[*ring, ring[0]]]},
+                        }
+                    )
+            version = 3 if features else 0
+            return web.json_response(
+                {
+                    "type": "FeatureCollection",
+                    "site_id": site,
+                    "version": version,
+                    "features": features,
+                }
+            )
 
         async def remove(request: web.Request) -> web.Response:
             authed(request)
@@ -412,6 +476,8 @@ class Harness:
                 self.codes,
             ),
             web.get("/v1/mowers", mowers),
+            web.get("/v1/sites", sites),
+            web.get("/v1/sites/{site_id}/areas", site_areas),
             web.get("/v1/audit", audit),
             web.get("/v1/audit/export", audit_export),
             web.post("/v1/mowers", register),

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from tests.browser.conftest import ConsoleErrors
-from tests.browser.harness import MOWERS, TOKEN, Harness
+from tests.browser.harness import MOWERS, SITES, TOKEN, Harness
 
 pytestmark = pytest.mark.browser
 
@@ -378,6 +378,76 @@ async def test_registering_renaming_and_removing_a_mower_from_the_console(browse
         assert len(harness.removed) == 1
         # The browser logs the refused registration's answer; nothing else went wrong.
         assert [e for e in errors.seen if "422" not in e] == []
+    finally:
+        await harness.stop()
+
+
+async def _list_rows(page: Any) -> list[str]:
+    """The fleet list as it reads: ``site:<key>`` for a group's row, a mower's id else."""
+    return list(
+        await page.evaluate(
+            """() => [...document.querySelectorAll('#mowers tbody tr')].map((tr) =>
+                tr.dataset.group !== undefined ? `site:${tr.dataset.group}` : tr.dataset.mower)"""
+        )
+    )
+
+
+async def test_sites_group_the_list_filter_it_and_draw_their_areas(
+    browser: Any, shots: Path
+) -> None:
+    harness = Harness()
+    url = await harness.start()
+    park, allotment = (str(s) for s in SITES)
+    m0, m1, m2 = (str(m) for m in MOWERS)
+    try:
+        page = await browser.new_page(viewport=VIEWPORT)
+        errors = ConsoleErrors(page)
+        await page.goto(url)
+        await page.locator(f'#mowers tr.group[data-group="{park}"]', has_text="Park").wait_for()
+        # Grouped by site, by name; the mowers without a site last; an empty site not at all.
+        assert await _list_rows(page) == [f"site:{park}", m0, m1, "site:none", m2]
+        assert await page.locator("#map path.area").count() == 0  # no site chosen yet
+
+        await page.select_option("#site-filter", park)
+        await page.locator('#map path.area-work-area[data-area="Lawn"]').wait_for()
+        await page.locator('#map path.area-stay-out[data-area="Pond"]').wait_for()
+        assert await _list_rows(page) == [f"site:{park}", m0, m1]
+        assert await page.locator("#mower-count").text_content() == "2 of 3 mowers"
+        assert harness.areas_asked == [park]
+        assert await page.locator("#map circle.mower").count() == 2
+        # The areas and the mowers share the map's projection: the lawn holds both mowers.
+        inside = await page.evaluate(
+            """() => {
+              const lawn = document.querySelector('#map path[data-area="Lawn"]').getBBox();
+              return [...document.querySelectorAll('#map circle.mower')].map((c) => {
+                const x = Number(c.getAttribute('cx')), y = Number(c.getAttribute('cy'));
+                const { x: left, y: top, width, height } = lawn;
+                return x > left && x < left + width && y > top && y < top + height;
+              });
+            }"""
+        )
+        assert inside == [True, True]
+        fill = await page.evaluate(
+            """() => getComputedStyle(document.querySelector('#map .area-stay-out')).fill"""
+        )
+        assert "stay-out-hatch" in fill
+        await page.screenshot(path=str(shots / "console-site-areas.png"))
+
+        await page.select_option("#site-filter", "none")
+        await page.locator(f'#mowers tr[data-mower="{m0}"]').wait_for(state="detached")
+        assert await _list_rows(page) == ["site:none", m2]
+        assert await page.locator("#map path.area").count() == 0
+
+        # A mower moves to a site from its detail.
+        await page.click(f'#mowers tr[data-mower="{m2}"]')
+        await page.select_option("#mower-site", allotment)
+        await page.click('#site-form button[type="submit"]')
+        await page.locator(f'#mowers tr[data-mower="{m2}"]').wait_for(state="detached")
+        assert harness.site_of[MOWERS[2]] == SITES[1]
+        await page.select_option("#site-filter", "")
+        await page.locator(f'#mowers tr.group[data-group="{allotment}"]').wait_for()
+        assert await _list_rows(page) == [f"site:{allotment}", m2, f"site:{park}", m0, m1]
+        assert errors.seen == []
     finally:
         await harness.stop()
 

@@ -25,6 +25,16 @@ const state = {
 
 const $ = (id) => document.getElementById(id);
 
+// What the console's other scripts (sites.js, ...) hook into; they load after this one and
+// register before start() runs (main() awaits the config first).
+//   start: [async () => {}]          after the mowers are loaded
+//   visible: [(m) => bool]           which mowers the list and the map show
+//   list: [(mowers) => items]        reorders the list; an item {header, key} is a group row
+//   mapPoints: [() => [[lat, lon]]]  more points the map frames and centres on
+//   mapLayers: [(project, toScreen) => [svg nodes]]  drawn under the mowers
+//   select: [(id) => {}]             a mower was selected
+const hooks = { start: [], visible: [], list: [], mapPoints: [], mapLayers: [], select: [] };
+
 // --- the console's own texts, in the user's language (preferences' locale) ---------------
 
 const DE = {
@@ -288,7 +298,8 @@ async function allPages(get, path, key) {
 
 async function loadMowers() {
   for (const view of await allPages(fleet, "/v1/mowers?limit=1000", "mowers")) {
-    Object.assign(mower(view.mower_id), { name: view.name, kind: view.connection?.kind });
+    Object.assign(mower(view.mower_id),
+      { name: view.name, kind: view.connection?.kind, site: view.site_id || null });
   }
 }
 
@@ -353,8 +364,12 @@ function age(iso) {
   return `${Math.round(s / 3600)} h`;
 }
 
+function shownMowers() {
+  return [...state.mowers.values()].filter((m) => hooks.visible.every((shows) => shows(m)));
+}
+
 function sortedMowers() {
-  return [...state.mowers.values()].sort((a, b) => a.name.localeCompare(b.name));
+  return shownMowers().sort((a, b) => a.name.localeCompare(b.name));
 }
 
 function linkText(m) {
@@ -366,7 +381,11 @@ function linkText(m) {
 
 function renderList() {
   const body = $("mowers").tBodies[0];
-  const rows = sortedMowers().map((m) => {
+  const items = hooks.list.reduce((list, order) => order(list), sortedMowers());
+  const rows = items.map((m) => {
+    if (m.header !== undefined) {
+      return el("tr", { class: "group", "data-group": m.key }, el("th", { colSpan: 6 }, m.header));
+    }
     const s = m.state;
     const activity = s ? s.activity : "unknown";
     const tr = el("tr", { "data-mower": m.id, class: [m.id === state.selected ? "selected" : "",
@@ -382,7 +401,8 @@ function renderList() {
     return tr;
   });
   body.replaceChildren(...rows);
-  $("mower-count").textContent = `${state.mowers.size} mowers`;
+  const shown = items.filter((m) => m.header === undefined).length;
+  $("mower-count").textContent = shown === state.mowers.size ? `${shown} mowers` : `${shown} of ${state.mowers.size} mowers`;
 }
 
 const ACTIVITY_COLOUR = {
@@ -394,21 +414,24 @@ const ACTIVITY_COLOUR = {
 function renderMap() {
   const map = $("map");
   const W = 800, H = 500, PAD = 30;
-  const withPos = [...state.mowers.values()].filter((m) => m.state && m.state.position);
-  if (!withPos.length) {
+  const withPos = shownMowers().filter((m) => m.state && m.state.position);
+  const extra = hooks.mapPoints.flatMap((points) => points());
+  if (!withPos.length && !extra.length) {
     map.replaceChildren(Object.assign(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }),
       { textContent: "no positions yet" }));
     return;
   }
   // An equirectangular projection around the fleet's centroid, in metres.
-  const lat0 = withPos.reduce((a, m) => a + m.state.position.lat, 0) / withPos.length;
-  const lon0 = withPos.reduce((a, m) => a + m.state.position.lon, 0) / withPos.length;
+  const centre = withPos.length ? withPos.map((m) => [m.state.position.lat, m.state.position.lon]) : extra;
+  const lat0 = centre.reduce((a, p) => a + p[0], 0) / centre.length;
+  const lon0 = centre.reduce((a, p) => a + p[1], 0) / centre.length;
   const kx = 111320 * Math.cos((lat0 * Math.PI) / 180), ky = 110540;
   const project = ([lat, lon]) => [(lon - lon0) * kx, (lat - lat0) * ky];
   const sel = state.selected && state.mowers.get(state.selected);
   const follow = $("map-follow").checked && sel && sel.state && sel.state.position;
   const framed = follow ? [sel] : withPos;
   const pts = framed.flatMap((m) => [...m.track, [m.state.position.lat, m.state.position.lon]].map(project));
+  if (!follow) pts.push(...extra.map(project));
   let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
   for (const [x, y] of pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); }
   const minSpan = follow ? 40 : 100;
@@ -418,7 +441,7 @@ function renderMap() {
   const toScreen = ([x, y]) => [W / 2 + (x - cx) * scale, H / 2 - (y - cy) * scale];
   $("map-scale").textContent = `${Math.round(span)} m across`;
 
-  const nodes = [];
+  const nodes = hooks.mapLayers.flatMap((layer) => layer(project, toScreen));
   for (const m of withPos) {
     const colour = ACTIVITY_COLOUR[m.state.activity] || "#555";
     if (m.track.length > 1) {
@@ -655,6 +678,7 @@ async function select(id) {
   scheduleRender();
   renderTimeline();
   $("rename").value = mower(id).name || "";
+  for (const selected of hooks.select) selected(id);
   await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id), loadMowerAlarms(id)]);
 }
 
@@ -1014,6 +1038,7 @@ async function start() {
     if (!(err instanceof ApiError && err.status === 401)) $("detail-state").textContent = `cannot load the fleet: ${err.message}`;
     return;
   }
+  for (const begin of hooks.start) quietly(begin());
   quietly(loadInbox());
   quietly(loadAlarms());
   quietly(loadPreferences());
@@ -1033,6 +1058,9 @@ async function start() {
   every(10000, async () => { if (state.selected) await loadHistory(state.selected); });
   every(60000, loadMowers);
 }
+
+// For the console's other scripts: what they need of this one.
+window.mowdeck = { state, hooks, $, el, svg, t, fleet, allPages, quietly, scheduleRender, select, toast };
 
 async function main() {
   wire();

@@ -115,3 +115,63 @@ def test_a_bad_database_url_is_reported(
     assert err.startswith("mowdeck grant: cannot reach ")
     assert "Traceback" not in err
     assert "secret" not in err
+
+
+SITE = uuid.UUID("5a000000-0000-4000-8000-00000000005a")
+SITE_MOWER = uuid.UUID("a4000000-0000-4000-8000-000000000004")
+
+
+async def _site_with_mower(url: str) -> None:
+    # What Fleet writes when it creates the site and places the mower there.
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(
+            "INSERT INTO authz_tuples (object_type, object_id, relation, subject) VALUES"
+            " ('site', $1, 'account', $3), ('mower', $2, 'account', $3),"
+            " ('mower', $2, 'site', 'site:' || $1) ON CONFLICT DO NOTHING",
+            str(SITE),
+            str(SITE_MOWER),
+            f"account:{ACCOUNT}",
+        )
+    finally:
+        await conn.close()
+
+
+async def _can_on(url: str, user: str, relation: str, mower: uuid.UUID) -> bool:
+    pool = await asyncpg.create_pool(url, min_size=1, max_size=2)
+    try:
+        return await LocalAuthorizer(PostgresTupleStore(pool)).check(
+            user_ref(user), relation, mower_object(mower)
+        )
+    finally:
+        await pool.close()
+
+
+def test_site_grant_reaches_exactly_the_sites_mowers(
+    migrated: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MOWDECK_DATABASE_URL", migrated)
+    monkeypatch.delenv("MOWDECK_AUTHZ", raising=False)
+    asyncio.run(_site_with_mower(migrated))
+    assert grant("--user", "sam", "--role", "viewer", "--site", str(SITE)) == 0
+    assert f"on site:{SITE}" in capsys.readouterr().out
+    assert asyncio.run(_can_on(migrated, "sam", "can_view", SITE_MOWER))
+    assert not asyncio.run(_can_on(migrated, "sam", "can_operate", SITE_MOWER))
+    assert not asyncio.run(_can_on(migrated, "sam", "can_view", MOWER))
+    assert grant("--user", "sam", "--role", "viewer", "--site", str(SITE), "--revoke") == 0
+    assert not asyncio.run(_can_on(migrated, "sam", "can_view", SITE_MOWER))
+
+
+def test_site_grant_refuses_admin_and_foreign_sites(
+    migrated: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MOWDECK_DATABASE_URL", migrated)
+    asyncio.run(_site_with_mower(migrated))
+    assert grant("--user", "sam", "--role", "admin", "--site", str(SITE)) == 2
+    assert "a site role must be one of" in capsys.readouterr().err
+    code = main(
+        ["grant", "--account", str(OTHER), "--user", "bob", "--role", "viewer", "--site", str(SITE)]
+    )
+    assert code == 2
+    assert "is not a site of account" in capsys.readouterr().err
+    assert grant("--user", "sam", "--role", "viewer", "--site", str(uuid.uuid4())) == 2

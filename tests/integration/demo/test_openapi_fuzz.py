@@ -48,6 +48,16 @@ SEMANTIC: dict[str, tuple[tuple[int, ...], str]] = {
         (422,),
         "`wait` at most the configured maximum; `ttl_s` long enough to send the command",
     ),
+    "GET /v1/sites": ((400,), _CURSOR),
+    "POST /v1/sites": ((422,), "a time zone the system knows (zoneinfo)"),
+    "PATCH /v1/sites/{site_id}": ((422,), "a time zone the system knows (zoneinfo)"),
+    "PUT /v1/sites/{site_id}/areas": (
+        (422,),
+        "closed rings, polygons valid by OGC rules (shapely), unique names, at most 10,000 "
+        "positions a site: a 422 naming the feature",
+    ),
+    "PUT /v1/sites/{site_id}/members/{user_id}": ((422,), "a user id has no `:#*` or space"),
+    "DELETE /v1/sites/{site_id}/members/{user_id}": ((422,), "as PUT"),
     "GET /v1/states": ((400,), _CURSOR),
     "GET /v1/mowers/{mower_id}/history": (
         (422,),

@@ -52,6 +52,7 @@ async def test_register_read_rename_remove_publishes_each_change(
         "account_id": str(api.account),
         "name": "Front lawn",
         "connection": {"kind": "simulator", "options": {"port": 7001}},
+        "site_id": None,
     }
     status, got = await api.call("GET", f"/v1/mowers/{mower_id}")
     assert (status, got["name"], got["connection"]["options"]) == (

@@ -16,6 +16,7 @@ from mowdeck.authz import (
     account_object,
     grant_tuples,
     mower_object,
+    site_object,
     user_ref,
 )
 from mowdeck.telemetry.model import TimelineRow
@@ -29,6 +30,7 @@ UNGROUPED = uuid.UUID(int=2)
 SILENT = uuid.UUID(int=3)  # visible, never reported
 MISFILED = uuid.UUID(int=4)  # tuples say ACCOUNT, the rows say another account
 FOREIGN = uuid.UUID(int=5)  # another account's mower
+SITE = uuid.UUID(int=6)  # a site of ACCOUNT holding UNGROUPED
 
 
 @pytest.fixture
@@ -38,6 +40,11 @@ async def service(make_service: ServiceFactory, authorizer: LocalAuthorizer) -> 
         *grant_tuples(ACCOUNT, "alice", "viewer"),
         *grant_tuples(ACCOUNT, "bob", "viewer", group_id="g1"),
         *grant_tuples(OTHER_ACCOUNT, "carol", "admin"),
+        *grant_tuples(ACCOUNT, "sam", "viewer", site_id=SITE),
+        Tuple(account_object(ACCOUNT), "account", site_object(SITE)),
+        Tuple(site_object(SITE), "site", mower_object(UNGROUPED)),
+        # A foreign mower placed at the site stays invisible to its viewers.
+        Tuple(site_object(SITE), "site", mower_object(FOREIGN)),
         Tuple(account_object(ACCOUNT), "account", mower_object(GROUPED)),
         Tuple("group:g1", "group", mower_object(GROUPED)),
         Tuple(account_object(ACCOUNT), "account", mower_object(UNGROUPED)),
@@ -163,10 +170,17 @@ async def test_unauthenticated_is_401(service: TelemetryService, issuer: TokenIs
     [
         ("alice", ACCOUNT, [GROUPED, UNGROUPED]),
         ("bob", ACCOUNT, [GROUPED]),
+        ("sam", ACCOUNT, [UNGROUPED]),
         ("carol", OTHER_ACCOUNT, [MISFILED, FOREIGN]),
         ("carol", ACCOUNT, []),
     ],
-    ids=["account-viewer", "group-viewer", "other-account", "token-account-mismatch"],
+    ids=[
+        "account-viewer",
+        "group-viewer",
+        "site-viewer",
+        "other-account",
+        "token-account-mismatch",
+    ],
 )
 async def test_states_list_is_scoped(
     service: TelemetryService,

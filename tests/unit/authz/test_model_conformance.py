@@ -73,7 +73,7 @@ def test_model_json_is_what_fga_transform_makes_of_model_fga() -> None:
 def test_real_engine_passes_the_model_test_file() -> None:
     result = fga_test(default_test_file())
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Tests 8/8 passing" in result.stdout + result.stderr
+    assert "Tests 10/10 passing" in result.stdout + result.stderr
 
 
 async def test_local_evaluator_passes_the_model_test_file() -> None:

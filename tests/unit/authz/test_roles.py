@@ -51,3 +51,26 @@ def test_revoke_tuples_keep_membership(role: str, group: str | None, expected: l
 def test_refused_roles(role: str, group: str | None) -> None:
     with pytest.raises(ValueError, match="role"):
         grant_tuples(A, "u", role, group)
+
+
+S = uuid.UUID("5a000000-0000-4000-8000-00000000005a")
+
+
+def test_a_site_role_is_the_role_on_the_site_and_membership_of_the_account() -> None:
+    assert grant_tuples(A, "u", "viewer", site_id=S) == [
+        Tuple("user:u", "viewer", f"site:{S}"),
+        Tuple("user:u", "member", ACC),
+    ]
+    assert revoke_tuples(A, "u", "operator", site_id=S) == [
+        Tuple("user:u", "operator", f"site:{S}")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("role", "group", "match"),
+    [("admin", None, "a site role"), ("viewer", "g1", "not both")],
+    ids=["site-admin", "group-and-site"],
+)
+def test_refused_site_grants(role: str, group: str | None, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        grant_tuples(A, "u", role, group, S)

@@ -480,6 +480,11 @@ async def test_contract_the_audit_trail_pages_an_accounts_commands_newest_first(
     assert [e.command_id for e in window] == [commands[2].command_id]
     one = await audit_trail.page(AuditQuery(account, mower_id=commands[3].mower_id))
     assert [e.command_id for e in one] == [commands[3].command_id]
+    # A site member's trail: only the mowers named, none when none is.
+    some = (commands[0].mower_id, commands[2].mower_id, other_account.mower_id)
+    scoped = await audit_trail.page(AuditQuery(account, mower_ids=some))
+    assert [e.command_id for e in scoped] == [commands[0].command_id, commands[2].command_id]
+    assert await audit_trail.page(AuditQuery(account, mower_ids=())) == []
 
 
 async def test_contract_the_audit_trail_outlives_the_working_set_until_its_own_retention(

@@ -1,0 +1,1 @@
+"""Sites: a customer's property, a park or a pitch; its GeoJSON areas and its members."""
