@@ -49,6 +49,7 @@ from contracts.v1 import (
     decode_event,
     decode_result,
     decode_state,
+    encode,
 )
 from contracts.v1.subjects import FLEET_MOWERS_LIST, PRIORITY_HEADER
 from mowdeck import demo
@@ -358,6 +359,80 @@ async def _fuzz_family(system: System, family: Family, seed: int) -> str:
     return f"{family.name}: {len(batch)} messages, consumers {durables}"
 
 
+async def _near_misses(system: System, first: dict[str, Any]) -> str:
+    """Messages that decode but name another mower or event than their subject.
+
+    Bus permissions are granted by subject (the gateway may publish ``mower.connected``,
+    not ``mower.removed``), so a consumer must hold a message to its subject.
+    """
+    running, bus = system.running, system.bus
+    a, b = running.mowers[0], running.mowers[1]
+    listed = decode(
+        await bus.request(FLEET_MOWERS_LIST, MowerListRequest(), timeout=5), MowerListReply
+    )
+    reg_a = next(m for m in listed.mowers if m.mower_id == a)
+    first_id = uuid.UUID(first["command_id"])
+    forged_command = CommandEnvelope.issue(
+        mower_id=b,
+        account_id=reg_a.account_id,
+        command=SetBladeHeight(height_mm=99),
+        issued_by="user:fuzz",
+        now=datetime.now(UTC),
+        ttl=timedelta(seconds=60),
+    )
+    results: list[CommandResult] = []
+
+    async def on_result(msg: Any) -> None:
+        results.append(decode_result(msg.data))
+
+    sub = await bus.nc.subscribe("command.result.mower.*", cb=on_result)
+    removal = EventEnvelope.new("mower.removed", reg_a, producer="fuzz", now=datetime.now(UTC))
+    state = MowerState(
+        mower_id=b,
+        account_id=reg_a.account_id,
+        observed_at=datetime.now(UTC),
+        activity="error",
+        battery=1,
+        error_code="forged",
+    )
+    result = CommandResult(
+        command_id=first_id, mower_id=b, status="failed", at=datetime.now(UTC), reason="forged"
+    )
+    first_log = len(system.logs)
+    sent = [
+        ("event.mower.registered", encode(removal)),
+        ("event.mower.connected", encode(removal)),
+        (f"command.mower.{a}", encode(forged_command)),
+        (f"telemetry.mower.{a}", encode(state)),
+        (f"command.result.mower.{a}", encode(result)),
+    ]
+    for subject, data in sent:
+        ack = await bus.js.publish(subject, data)
+        stream = "EVENTS" if subject.startswith("event.") else subject.split(".")[0].upper()
+        stream = "COMMANDS" if stream == "COMMAND" else stream
+        await _settled(bus, stream, [subject], ack.seq)
+    # Sentinels: each mower is still commanded, read and listed as before.
+    for mower in (a, b):
+        answer = await system.command(mower, _HEIGHT)
+        assert answer["status"] in {"executed", "failed", "rejected"}, answer
+    await sub.unsubscribe()
+    assert not [r for r in results if r.command_id == forged_command.command_id]
+    assert a in system.gateway.mowers
+    status, _ = await system.get(f"{running.telemetry_url}/v1/mowers/{a}/state")
+    assert status == 200, "Telemetry purged a mower on another event's subject"
+    status, state_b = await system.get(f"{running.telemetry_url}/v1/mowers/{b}/state")
+    assert status == 200 and state_b.get("error_code") != "forged", state_b
+    fleet_a = first.get("mower_id") or (running.example or running.mowers[-1])
+    status, kept = await system.get(f"{running.fleet_url}/v1/mowers/{fleet_a}/commands/{first_id}")
+    assert status == 200, kept
+    assert [x["status"] for x in kept["statuses"]][-1] == first["status"], kept
+    assert not [x for x in kept["statuses"] if x.get("reason") == "forged"], kept
+    terms = [e for e in system.logs[first_log:] if e["event"] in TERMINATED]
+    subjects = {e.get("subject") for e in terms}
+    assert subjects >= {s for s, _ in sent}, subjects
+    return f"near misses: {len(sent)} messages, {len(terms)} terminations"
+
+
 @pytest.fixture
 def logs() -> Iterator[list[dict[str, Any]]]:
     with structlog.testing.capture_logs() as captured:
@@ -391,6 +466,7 @@ async def test_every_consumed_subject_refuses_junk_and_keeps_serving(
         report = [
             await _fuzz_family(system, family, seed) for seed, family in enumerate(FAMILIES, 29)
         ]
+        report.append(await _near_misses(system, first))
         # Nothing accepted before is lost.
         status, listed = await system.get(f"{running.fleet_url}/v1/mowers?limit=100")
         assert status == 200
