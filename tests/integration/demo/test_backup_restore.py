@@ -29,6 +29,8 @@ import pytest
 from mowdeck import demo
 from mowdeck.cli import build_parser
 from mowdeck.demo import running as demo_running
+from mowdeck.notifications.ingest.postgres import PostgresWatches, _WatchTransaction
+from mowdeck.telemetry.postgres import PostgresTelemetryStore
 from simulator import SimulatorServer
 from simulator.faults import LatencyFault
 from simulator.session import MowerSession
@@ -98,6 +100,26 @@ def databases() -> Iterator[tuple[str, str]]:
         drop_database(url)
 
 
+@pytest.fixture
+def reloaded(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
+    """Actor snapshots read from the tables, by service (Telemetry's memories, watches)."""
+    found: collections.Counter[str] = collections.Counter()
+    for owner, method, name in (
+        (PostgresTelemetryStore, "memories", "telemetry"),
+        (PostgresWatches, "read_watches", "notifications"),
+        (_WatchTransaction, "lock", "notifications"),
+    ):
+        read = getattr(owner, method)
+
+        async def counting(self: Any, ids: Any, *, _read: Any = read, _name: str = name) -> Any:
+            loaded = await _read(self, ids)
+            found[_name] += len(loaded)
+            return loaded
+
+        monkeypatch.setattr(owner, method, counting)
+    return found
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     demo.configure(parser)
@@ -136,6 +158,7 @@ async def test_a_restored_backup_resumes_without_running_a_command_twice(
     monkeypatch: pytest.MonkeyPatch,
     executions: collections.Counter[uuid.UUID],
     databases: tuple[str, str],
+    reloaded: collections.Counter[str],
     tmp_path: Path,
 ) -> None:
     first, second = NatsServer(), NatsServer()
@@ -181,6 +204,7 @@ async def test_a_restored_backup_resumes_without_running_a_command_twice(
         monkeypatch.setenv("MOWDECK_DATABASE_URL", db_second)
         await _cli("restore", str(backup))
         restored = await _counts(db_second)
+        reloaded.clear()
         for name, count in before.items():
             assert restored[name] >= count, (name, restored[name], count)
         assert restored["mower_latest"] == len(mowers), restored
@@ -208,6 +232,8 @@ async def test_a_restored_backup_resumes_without_running_a_command_twice(
                 finals = [s for s in body["statuses"] if s["status"] != "accepted"]
                 assert [s["status"] for s in finals][-1:] == ["executed"], body
             now = await _counts(db_second)
+            # The actors of the restored system started from the restored snapshots.
+            await eventually(lambda: reloaded["telemetry"] and reloaded["notifications"], 20)
         for name, count in before.items():
             assert now[name] >= count, (name, now[name], count)
     finally:
@@ -232,6 +258,7 @@ async def test_a_restored_backup_resumes_without_running_a_command_twice(
     print(
         f"RESULT restored={restored} lost_window={len(lost)} executed_once={len(ids)}"
         f" resent_after_restore={len(resent)}"
+        f" snapshots_reloaded={dict(reloaded)}"
         f" held_after_restore={[b['statuses'][-1]['status'] for _, b in held_statuses]}"
     )
 
