@@ -21,6 +21,8 @@ _ALWAYS: tuple[tuple[str, str, str], ...] = (
     ("contracts", "mowdeck.commands.contracts", "Work with the v1 contracts (export schemas)."),
     ("dashboards", "mowdeck.commands.dashboards", "Export or check the Grafana dashboards."),
     ("user", "mowdeck.commands.user", "Disable or delete a user (publishes identity events)."),
+    ("backup", "mowdeck.commands.backup", "Snapshot the JetStream streams into a folder (admin)."),
+    ("restore", "mowdeck.commands.restore", "Restore the streams from a backup (admin)."),
 )
 # Offered when their module is installed; services are added here as they exist.
 _OPTIONAL: tuple[tuple[str, str, str], ...] = (

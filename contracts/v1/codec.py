@@ -11,6 +11,7 @@ from contracts.v1.commands import Command, CommandEnvelope, CommandResult
 from contracts.v1.events import EVENT_PAYLOADS, EventEnvelope
 from contracts.v1.fleet import MowerLink, MowerListReply, MowerListRequest, MowerRegistration
 from contracts.v1.sites import SiteAreasReply, SiteAreasRequest
+from contracts.v1.subjects import EVENT_PREFIX
 from contracts.v1.telemetry import MowerState
 
 __all__ = [
@@ -100,9 +101,16 @@ def decode_state(data: bytes | str) -> MowerState:
     return _run(_state, data)
 
 
-def decode_event(data: bytes | str) -> EventEnvelope[Any]:
-    """Decode an ``EventEnvelope`` with the payload model its ``type`` and ``version`` name."""
+def decode_event(data: bytes | str, *, subject: str | None = None) -> EventEnvelope[Any]:
+    """Decode an ``EventEnvelope`` with the payload model its ``type`` and ``version`` name.
+
+    With ``subject`` (the one it came on), its ``type`` must be the one the subject names:
+    bus permissions are granted by subject, so a consumer that went by the body alone
+    would let a publisher of ``event.mower.connected`` remove a mower.
+    """
     head = _run(_event_head, data)
+    if subject is not None and subject != f"{EVENT_PREFIX}{head.type}":
+        raise ContractError(f"subject {subject!r} carries a {head.type!r} event")
     decoder = _event_decoders.get((head.type, head.version))
     if decoder is None:
         raise ContractError(f"`type` {head.type!r} version {head.version} is not a v1 event")

@@ -286,7 +286,7 @@ class JetStreamDenyList:
 
     async def _record_event(self, msg: Msg) -> None:
         try:
-            event = decode_event(msg.data)
+            event = decode_event(msg.data, subject=msg.subject)
         except Exception as err:
             raise DropMessage(f"undecodable identity event: {err}") from err
         reason = USER_EVENTS.get(event.type)

@@ -211,9 +211,17 @@ class InMemoryCommandLog:
                 self.open[command.command_id] = command
             self.audit_commands.setdefault(command.command_id, command)
         for result in results:
+            if result.is_final and self._answered_otherwise(result):
+                continue  # the gateway's first final status stands (as in PostgreSQL)
             self._status(result, "gateway")
             if result.is_final:
                 self.open.pop(result.command_id, None)
+
+    def _answered_otherwise(self, result: CommandResult) -> bool:
+        return any(
+            source == "gateway" and status != result.status and status in FINAL_STATUSES
+            for status, source in self.audit_statuses.get(result.command_id, {})
+        )
 
     def _status(self, result: CommandResult, source: str) -> None:
         self.statuses.setdefault(result.command_id, {}).setdefault(

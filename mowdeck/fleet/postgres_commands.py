@@ -45,9 +45,17 @@ _INSERT_COMMANDS = (
     " issued_by, issued_at, expires_at) SELECT command_id, account_id, mower_id, kind, command,"
     " issued_by, issued_at, expires_at FROM c ON CONFLICT DO NOTHING"
 )
+# A final status of the gateway after another of its own (a restored stream redelivering
+# a command the database holds as answered, now expired) is not recorded: the first
+# stands. Fleet's own ``failed`` for an unanswered command may still be followed by the
+# gateway's late true one (the audit trail says who said what).
 _INSERT_STATUSES = (
-    "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::timestamptz[],"
-    " $5::text[]) AS r(command_id, status, mower_id, at, reason)),"
+    "WITH given AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[],"
+    " $4::timestamptz[], $5::text[]) AS g(command_id, status, mower_id, at, reason)),"
+    " r AS (SELECT * FROM given g WHERE g.status NOT IN ('executed', 'expired', 'failed',"
+    " 'rejected') OR NOT EXISTS (SELECT 1 FROM fleet_audit_statuses a"
+    " WHERE a.command_id = g.command_id AND a.source = 'gateway' AND a.status <> g.status"
+    " AND a.status IN ('executed', 'expired', 'failed', 'rejected'))),"
     " working AS (INSERT INTO fleet_command_statuses (command_id, status, mower_id, at, reason)"
     " SELECT * FROM r ON CONFLICT DO NOTHING),"
     " settled AS (DELETE FROM fleet_open_commands WHERE command_id IN"

@@ -13,7 +13,7 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from contracts.v1 import CommandResult, ContractError, decode_result
-from contracts.v1.subjects import COMMANDS, RESULT_FILTER
+from contracts.v1.subjects import COMMANDS, RESULT_FILTER, mower_id_from_subject
 from mowdeck.fleet.errors import UnstorableError
 from mowdeck.fleet.ports import CommandLog
 from mowdeck.kit.batching import MicroBatchConsumer
@@ -46,6 +46,8 @@ class ResultWaiters:
         try:
             result = decode_result(msg.data)
         except ContractError:
+            return
+        if not _of_its_subject(msg.subject, result):
             return
         future = self._waiting.get(result.command_id)
         if future is not None and not future.done() and result.is_final:
@@ -152,12 +154,23 @@ class ResultRecorder:
         await self._consumer.stop()
 
 
+def _of_its_subject(subject: str, result: CommandResult) -> bool:
+    """True when ``result`` is of the mower its subject names (the gateway's only)."""
+    try:
+        return mower_id_from_subject(subject) == result.mower_id
+    except ContractError:
+        return False
+
+
 def _storable(msg: Msg) -> CommandResult:
     """The result in ``msg``; ``DropMessage`` if it can never be stored."""
     try:
         result = decode_result(msg.data)
     except ContractError as err:
         raise DropMessage(f"undecodable: {err}") from err
+    # Publishing is granted by subject: a result must be of the mower its subject names.
+    if not _of_its_subject(msg.subject, result):
+        raise DropMessage(f"subject-mismatch: {msg.subject} carries {result.mower_id}")
     # The contracts accept a NUL character, PostgreSQL does not: no redelivery helps.
     if may_hold_nul(msg.data) and (field := nul_field(result)) is not None:
         raise DropMessage(

@@ -202,6 +202,13 @@ class CommandIntake:
         if isinstance(decision, Admitted) and decision.envelope.is_emergency:
             assert self._loop is not None
             call_first_threadsafe(self._loop, self._send_stop, decision.envelope, delivered)
+        elif not isinstance(decision, Foreign):
+            # Counted, not logged: the lane's thread must not wait on a log handler, and
+            # a stop's stream copy is answered or terminated with the reason.
+            reason = "invalid" if isinstance(decision, Invalid) else "refused"
+            if isinstance(decision, Admitted):
+                reason = "not_a_stop"
+            self._metrics.lane_ignored.labels(reason).inc()
 
     def _decide(self, msg: Msg, now: datetime) -> Decision:
         # Admission of this shard (pure; safe on the lane's thread too).

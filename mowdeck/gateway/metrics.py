@@ -112,6 +112,17 @@ class GatewayMetrics:
             ["reason"],
             registry=registry,
         )
+        self.lane_ignored = Counter(
+            "mowdeck_gateway_emergency_announcements_ignored_total",
+            "Announcements on emergency.mower.* the lane did not act on, by reason (invalid:"
+            " undecodable or naming another mower than its subject; not_a_stop; refused:"
+            " unknown mower, another account, expired). Their stream copy, if any, is"
+            " answered or terminated with the reason.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in ("invalid", "not_a_stop", "refused"):
+            self.lane_ignored.labels(reason)
         self.foreign = Counter(
             "mowdeck_gateway_commands_foreign_total",
             "Commands of other shards acknowledged.",

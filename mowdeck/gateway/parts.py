@@ -177,6 +177,7 @@ def _links(
         Credentials.at(s.gateway_credentials_dir),
         automower=s.automower_endpoints(),
         registry=registry,
+        limits=s.link_limits(),
     )
     registrations = ShardRegistrations(
         shard.mowers,

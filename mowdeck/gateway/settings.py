@@ -14,6 +14,7 @@ from mowdeck.devices.automower import (
     AutomowerEndpoints,
 )
 from mowdeck.devices.endpoints import DEVELOPMENT_DEVICE_HOSTS, DeviceHosts
+from mowdeck.gateway.connections.link_limits import LinkLimits
 from mowdeck.kit.settings import BaseSettings
 
 __all__ = ["GatewaySettings"]
@@ -60,6 +61,11 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     # SCHED_FIFO priority of the emergency lane's thread (0: ordinary scheduling); it
     # needs CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least this. See docs/gateway.md.
     gateway_lane_realtime_priority: Annotated[int, msgspec.Meta(ge=0, le=99)] = 10
+    # What a device may send on its link before it is closed (docs/gateway.md, "A
+    # device that misbehaves"): the largest frame, and frames per second with a burst.
+    gateway_device_max_frame_bytes: Annotated[int, msgspec.Meta(ge=1024, le=16 << 20)] = 64 << 10
+    gateway_device_frames_per_second: Positive = 200.0
+    gateway_device_frame_burst: Annotated[int, msgspec.Meta(ge=1)] = 1000
     # Allocations between young collections (0 keeps Python's 700); see docs/gateway.md.
     gateway_gc_young_threshold: Annotated[int, msgspec.Meta(ge=0)] = 20_000
 
@@ -75,6 +81,14 @@ class GatewaySettings(BaseSettings, frozen=True, kw_only=True):
     def device_hosts(self) -> DeviceHosts:
         """The parsed ``MOWDECK_GATEWAY_DEVICE_HOSTS``."""
         return DeviceHosts(self.gateway_device_hosts)
+
+    def link_limits(self) -> LinkLimits:
+        """The ``MOWDECK_GATEWAY_DEVICE_*`` limits of every device link."""
+        return LinkLimits(
+            max_frame_bytes=self.gateway_device_max_frame_bytes,
+            frames_per_second=self.gateway_device_frames_per_second,
+            frame_burst=self.gateway_device_frame_burst,
+        )
 
     def automower_endpoints(self) -> AutomowerEndpoints:
         """The ``MOWDECK_AUTOMOWER_*`` endpoints."""

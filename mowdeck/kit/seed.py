@@ -159,7 +159,7 @@ class FleetSeed:
         if msg.subject.removeprefix("event.") not in _MOWER_EVENTS:
             return
         try:
-            event = decode_event(msg.data)
+            event = decode_event(msg.data, subject=msg.subject)
         except ContractError as err:
             log.warning("mower event dropped", subject=msg.subject, reason=str(err))
             return

@@ -117,7 +117,7 @@ def event_item(subject: str, data: bytes) -> EventEnvelope[Any] | None:
     if not subject.startswith(EVENT_PREFIX) or subject[len(EVENT_PREFIX) :] not in WATCHED_EVENTS:
         return None
     try:
-        return decode_event(data)
+        return decode_event(data, subject=subject)
     except ContractError:
         return None
 

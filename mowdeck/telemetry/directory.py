@@ -70,7 +70,7 @@ class DirectoryEvents:
     async def handle(self, msg: Msg) -> None:
         """Handle one event message (raise ``DropMessage`` for a malformed one)."""
         try:
-            event = decode_event(msg.data)
+            event = decode_event(msg.data, subject=msg.subject)
         except ContractError as err:
             self._metrics.dropped.labels(reason="malformed").inc()
             raise DropMessage(f"malformed event: {err}") from err

@@ -210,6 +210,11 @@ class Fleet:
                 "MOWDECK_TELEMETRY_HEARTBEAT_SECONDS": str(self.heartbeat),
                 "MOWDECK_FLEET_RETRY_MAX_SECONDS": "1",
                 "MOWDECK_GATEWAY_DEVICE_HOSTS": json.dumps(hosts),
+                # Saturated phases drive a few simulated mowers with hundreds of commands a
+                # second each (an outcome and a state per command), far past any device:
+                # the link limits that close a flooding device must not close them here.
+                "MOWDECK_GATEWAY_DEVICE_FRAMES_PER_SECOND": "1000000",
+                "MOWDECK_GATEWAY_DEVICE_FRAME_BURST": "1000000",
                 **self.gateway_env,
             }
             with process(

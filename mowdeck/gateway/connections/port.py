@@ -13,6 +13,7 @@ from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.errors import MowdeckError
 from mowdeck.gateway.connections.credentials import Credentials
 from mowdeck.gateway.connections.device_session import DeviceSessions
+from mowdeck.gateway.connections.link_limits import LinkLimits, LinkViolations
 from mowdeck.kit.background import BackgroundTasks
 
 __all__ = [
@@ -109,7 +110,9 @@ class ConnectionDeps:
     (the tests', the demo's) share nothing, and one's stop ends only its own.
     ``automower``: the Automower Connect cloud's endpoints (``MOWDECK_AUTOMOWER_*``);
     ``shared``: what the links of one kind share, by kind (the automower account links);
-    ``registry``: the gateway's metrics registry, for what an adapter counts of its own.
+    ``registry``: the gateway's metrics registry, for what an adapter counts of its own;
+    ``limits``: what a device may send on its link (``link_limits``), and ``violations``
+    counts the links closed for breaking them.
     """
 
     __slots__ = (
@@ -117,9 +120,11 @@ class ConnectionDeps:
         "background",
         "credentials",
         "hosts",
+        "limits",
         "registry",
         "sessions",
         "shared",
+        "violations",
     )
 
     def __init__(
@@ -129,8 +134,11 @@ class ConnectionDeps:
         *,
         automower: AutomowerEndpoints | None = None,
         registry: CollectorRegistry | None = None,
+        limits: LinkLimits | None = None,
     ) -> None:
         self.hosts = hosts
+        self.limits = limits or LinkLimits()
+        self.violations = LinkViolations(registry)
         self.registry = registry  # the gateway's: adapters' metrics of their own
         self.credentials = credentials or Credentials(None)
         self.automower = automower or AutomowerEndpoints()

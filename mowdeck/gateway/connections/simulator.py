@@ -27,6 +27,7 @@ import structlog
 
 from contracts.v1 import CommandEnvelope, MowerRegistration
 from mowdeck.gateway.connections.device_session import RequestRefusedError
+from mowdeck.gateway.connections.link_limits import FrameBudget, LinkViolation
 from mowdeck.gateway.connections.port import (
     CommandOutcome,
     CommandTimeoutError,
@@ -261,7 +262,7 @@ class SimulatorConnection:
                 ws = await self._session.ws_connect(
                     opts.url,
                     autoping=False,
-                    max_msg_size=1 << 20,
+                    max_msg_size=self._deps.limits.max_frame_bytes,
                     timeout=aiohttp.ClientWSTimeout(ws_close=opts.heartbeat_seconds),
                 )
         except RequestRefusedError as err:
@@ -280,6 +281,17 @@ class SimulatorConnection:
             heartbeat = _Heartbeat(ws, opts.heartbeat_seconds, self._deps.background)
             try:
                 reason = await self._read(ws, heartbeat)
+            except LinkViolation as violation:
+                # Closed for what the device sent: dialled again only after the backoff
+                # has grown, as after a failed connect (``False``).
+                self._deps.violations.count(violation)
+                self._log.warning("device link closed", reason=violation.reason)
+                await ws.close(
+                    code=aiohttp.WSCloseCode.POLICY_VIOLATION,
+                    message=violation.reason.encode()[:120].decode(errors="ignore").encode(),
+                )
+                await self._link_down(violation.reason)
+                return False
             finally:
                 heartbeat.stop()
         finally:
@@ -309,20 +321,30 @@ class SimulatorConnection:
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse, heartbeat: _Heartbeat) -> str:
         data_types = (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY)
+        loop = asyncio.get_running_loop()
+        budget = FrameBudget(self._deps.limits, loop.time())
         async for msg in ws:
             heartbeat.heard = True
+            if not budget.take(loop.time()):
+                limits = self._deps.limits
+                raise LinkViolation(
+                    "flood",
+                    f"more than {limits.frames_per_second:g} frames a second"
+                    f" (burst {limits.frame_burst})",
+                )
             if msg.type not in data_types:
                 if msg.type is aiohttp.WSMsgType.PING:
                     await ws.pong(msg.data)
                     continue
                 if msg.type is aiohttp.WSMsgType.PONG:
                     continue
+                if isinstance(msg.data, aiohttp.WebSocketError):
+                    raise self._broken_frame(msg.data)
                 break
             try:
                 frame = decode_device_frame(msg.data)
             except ProtocolError as err:
-                self._log.warning("bad frame from mower", error=err.reason)
-                continue
+                raise LinkViolation("malformed_frame", err.reason[:200]) from None
             self._on_frame(frame)
         if heartbeat.timed_out:
             silent = 1.5 * self.options.heartbeat_seconds
@@ -333,13 +355,19 @@ class SimulatorConnection:
         extra = f": {ws.close_code}" if ws.close_code is not None else ""
         return f"link closed{extra}"
 
+    def _broken_frame(self, err: aiohttp.WebSocketError) -> LinkViolation:
+        # What aiohttp refused to read (it has closed the link already, with its code).
+        if err.code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+            size = self._deps.limits.max_frame_bytes
+            return LinkViolation("frame_too_large", f"a frame over {size} bytes")
+        return LinkViolation("malformed_frame", str(err)[:200])
+
     def _on_frame(self, frame: object) -> None:
         reg = self.registration
         match frame:
             case StateFrame(state=state):
                 if state.mower_id != reg.mower_id:
-                    self._log.warning("state of another mower", other=str(state.mower_id))
-                    return
+                    raise LinkViolation("foreign_mower", f"a state of mower {state.mower_id}")
                 if state.account_id != reg.account_id:
                     # The registration, not the device, says who owns the mower.
                     state = msgspec.structs.replace(state, account_id=reg.account_id)
@@ -353,8 +381,10 @@ class SimulatorConnection:
                 fut = self._pending.pop(cid, None) if cid is not None else None
                 if fut is not None and not fut.done():
                     fut.set_result(CommandOutcome(status="failed", reason=reason))
+            case Hello(mower_id=other) if other != reg.mower_id:
+                raise LinkViolation("foreign_mower", f"a hello of mower {other}")
             case _:
-                pass  # a second hello changes nothing
+                pass  # a second hello of the same mower changes nothing
 
     async def _link_down(self, reason: str) -> None:
         was_up = self._ws is not None

@@ -56,7 +56,7 @@ class IdentityEvents:
     async def handle(self, msg: Msg) -> None:
         """Delete a disabled or deleted user's data; anything else is acknowledged."""
         try:
-            event = decode_event(msg.data)
+            event = decode_event(msg.data, subject=msg.subject)
         except ContractError as err:
             raise DropMessage(str(err)) from err
         if event.type in _USER_GONE and isinstance(event.payload, UserRef):
@@ -74,7 +74,7 @@ class IdentityEvents:
     async def on_grants(self, msg: Msg) -> None:
         """``identity.grants.changed``: drop the cached decisions."""
         try:
-            event = decode_event(msg.data)
+            event = decode_event(msg.data, subject=msg.subject)
         except ContractError as err:
             log.warning("identity event dropped", subject=msg.subject, reason=str(err))
             return

@@ -36,7 +36,7 @@ def decode_link(msg: Msg) -> LinkEvent | None:
     if msg.subject.removeprefix("event.") not in _LINKS:
         return None
     try:
-        event = decode_event(msg.data)
+        event = decode_event(msg.data, subject=msg.subject)
     except ContractError as err:
         raise DropMessage(str(err)) from err
     if not isinstance(event.payload, MowerLink):

@@ -419,6 +419,24 @@ async def test_contract_overdue_commands_are_finalized_once_and_only_without_a_f
     ]
 
 
+async def test_contract_a_command_keeps_the_first_final_status_the_gateway_reported(
+    command_log: Any, audit_trail: Any
+) -> None:
+    # A restore whose database is newer than its stream (docs/operations.md) redelivers
+    # a command the database holds as executed; past its expiry by then, it is answered
+    # ``expired``. The mower carried it out: the first final status of the gateway stands.
+    account = uuid.uuid4()
+    command = _command(account)
+    later = NOW + timedelta(seconds=40)
+    await command_log.record([command], [_result(command, "executed", NOW)])
+    await command_log.record([], [_result(command, "expired", later)])
+    await command_log.record([], [_result(command, "executed", NOW)])  # a repeat: no change
+    _, statuses = await command_log.lookup(command.command_id)
+    assert [s.status for s in statuses] == ["executed"]
+    (entry,) = await audit_trail.page(AuditQuery(account))
+    assert [(s.status, s.source) for s in entry.statuses] == [("executed", "gateway")]
+
+
 async def test_contract_settle_finalizes_one_overdue_command_or_reads_its_final_status(
     command_log: Any,
 ) -> None:

@@ -6,14 +6,18 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.v1 import (
     CommandEnvelope,
+    Connection,
     ContractError,
     EmergencyStop,
+    EventEnvelope,
     ManualDrive,
+    MowerRegistration,
     MowerState,
     PauseMow,
     Position,
@@ -23,6 +27,7 @@ from contracts.v1 import (
     SetSpeed,
     StartMow,
     decode_command,
+    decode_event,
     decode_state,
     encode,
 )
@@ -126,3 +131,28 @@ def test_states_round_trip(
         position=Position(lat=lat, lon=lon),
     )
     assert decode_state(encode(state)) == state
+
+
+def _removal() -> bytes:
+    registration = MowerRegistration(
+        mower_id=uuid.uuid4(),
+        account_id=uuid.uuid4(),
+        name="m",
+        connection=Connection(kind="simulator", options={"url": "ws://127.0.0.1:1/"}),
+    )
+    event = EventEnvelope.new(
+        "mower.removed", registration, producer="fleet", now=datetime.now(UTC)
+    )
+    return encode(event)
+
+
+def test_an_event_on_the_subject_of_its_type_decodes() -> None:
+    assert decode_event(_removal(), subject="event.mower.removed").type == "mower.removed"
+
+
+def test_an_event_on_another_types_subject_is_refused_naming_both() -> None:
+    # Permissions are by subject: a publisher of link events must not remove a mower.
+    with pytest.raises(
+        ContractError, match=r"'event\.mower\.connected' carries a 'mower\.removed'"
+    ):
+        decode_event(_removal(), subject="event.mower.connected")
