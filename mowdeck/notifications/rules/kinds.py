@@ -13,6 +13,8 @@ Kind = Literal[
     "battery_low",
     "mower_offline",
     "mower_online",
+    "left_area",
+    "theft_suspected",
 ]
 KINDS: tuple[Kind, ...] = Kind.__args__  # type: ignore[attr-defined]
 
@@ -25,6 +27,8 @@ SEVERITY: dict[Kind, Severity] = {
     "battery_low": "warning",
     "mower_offline": "warning",
     "mower_online": "info",
+    "left_area": "critical",
+    "theft_suspected": "critical",
 }
 """The severity of every event of a kind."""
 
@@ -35,5 +39,7 @@ DEFAULT_ENABLED: dict[Kind, bool] = {
     "battery_low": True,
     "mower_offline": True,
     "mower_online": True,
+    "left_area": True,
+    "theft_suspected": True,
 }
 """Whether a subscriber who never chose gets a kind: everything but ``job_started`` (ADR 0022)."""

@@ -1,0 +1,121 @@
+"""``Geofences``: every site's fence and every mower's site, on every replica.
+
+Fed from Fleet: the sites' areas (``kit/sites.py``: ``fleet.sites.areas`` at start, then
+``site.areas_changed`` and ``site.removed``, the highest version kept) and each mower's
+``site_id`` (``MowerRegistration``, through the Fleet seed and the mower events). A fence
+is rebuilt only when its site's version grows.
+
+``placement(state)`` is what the watch actors hand the geofence rules with each state
+(``rules/geofence.py``). It runs on the actors' worker threads while the loop replaces
+fences: every structure here is replaced whole, never changed in place, so a reader sees
+an old fence or a new one. A mower's last position found inside is kept with the distance
+to the nearest edge: a later position within that circle is inside without a GEOS call.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import structlog
+
+from contracts.v1 import MowerRegistration, MowerState, SiteAreas
+from mowdeck.kit.bus import Bus
+from mowdeck.kit.sites import SiteAreasFeed
+from mowdeck.notifications.ingest.fences import SiteFence
+from mowdeck.notifications.rules.geofence import INSIDE, Placement
+
+__all__ = ["Geofences"]
+
+log = structlog.get_logger("mowdeck.notifications.ingest.geofences")
+
+# A mower's last position known inside: (its fence, local x, y, the distance to an edge).
+_Safe = tuple[SiteFence, float, float, float]
+
+
+class Geofences:
+    """Sites' fences by site and mowers' sites, kept by ``apply_*`` on the loop."""
+
+    def __init__(self) -> None:
+        self._fences: dict[int, SiteFence] = {}  # by site id (its int)
+        self._versions: dict[int, int] = {}  # the highest version seen, removals included
+        self._removed: set[int] = set()
+        self._site_of: dict[int, int] = {}  # mower id (its int) -> site id (its int)
+        self._safe: dict[int, _Safe] = {}
+
+    # -- kept from Fleet ------------------------------------------------------------
+
+    def feed(self, bus: Bus, *, timeout: float) -> SiteAreasFeed:
+        """The feed of the sites' areas into these fences (started with the service)."""
+        return SiteAreasFeed(
+            bus, apply=self.apply_areas, remove=self.remove_site, request_timeout=timeout,
+            name="notifications-site-areas",
+        )  # fmt: skip
+
+    def apply_areas(self, site: SiteAreas) -> bool:
+        """A site's areas; False (ignored) when not newer than what is known, or removed."""
+        key = site.site_id.int
+        if key in self._removed or self._versions.get(key, -1) >= site.version:
+            return False
+        self._versions[key] = site.version
+        fence = SiteFence(site)
+        fences = dict(self._fences)
+        if fence.empty:
+            fences.pop(key, None)
+        else:
+            fences[key] = fence
+        self._fences = fences
+        log.info("site areas applied", site_id=str(site.site_id), version=site.version,
+                 areas=len(site.areas))  # fmt: skip
+        return True
+
+    def remove_site(self, site_id: uuid.UUID) -> None:
+        """A removed site: its mowers are no longer fenced; a late list cannot bring it back."""
+        key = site_id.int
+        self._removed.add(key)
+        fences = dict(self._fences)
+        fences.pop(key, None)
+        self._fences = fences
+
+    def apply_mower(self, registration: MowerRegistration) -> None:
+        """A mower's site (or none) from its registration."""
+        key, site = registration.mower_id.int, registration.site_id
+        if site is None:
+            self.forget_mower(registration.mower_id)
+        elif self._site_of.get(key) != site.int:
+            self._site_of = {**self._site_of, key: site.int}
+
+    def forget_mower(self, mower_id: uuid.UUID) -> None:
+        """A removed mower, or one without a site."""
+        key = mower_id.int
+        if key in self._site_of:
+            site_of = dict(self._site_of)
+            del site_of[key]
+            self._site_of = site_of
+
+    def version(self, site_id: uuid.UUID) -> int | None:
+        """The version of the site's areas applied, if any."""
+        return self._versions.get(site_id.int)
+
+    # -- read by the watch actors ------------------------------------------------------
+
+    def placement(self, state: MowerState) -> Placement | None:
+        """Where ``state`` lies against its mower's site's areas; None without a position."""
+        position = state.position
+        if position is None:
+            return None
+        key = state.mower_id.int
+        site = self._site_of.get(key)
+        fence = None if site is None else self._fences.get(site)
+        if fence is None:
+            return INSIDE
+        x, y = fence.local(position.lat, position.lon)
+        safe = self._safe.get(key)
+        if safe is not None and safe[0] is fence and math.hypot(x - safe[1], y - safe[2]) < safe[3]:
+            return INSIDE
+        placement, edge = fence.place(x, y)
+        if edge > 0.0:
+            self._safe[key] = (fence, x, y, edge)
+        elif safe is not None:
+            self._safe.pop(key, None)
+        return placement
