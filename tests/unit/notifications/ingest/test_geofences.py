@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from contracts.v1 import Area, MowerRegistration, SiteAreas
+from contracts.v1.fleet import Connection
 from mowdeck.notifications.ingest.fences import SiteFence
 from mowdeck.notifications.ingest.geofences import Geofences
 from mowdeck.notifications.rules.geofence import INSIDE
@@ -45,7 +46,7 @@ def fenced(*sites: SiteAreas) -> Geofences:
     for s in sites:
         fences.apply_areas(s)
     reg = MowerRegistration(
-        mower_id=MOWER, account_id=ACCOUNT, name="m", connection={"kind": "simulator"},
+        mower_id=MOWER, account_id=ACCOUNT, name="m", connection=Connection(kind="simulator"),
         site_id=SITE,
     )  # fmt: skip
     fences.apply_mower(reg)
@@ -98,7 +99,7 @@ def test_a_mower_moved_off_its_site_is_no_longer_fenced() -> None:
     fences = fenced(site())
     fences.apply_mower(
         MowerRegistration(mower_id=MOWER, account_id=ACCOUNT, name="m",
-                          connection={"kind": "simulator"})
+                          connection=Connection(kind="simulator"))
     )  # fmt: skip
     assert fences.placement(at(500, 500)) == INSIDE  # type: ignore[arg-type]
 
