@@ -27,6 +27,8 @@ def _type(schema: Mapping[str, Any]) -> str:
     if "const" in schema:
         return f"`{schema['const']}`"
     kind = schema.get("type", "any")
+    if kind == "array" and "prefixItems" in schema:  # a tuple, e.g. a GeoJSON position
+        return f"[{', '.join(_type(s) for s in schema['prefixItems'])}]"
     if kind == "array":
         return f"array of {_type(schema.get('items', {}))}"
     fmt = schema.get("format")
