@@ -118,15 +118,18 @@ class SiteAreasFeed:
             attempt += 1
             try:
                 sites = await list_site_areas(self._bus, timeout=self._timeout)
-                for site in sites:
-                    self._apply(site)
-            except Exception as err:  # Fleet absent, a bad page, a bad geometry
+            except Exception as err:  # Fleet absent, a bad page
                 log.warning("fleet site areas failed; retrying", feed=self.name,
                             attempt=attempt, retry_in_s=delay, error=str(err),
                             error_type=type(err).__name__)  # fmt: skip
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._retry_max)
                 continue
+            for site in sites:
+                try:
+                    self._apply(site)
+                except Exception:  # one site's areas that cannot be used: the others can
+                    log.exception("site areas failed", site_id=str(site.site_id))
             log.info("site areas loaded from fleet", feed=self.name, sites=len(sites))
             self.loaded.set()
             return len(sites)

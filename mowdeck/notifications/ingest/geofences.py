@@ -88,6 +88,7 @@ class Geofences:
     def forget_mower(self, mower_id: uuid.UUID) -> None:
         """A removed mower, or one without a site."""
         key = mower_id.int
+        self._safe.pop(key, None)
         if key in self._site_of:
             site_of = dict(self._site_of)
             del site_of[key]
