@@ -14,6 +14,7 @@ import pytest
 
 from contracts.v1 import MowerRegistration, StartMow, decode
 from simulator import BatteryFault, FleetConfig, SimulatorServer, physics
+from tests.integration.simulator.test_device_protocol import Connect, answered
 from tests.support.eventually import eventually
 
 
@@ -224,7 +225,7 @@ async def test_cli_port_in_use_is_a_one_line_error() -> None:
 
 
 async def test_areas_set_through_the_api_name_where_a_start_mows(
-    sim: SimulatorServer, http: aiohttp.ClientSession
+    sim: SimulatorServer, http: aiohttp.ClientSession, connect: Connect
 ) -> None:
     m = sim.fleet.mowers[0]
     g = m.garden
@@ -248,6 +249,11 @@ async def test_areas_set_through_the_api_name_where_a_start_mows(
     async with http.put(url, json=doc) as resp:
         assert resp.status == 422
         assert "features[0]" in (await resp.json())["detail"]
-    assert m.execute(StartMow(work_area="corner"), sim.fleet.clock.now()) is None
+    # The start comes as the gateway sends it: a device-protocol command frame.
+    client = await connect(m.mower_id)
+    failed = await answered(client, await client.command("start_mow", work_area="nowhere"))
+    assert (failed.status, failed.reason) == ("failed", "no work area named 'nowhere'")
+    started = await answered(client, await client.command("start_mow", work_area="corner"))
+    assert started.status == "executed"
     assert m.garden.route is not None
     assert m.garden.path_length < 8 * 6 / 0.25 + 20  # the corner, not the whole lawn
