@@ -43,6 +43,9 @@ _HOME = frozenset({"docked", "charging"})
 # Fast moves in a row before a theft is suspected: a position fix that jumps (RTK lost,
 # then found again) makes one fast move, or two that end where they began.
 _STEPS = 2
+# A position that moved less than this from the last fix keeps the fix: the centimetres a
+# docked mower's position wanders would otherwise change its watch with every heartbeat.
+_FIX_STEP_M = 1.0
 _replace = msgspec.structs.replace
 
 
@@ -113,10 +116,16 @@ def left_area(
 
 
 def moved(fix: Fix | None, state: MowerState) -> Fix | None:
-    """The last distinct position after ``state``: kept while the mower stands still."""
+    """The last distinct position after ``state``: kept while the mower stands still (or
+    its position wanders less than ``_FIX_STEP_M``, as a fix at a dock does)."""
     pos = state.position
-    if pos is None or (fix is not None and fix.lat == pos.lat and fix.lon == pos.lon):
+    if pos is None:
         return fix
+    if fix is not None:
+        if fix.lat == pos.lat and fix.lon == pos.lon:
+            return fix
+        if distance_m(fix.lat, fix.lon, pos.lat, pos.lon) < _FIX_STEP_M:
+            return fix
     return Fix(lat=pos.lat, lon=pos.lon, at=state.observed_at)
 
 

@@ -175,6 +175,15 @@ def test_an_idle_mowers_heartbeats_leave_the_watch_alone() -> None:
     assert (after.fix, after.flight, after.escape) == (first.fix, None, None)
 
 
+def test_a_position_that_wanders_less_than_a_metre_keeps_the_fix() -> None:
+    first = run([carried(0, 0, "docked")]).watch
+    after = run([carried(10, 0.3, "docked"), carried(20, 0.6, "docked")], watch=first).watch
+    assert first is not None and after is not None
+    assert after.fix == first.fix
+    moved = run([carried(30, 1.5, "idle")], watch=after).watch
+    assert moved is not None and moved.fix is not None and moved.fix.at != first.observed_at
+
+
 ALARMS: list[tuple[str, list[Step], list[str]]] = [
     (
         "left-area-raised-when-told-cleared-back-inside",
