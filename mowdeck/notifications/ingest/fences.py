@@ -7,9 +7,10 @@ built once per version with shapely and prepared. ``place`` answers the geofence
 zone. A site without work areas fences nothing but its stay-out zones.
 
 Point-in-polygon must stay cheap at every state (docs/performance.md, "notifications_replay"):
-``place`` also answers how far a position inside lies from the nearest edge, and
-``Fences`` (``ingest/sites.py``) keeps that per mower, so the next position within that
-circle is known inside without asking GEOS. Nothing here does I/O or reads a clock.
+a fence also keeps a grid over its areas (at most 128 cells a side, none under 0.5 m) of
+the cells wholly on permitted ground, found once with shapely; a position in such a cell
+is inside after two divisions and a lookup. Only positions near an edge, or outside,
+ask GEOS. Nothing here does I/O or reads a clock.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from mowdeck.notifications.rules.geofence import INSIDE, Placement
 __all__ = ["SiteFence"]
 
 _M_PER_DEG = math.pi / 180.0 * 6_371_008.8
+# The grid of cells known to be inside: at most this many cells a side, none smaller.
+_CELLS = 128
+_MIN_CELL = 0.5
 
 
 def _polygon(area: Area, lat0: float, lon0: float, kx: float) -> BaseGeometry:
@@ -49,7 +53,10 @@ def _prepared(geometries: Sequence[BaseGeometry]) -> BaseGeometry | None:
 class SiteFence:
     """One site's areas at ``version``, prepared for ``place``."""
 
-    __slots__ = ("_boundary", "_kx", "_lat0", "_lon0", "_stay", "_work", "_zones", "version")
+    __slots__ = (
+        "_cell", "_grid", "_gx", "_gy", "_kx", "_lat0", "_lon0", "_nx", "_ny", "_stay",
+        "_work", "_zones", "version",
+    )  # fmt: skip
 
     def __init__(self, site: SiteAreas) -> None:
         self.version = site.version
@@ -65,28 +72,55 @@ class SiteFence:
         ]
         self._work = _prepared(work)
         self._stay = _prepared([z for _, z in self._zones])
-        edges = [g.boundary for g in (self._work, self._stay) if g is not None]
-        self._boundary = shapely.union_all(edges) if edges else None
+        self._grid = self._cells()
 
     @property
     def empty(self) -> bool:
         """True when the site has no area: nothing to judge."""
-        return self._boundary is None
+        return self._work is None and self._stay is None
+
+    def _cells(self) -> bytes:
+        """Which cells of a grid over the areas lie wholly on permitted ground (1)."""
+        work, stay = self._work, self._stay
+        outline = work if work is not None else stay
+        if outline is None:
+            self._gx = self._gy = self._cell = 0.0
+            self._nx = self._ny = 0
+            return b""
+        minx, miny, maxx, maxy = outline.bounds
+        self._cell = cell = max((maxx - minx) / _CELLS, (maxy - miny) / _CELLS, _MIN_CELL)
+        self._gx, self._gy = minx, miny
+        self._nx = nx = max(1, math.ceil((maxx - minx) / cell))
+        self._ny = ny = max(1, math.ceil((maxy - miny) / cell))
+        x0 = [minx + (k % nx) * cell for k in range(nx * ny)]
+        y0 = [miny + (k // nx) * cell for k in range(nx * ny)]
+        boxes = shapely.box(x0, y0, [x + cell for x in x0], [y + cell for y in y0])
+        inside = [True] * len(x0) if work is None else shapely.contains(work, boxes).tolist()
+        clear = [True] * len(x0) if stay is None else (~shapely.intersects(stay, boxes)).tolist()
+        return bytes(1 if a and b else 0 for a, b in zip(inside, clear, strict=True))
 
     def local(self, lat: float, lon: float) -> tuple[float, float]:
         """A position in this fence's local metres (x east, y north)."""
         return (lon - self._lon0) * self._kx, (lat - self._lat0) * _M_PER_DEG
 
-    def place(self, x: float, y: float) -> tuple[Placement, float]:
-        """Where local ``(x, y)`` lies, and (inside) how far the nearest edge is."""
-        work, stay, boundary = self._work, self._stay, self._boundary
-        if boundary is None:
-            return INSIDE, math.inf
+    def place(self, x: float, y: float) -> Placement:
+        """Where local ``(x, y)`` lies against the areas."""
+        dx, dy = x - self._gx, y - self._gy
+        if dx >= 0.0 and dy >= 0.0:
+            i, j = int(dx / self._cell), int(dy / self._cell)
+            if i < self._nx and j < self._ny and self._grid[j * self._nx + i]:
+                return INSIDE  # a cell wholly inside: no need to ask GEOS
+        elif self._work is None:
+            return INSIDE  # off the stay-out zones' grid: in none of them
+        return self._exact(x, y)
+
+    def _exact(self, x: float, y: float) -> Placement:
+        work, stay = self._work, self._stay
         outside = work is not None and not shapely.contains_xy(work, x, y)
         in_zone = stay is not None and shapely.intersects_xy(stay, x, y)
-        point = shapely.Point(x, y)
         if not outside and not in_zone:
-            return INSIDE, shapely.distance(boundary, point)
+            return INSIDE
+        point = shapely.Point(x, y)
         metres, zone = 0.0, None
         if outside:
             metres = shapely.distance(work, point)
@@ -97,4 +131,4 @@ class SiteFence:
                     if depth >= metres:
                         metres, zone = depth, name
         # On an edge (0 m) the mower is still outside: its escape has begun.
-        return Placement(max(metres, 1e-9), zone), 0.0
+        return Placement(max(metres, 1e-9), zone)

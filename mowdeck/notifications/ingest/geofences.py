@@ -8,13 +8,11 @@ is rebuilt only when its site's version grows.
 ``placement(state)`` is what the watch actors hand the geofence rules with each state
 (``rules/geofence.py``). It runs on the actors' worker threads while the loop replaces
 fences: every structure here is replaced whole, never changed in place, so a reader sees
-an old fence or a new one. A mower's last position found inside is kept with the distance
-to the nearest edge: a later position within that circle is inside without a GEOS call.
+an old fence or a new one, and a fence never changes after it is built.
 """
 
 from __future__ import annotations
 
-import math
 import uuid
 
 import structlog
@@ -29,9 +27,6 @@ __all__ = ["Geofences"]
 
 log = structlog.get_logger("mowdeck.notifications.ingest.geofences")
 
-# A mower's last position known inside: (its fence, local x, y, the distance to an edge).
-_Safe = tuple[SiteFence, float, float, float]
-
 
 class Geofences:
     """Sites' fences by site and mowers' sites, kept by ``apply_*`` on the loop."""
@@ -41,7 +36,6 @@ class Geofences:
         self._versions: dict[int, int] = {}  # the highest version seen, removals included
         self._removed: set[int] = set()
         self._site_of: dict[int, int] = {}  # mower id (its int) -> site id (its int)
-        self._safe: dict[int, _Safe] = {}
 
     # -- kept from Fleet ------------------------------------------------------------
 
@@ -88,7 +82,6 @@ class Geofences:
     def forget_mower(self, mower_id: uuid.UUID) -> None:
         """A removed mower, or one without a site."""
         key = mower_id.int
-        self._safe.pop(key, None)
         if key in self._site_of:
             site_of = dict(self._site_of)
             del site_of[key]
@@ -110,13 +103,4 @@ class Geofences:
         fence = None if site is None else self._fences.get(site)
         if fence is None:
             return INSIDE
-        x, y = fence.local(position.lat, position.lon)
-        safe = self._safe.get(key)
-        if safe is not None and safe[0] is fence and math.hypot(x - safe[1], y - safe[2]) < safe[3]:
-            return INSIDE
-        placement, edge = fence.place(x, y)
-        if edge > 0.0:
-            self._safe[key] = (fence, x, y, edge)
-        elif safe is not None:
-            self._safe.pop(key, None)
-        return placement
+        return fence.place(*fence.local(position.lat, position.lon))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import uuid
 
 import pytest
@@ -104,13 +105,16 @@ def test_a_mower_moved_off_its_site_is_no_longer_fenced() -> None:
     assert fences.placement(at(500, 500)) == INSIDE  # type: ignore[arg-type]
 
 
-def test_the_remembered_inside_circle_never_hides_an_escape() -> None:
-    # Walk from the middle straight out east: every position is judged as the fence would.
-    fences = fenced(site(stay_out=False))
-    fence = SiteFence(site(stay_out=False))
-    for step in range(80):
-        x = 20 + step * 0.5
-        got = fences.placement(at(x, 5))  # type: ignore[arg-type]
-        expected, _ = fence.place(*fence.local(LAT + 5 * M_LAT, LON + x * M_LON))
-        assert got is not None
-        assert got.outside_m == pytest.approx(expected.outside_m, abs=1e-6)
+@pytest.mark.parametrize("with_work", [True, False], ids=["work-area", "stay-out-only"])
+def test_the_grid_answers_as_geos_would(with_work: bool) -> None:
+    # Positions all over and around the site, many near an edge: the grid's quick
+    # answer (a cell wholly inside) never differs from asking GEOS.
+    s = site(work=with_work)
+    fence = SiteFence(s)
+    rng = random.Random(5)
+    for _ in range(4000):
+        x, y = rng.uniform(-20, 60), rng.uniform(-20, 50)
+        got = fence.place(x, y)
+        expected = fence._exact(x, y)
+        assert got.outside_m == pytest.approx(expected.outside_m, abs=1e-9), (x, y)
+        assert got.stay_out == expected.stay_out
