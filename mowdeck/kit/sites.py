@@ -6,7 +6,9 @@ consumer of its own (every replica sees every event; a durable queue group would
 each event to one replica only), from the moment it starts, then asks Fleet for every
 site's areas by pages, retried in the background like the Fleet seed (``kit/seed.py``).
 Versions decide: the sink keeps the highest version of a site's areas it saw, so the
-list and the events may arrive in any order. ``site.removed`` carries no version; the
+list and the events may arrive in any order. The sink is called on a worker thread
+(``asyncio.to_thread``): turning a site's areas into geometry takes milliseconds, and a
+thousand sites at start must not hold up the loop. ``site.removed`` carries no version; the
 sink remembers removals so a list asked before one cannot bring the site back.
 """
 
@@ -105,9 +107,9 @@ class SiteAreasFeed:
         payload = event.payload
         try:
             if event.type == "site.areas_changed" and isinstance(payload, SiteAreas):
-                self._apply(payload)
+                await asyncio.to_thread(self._apply, payload)
             elif event.type == "site.removed" and isinstance(payload, SiteRef):
-                self._remove(payload.site_id)
+                await asyncio.to_thread(self._remove, payload.site_id)
         except Exception:
             log.exception("site event failed", type=event.type)
 
@@ -127,7 +129,7 @@ class SiteAreasFeed:
                 continue
             for site in sites:
                 try:
-                    self._apply(site)
+                    await asyncio.to_thread(self._apply, site)
                 except Exception:  # one site's areas that cannot be used: the others can
                     log.exception("site areas failed", site_id=str(site.site_id))
             log.info("site areas loaded from fleet", feed=self.name, sites=len(sites))

@@ -7,7 +7,7 @@ built once per version with shapely and prepared. ``place`` answers the geofence
 zone. A site without work areas fences nothing but its stay-out zones.
 
 Point-in-polygon must stay cheap at every state (docs/performance.md, "notifications_replay"):
-a fence also keeps a grid over its areas (at most 128 cells a side, none under 0.5 m) of
+a fence also keeps a grid over its areas (at most 100 cells a side, none under 1 m) of
 the cells wholly on permitted ground, found once with shapely; a position in such a cell
 is inside after two divisions and a lookup. Only positions near an edge, or outside,
 ask GEOS. Nothing here does I/O or reads a clock.
@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
 import shapely
 from shapely.geometry.base import BaseGeometry
 
@@ -28,8 +30,8 @@ __all__ = ["SiteFence"]
 
 _M_PER_DEG = math.pi / 180.0 * 6_371_008.8
 # The grid of cells known to be inside: at most this many cells a side, none smaller.
-_CELLS = 128
-_MIN_CELL = 0.5
+_CELLS = 100
+_MIN_CELL = 1.0
 
 
 def _polygon(area: Area, lat0: float, lon0: float, kx: float) -> BaseGeometry:
@@ -80,7 +82,8 @@ class SiteFence:
         return self._work is None and self._stay is None
 
     def _cells(self) -> bytes:
-        """Which cells of a grid over the areas lie wholly on permitted ground (1)."""
+        """Which cells of a grid over the areas lie wholly on permitted ground (1): those
+        whose centre is on it and that no edge passes through."""
         work, stay = self._work, self._stay
         outline = work if work is not None else stay
         if outline is None:
@@ -92,12 +95,39 @@ class SiteFence:
         self._gx, self._gy = minx, miny
         self._nx = nx = max(1, math.ceil((maxx - minx) / cell))
         self._ny = ny = max(1, math.ceil((maxy - miny) / cell))
-        x0 = [minx + (k % nx) * cell for k in range(nx * ny)]
-        y0 = [miny + (k // nx) * cell for k in range(nx * ny)]
-        boxes = shapely.box(x0, y0, [x + cell for x in x0], [y + cell for y in y0])
-        inside = [True] * len(x0) if work is None else shapely.contains(work, boxes).tolist()
-        clear = [True] * len(x0) if stay is None else (~shapely.intersects(stay, boxes)).tolist()
-        return bytes(1 if a and b else 0 for a, b in zip(inside, clear, strict=True))
+        k = np.arange(nx * ny)
+        xs, ys = minx + (k % nx + 0.5) * cell, miny + (k // nx + 0.5) * cell
+        on = np.ones(nx * ny, dtype=bool) if work is None else shapely.contains_xy(work, xs, ys)
+        if stay is not None:
+            on &= ~shapely.intersects_xy(stay, xs, ys)
+        on &= ~self._edges(nx, ny)
+        return on.astype(np.uint8).tobytes()
+
+    def _edges(self, nx: int, ny: int) -> npt.NDArray[np.bool_]:
+        """The cells an edge of any area may pass through: around points every half cell
+        along each edge, with their neighbours (every point of an edge is within half a
+        cell of such a point, so in its cell or a neighbour)."""
+        cell, edge = self._cell, np.zeros(nx * ny, dtype=bool)
+        for geometry in (self._work, self._stay):
+            if geometry is None:
+                continue
+            for line in shapely.get_parts(shapely.boundary(geometry)):
+                c = shapely.get_coordinates(line)
+                a, d = c[:-1], c[1:] - c[:-1]
+                steps = np.maximum(1, np.ceil(np.hypot(d[:, 0], d[:, 1]) / (cell / 2)))
+                steps = steps.astype(np.int64)
+                seg = np.repeat(np.arange(len(a)), steps + 1)
+                first = np.repeat(np.cumsum(steps + 1) - (steps + 1), steps + 1)
+                t = (np.arange(len(seg)) - first) / steps[seg]
+                px, py = a[seg, 0] + d[seg, 0] * t, a[seg, 1] + d[seg, 1] * t
+                i = np.floor((px - self._gx) / cell).astype(np.int64)
+                j = np.floor((py - self._gy) / cell).astype(np.int64)
+                for di in (-1, 0, 1):
+                    for dj in (-1, 0, 1):
+                        ii, jj = i + di, j + dj
+                        ok = (ii >= 0) & (ii < nx) & (jj >= 0) & (jj < ny)
+                        edge[jj[ok] * nx + ii[ok]] = True
+        return edge
 
     def local(self, lat: float, lon: float) -> tuple[float, float]:
         """A position in this fence's local metres (x east, y north)."""

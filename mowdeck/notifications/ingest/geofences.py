@@ -13,6 +13,7 @@ an old fence or a new one, and a fence never changes after it is built.
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import structlog
@@ -32,6 +33,7 @@ class Geofences:
     """Sites' fences by site and mowers' sites, kept by ``apply_*`` on the loop."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()  # the sites' maps, written by the feed's threads
         self._fences: dict[int, SiteFence] = {}  # by site id (its int)
         self._versions: dict[int, int] = {}  # the highest version seen, removals included
         self._removed: set[int] = set()
@@ -47,29 +49,39 @@ class Geofences:
         )  # fmt: skip
 
     def apply_areas(self, site: SiteAreas) -> bool:
-        """A site's areas; False (ignored) when not newer than what is known, or removed."""
+        """A site's areas; False (ignored) when not newer than what is known, or removed.
+
+        Safe to call from a worker thread (the feed builds fences off the loop): the fence
+        is built outside the lock, the maps are replaced under it."""
         key = site.site_id.int
-        if key in self._removed or self._versions.get(key, -1) >= site.version:
+        if not self._newer(key, site.version):
             return False
-        self._versions[key] = site.version
         fence = SiteFence(site)
-        fences = dict(self._fences)
-        if fence.empty:
-            fences.pop(key, None)
-        else:
-            fences[key] = fence
-        self._fences = fences
+        with self._lock:
+            if not self._newer(key, site.version):
+                return False  # a newer version (or a removal) came while this one was built
+            self._versions[key] = site.version
+            fences = dict(self._fences)
+            if fence.empty:
+                fences.pop(key, None)
+            else:
+                fences[key] = fence
+            self._fences = fences
         log.info("site areas applied", site_id=str(site.site_id), version=site.version,
                  areas=len(site.areas))  # fmt: skip
         return True
 
+    def _newer(self, key: int, version: int) -> bool:
+        return key not in self._removed and self._versions.get(key, -1) < version
+
     def remove_site(self, site_id: uuid.UUID) -> None:
         """A removed site: its mowers are no longer fenced; a late list cannot bring it back."""
         key = site_id.int
-        self._removed.add(key)
-        fences = dict(self._fences)
-        fences.pop(key, None)
-        self._fences = fences
+        with self._lock:
+            self._removed.add(key)
+            fences = dict(self._fences)
+            fences.pop(key, None)
+            self._fences = fences
 
     def apply_mower(self, registration: MowerRegistration) -> None:
         """A mower's site (or none) from its registration."""
