@@ -24,17 +24,23 @@ in a random direction, kept within those 15 m); ``--geofence areas`` does the sa
 puts every mower in a site (one per account) whose work area is a polygon of 50 vertices
 (a 25 m circle), so the watch actors place every state against it. Compare ``areas``
 with ``positions``: the difference is what point-in-polygon costs per state.
+``--rules-only`` runs just the rules (``plan_states`` over the rounds, batches of
+``--batch``, one thread, no actors and no database) and prints their states per second:
+single-threaded, its instruction count under callgrind repeats exactly, where the whole
+pipeline's moves with the timing of its threads by a few percent.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import math
 import random
+import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import msgspec
@@ -56,13 +62,14 @@ from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.notifications.infra import Stores
 from mowdeck.notifications.ingest.actor import WatchSnapshots, actor_factory
 from mowdeck.notifications.ingest.geofences import Geofences
-from mowdeck.notifications.ingest.plan import Place
+from mowdeck.notifications.ingest.plan import Place, plan_states
 from mowdeck.notifications.ingest.states import StateBatcher
 from mowdeck.notifications.metrics import NotificationsMetrics
 from mowdeck.notifications.rules.evaluate import Thresholds
+from mowdeck.notifications.rules.watch import MowerWatch
 from mowdeck.notifications.settings import NotificationsSettings
 from tests.bench.notifications import Fleet
-from tests.bench.replay import measure
+from tests.bench.replay import callgrind, measure
 from tests.support.fakes import FakeMsg
 from tests.support.postgres import create_database, drop_database
 
@@ -78,6 +85,7 @@ class Options:
     python_gc: bool = False
     geofence: str = "none"
     move: float = 0.0
+    rules_only: bool = False
 
 
 async def run(opts: Options) -> None:
@@ -94,6 +102,39 @@ async def run(opts: Options) -> None:
             await pool.close()
     finally:
         await asyncio.to_thread(drop_database, url)
+
+
+def rules_only(opts: Options) -> None:
+    """The rules alone over the rounds, measured rounds only; print the RESULT."""
+    fleet = Fleet(opts.mowers)
+    place = _sites(fleet) if opts.geofence == "areas" else None
+    walk = _Walk(fleet, opts.move) if opts.geofence != "none" else None
+    rounds = [
+        [walk.moved(s) if walk else s for s in fleet.next_round()[0]] for _ in range(opts.rounds)
+    ]
+    thresholds, watches = Thresholds(), dict[uuid.UUID, MowerWatch]()
+    now = rounds[-1][0].observed_at + timedelta(seconds=1)
+
+    def plan(states: list[MowerState]) -> None:
+        for i in range(0, len(states), opts.batch):
+            part = plan_states(watches, states[i : i + opts.batch], now, thresholds, place=place)
+            for write in part.writes:
+                watches[write.watch.mower_id] = write.watch
+
+    plan(rounds[0])  # the first states start the watches: not measured
+    measured = sum(len(r) for r in rounds[1:])
+    gc.collect()
+    callgrind(on=True)
+    started = time.perf_counter()
+    for states in rounds[1:]:
+        plan(states)
+    seconds = time.perf_counter() - started
+    callgrind(on=False)
+    print(
+        f"RESULT rules_states_per_s={measured / seconds:.0f} states={measured}"
+        f" us_per_state={seconds / measured * 1e6:.2f} geofence={opts.geofence}"
+        f" move_m={opts.move}"
+    )
 
 
 async def _replay(pool: asyncpg.Pool, opts: Options) -> None:
@@ -210,13 +251,20 @@ def main() -> None:
         help="states without positions, with positions, or with positions in sites' areas",
     )
     parser.add_argument("--move", type=float, default=0.0, help="metres a mower moves a round")
+    parser.add_argument(
+        "--rules-only", action="store_true", help="only the rules, one thread, no database"
+    )
     parser.add_argument("--smoke", action="store_true", help="three rounds, to check it runs")
     args = parser.parse_args()
     rounds = 3 if args.smoke else args.rounds
     opts = Options(
-        args.batch, rounds, args.mowers, args.profile, args.python_gc, args.geofence, args.move
-    )
-    asyncio.run(run(opts))
+        args.batch, rounds, args.mowers, args.profile, args.python_gc, args.geofence, args.move,
+        args.rules_only,
+    )  # fmt: skip
+    if opts.rules_only:
+        rules_only(opts)
+    else:
+        asyncio.run(run(opts))
 
 
 if __name__ == "__main__":
