@@ -7,8 +7,8 @@ is rebuilt only when its site's version grows.
 
 ``placement(state)`` is what the watch actors hand the geofence rules with each state
 (``rules/geofence.py``). It runs on the actors' worker threads while the loop replaces
-fences: every structure here is replaced whole, never changed in place, so a reader sees
-an old fence or a new one, and a fence never changes after it is built.
+fences: a site's fence is replaced whole (never changed once built), so a reader sees an
+old fence or a new one; a mower's site is one dictionary item, set or removed at once.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ log = structlog.get_logger("mowdeck.notifications.ingest.geofences")
 
 
 class Geofences:
-    """Sites' fences by site and mowers' sites, kept by ``apply_*`` on the loop."""
+    """Sites' fences by site and mowers' sites, kept by ``apply_*`` (on the loop, or the
+    feed's worker threads), read by the watch actors' threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # the sites' maps, written by the feed's threads
@@ -88,16 +89,12 @@ class Geofences:
         key, site = registration.mower_id.int, registration.site_id
         if site is None:
             self.forget_mower(registration.mower_id)
-        elif self._site_of.get(key) != site.int:
-            self._site_of = {**self._site_of, key: site.int}
+        else:
+            self._site_of[key] = site.int
 
     def forget_mower(self, mower_id: uuid.UUID) -> None:
         """A removed mower, or one without a site."""
-        key = mower_id.int
-        if key in self._site_of:
-            site_of = dict(self._site_of)
-            del site_of[key]
-            self._site_of = site_of
+        self._site_of.pop(mower_id.int, None)
 
     def version(self, site_id: uuid.UUID) -> int | None:
         """The version of the site's areas applied, if any."""
