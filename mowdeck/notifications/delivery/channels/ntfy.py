@@ -32,7 +32,7 @@ KIND_TAGS = {
     "mower_offline": "electric_plug",
     "mower_online": "signal_strength",
     "left_area": "round_pushpin",
-    "theft_suspected": "rotating_light",
+    "theft_suspected": "lock",
 }
 SEVERITY_TAGS: Mapping[Severity, str] = {"critical": "rotating_light", "warning": "warning"}
 
