@@ -56,7 +56,7 @@ class SiteFence:
     """One site's areas at ``version``, prepared for ``place``."""
 
     __slots__ = (
-        "_cell", "_grid", "_gx", "_gy", "_kx", "_lat0", "_lon0", "_nx", "_ny", "_stay",
+        "_cell", "_grid", "_gx", "_gy", "_kx", "_lat0", "_lon0", "_nx", "_ny", "_per_cell", "_stay",
         "_work", "_zones", "version",
     )  # fmt: skip
 
@@ -75,6 +75,7 @@ class SiteFence:
         self._work = _prepared(work)
         self._stay = _prepared([z for _, z in self._zones])
         self._grid = self._cells()
+        self._per_cell = 1.0 / self._cell if self._cell else 0.0
 
     @property
     def empty(self) -> bool:
@@ -133,12 +134,13 @@ class SiteFence:
         """A position in this fence's local metres (x east, y north)."""
         return (lon - self._lon0) * self._kx, (lat - self._lat0) * _M_PER_DEG
 
-    def place(self, x: float, y: float) -> Placement:
-        """Where local ``(x, y)`` lies against the areas."""
-        dx, dy = x - self._gx, y - self._gy
-        if dx >= 0.0 and dy >= 0.0:
-            i, j = int(dx / self._cell), int(dy / self._cell)
-            if i < self._nx and j < self._ny and self._grid[j * self._nx + i]:
+    def place(self, lat: float, lon: float) -> Placement:
+        """Where a WGS84 position lies against the areas (called with every state: kept
+        to a few arithmetic operations when the grid knows the answer)."""
+        x, y = (lon - self._lon0) * self._kx, (lat - self._lat0) * _M_PER_DEG
+        i, j = (x - self._gx) * self._per_cell, (y - self._gy) * self._per_cell
+        if 0.0 <= i < self._nx and 0.0 <= j < self._ny:
+            if self._grid[int(j) * self._nx + int(i)]:
                 return INSIDE  # a cell wholly inside: no need to ask GEOS
         elif self._work is None:
             return INSIDE  # off the stay-out zones' grid: in none of them

@@ -107,9 +107,6 @@ class Geofences:
         position = state.position
         if position is None:
             return None
-        key = state.mower_id.int
-        site = self._site_of.get(key)
+        site = self._site_of.get(state.mower_id.int)
         fence = None if site is None else self._fences.get(site)
-        if fence is None:
-            return INSIDE
-        return fence.place(*fence.local(position.lat, position.lon))
+        return INSIDE if fence is None else fence.place(position.lat, position.lon)

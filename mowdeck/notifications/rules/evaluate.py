@@ -383,7 +383,9 @@ def evaluate_state(
     anchor = _standstill(e, watch.anchor, state, t)
     armed_at = _battery(e, watch.battery_armed_at, state, t)
     offline = _tell_offline(e, offline)
-    escape = left_area(e, watch.escape, state, placement, t.geofence)
+    escape = watch.escape
+    if escape is not None or (placement is not None and placement.outside_m > 0.0):
+        escape = left_area(e, escape, state, placement, t.geofence)
     flight = theft(e, watch.flight, watch.fix, state, t.geofence)
     fix = moved(watch.fix, state)
     last_sent, held = e.settle(_STATE_KINDS)

@@ -113,8 +113,8 @@ def test_the_grid_answers_as_geos_would(with_work: bool) -> None:
     fence = SiteFence(s)
     rng = random.Random(5)
     for _ in range(4000):
-        x, y = rng.uniform(-20, 60), rng.uniform(-20, 50)
-        got = fence.place(x, y)
-        expected = fence._exact(x, y)
-        assert got.outside_m == pytest.approx(expected.outside_m, abs=1e-9), (x, y)
+        lat, lon = LAT + rng.uniform(-20, 50) * M_LAT, LON + rng.uniform(-20, 60) * M_LON
+        got = fence.place(lat, lon)
+        expected = fence._exact(*fence.local(lat, lon))
+        assert got.outside_m == pytest.approx(expected.outside_m, abs=1e-9), (lat, lon)
         assert got.stay_out == expected.stay_out
