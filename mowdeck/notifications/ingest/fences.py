@@ -9,7 +9,7 @@ zone. A site without work areas fences nothing but its stay-out zones.
 Point-in-polygon must stay cheap at every state (docs/performance.md, "notifications_replay"):
 a fence also keeps a grid over its areas (at most 100 cells a side, none under 1 m) of
 the cells wholly on permitted ground, found once with shapely; a position in such a cell
-is inside after two divisions and a lookup. Only positions near an edge, or outside,
+is inside after a few multiplications and a lookup. Only positions near an edge, or outside,
 ask GEOS. Nothing here does I/O or reads a clock.
 """
 
