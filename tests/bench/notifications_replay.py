@@ -254,13 +254,18 @@ def main() -> None:
     parser.add_argument(
         "--rules-only", action="store_true", help="only the rules, one thread, no database"
     )
-    parser.add_argument("--smoke", action="store_true", help="three rounds, to check it runs")
+    parser.add_argument(
+        "--smoke", action="store_true", help="three rounds (and the geofence mode), to check"
+    )
     args = parser.parse_args()
     rounds = 3 if args.smoke else args.rounds
     opts = Options(
         args.batch, rounds, args.mowers, args.profile, args.python_gc, args.geofence, args.move,
         args.rules_only,
     )  # fmt: skip
+    if args.smoke and opts.geofence == "none" and not opts.rules_only:
+        # The smoke also runs the geofence mode's own code (sites, fences, positions).
+        rules_only(Options(rounds=rounds, mowers=200, geofence="areas", move=2.0))
     if opts.rules_only:
         rules_only(opts)
     else:
