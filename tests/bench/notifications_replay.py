@@ -26,8 +26,8 @@ puts every mower in a site (one per account) whose work area is a polygon of 50 
 with ``positions``: the difference is what point-in-polygon costs per state.
 ``--rules-only`` runs just the rules (``plan_states`` over the rounds, batches of
 ``--batch``, one thread, no actors and no database) and prints their states per second:
-single-threaded, its instruction count under callgrind repeats exactly, where the whole
-pipeline's moves with the timing of its threads by a few percent.
+single-threaded, its instruction count under callgrind does not depend on how the
+threads' timing cuts the states into batches, as the whole pipeline's does.
 """
 
 from __future__ import annotations
