@@ -57,6 +57,10 @@ class Run:
             self.events += outcome.events
             self.alarms += outcome.alarms
 
+    def activity(self) -> str:
+        """The simulated mower's activity now."""
+        return self.mower.body.activity
+
     def told(self) -> list[str]:
         return [e.kind for e in self.events if e.kind in ("left_area", "theft_suspected")]
 
@@ -65,14 +69,14 @@ def test_mowing_an_area_then_escaping_then_home_again() -> None:
     run = Run()
     assert run.mower.execute(StartMow(work_area="front"), 0.0) is None
     run.until(600)  # leaves the dock (outside the area, but driving there), mows
-    assert run.mower.body.activity == "mowing"
+    assert run.activity() == "mowing"
     assert run.told() == []
     run.mower.inject(EscapeFault(), float(run.t), 0.0)
     run.until(700)
     assert run.told() == ["left_area"]
     run.mower.clear_faults(float(run.t))
     run.until(1000)
-    assert run.mower.body.activity in ("docked", "charging")
+    assert run.activity() in ("docked", "charging")
     assert [(a.change, a.condition) for a in run.alarms] == [
         ("raised", "left_area"),
         ("cleared", "left_area"),

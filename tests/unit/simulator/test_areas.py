@@ -4,6 +4,7 @@ the faults ``escape`` and ``theft``."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -20,7 +21,7 @@ L_SHAPE = [(2, 2), (32, 2), (32, 14), (18, 14), (18, 26), (2, 26), (2, 2)]
 POND = [(8, 5), (14, 5), (14, 11), (8, 11), (8, 5)]
 
 
-def geo(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def geo(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """Local garden metres as GeoJSON positions [lon, lat]."""
     return [(lon, lat) for lat, lon in (GARDEN.to_latlon(x, y) for x, y in points)]
 
@@ -102,7 +103,8 @@ def test_escape_drives_out_of_the_area_mowing_and_clearing_drives_home() -> None
     m = mower(activity="mowing", x=20.0, y=8.0, job="active")
     m.inject(EscapeFault(), 0.0, 0.0)
     m.advance(60.0)
-    assert m.body.activity == "mowing"
+    escaping = m.body
+    assert escaping.activity == "mowing"
     assert shapely.Polygon(L_SHAPE).distance(shapely.Point(m.body.x, m.body.y)) > 10
     assert "escape" in m.faults(0.0)
     m.clear_faults(61.0)
