@@ -4,12 +4,14 @@ from simulator.clock import SimClock
 from simulator.faults import (
     BatteryFault,
     ErrorFault,
+    EscapeFault,
     Fault,
     LatencyFault,
     LinkLossFault,
     RejectFault,
     SilenceFault,
     StuckFault,
+    TheftFault,
 )
 from simulator.fleet import FleetConfig, SimulatorFleet, UnknownMowerError
 from simulator.garden import Garden
@@ -24,6 +26,7 @@ __all__ = [
     "Body",
     "CommandRecord",
     "ErrorFault",
+    "EscapeFault",
     "Fault",
     "FleetConfig",
     "Garden",
@@ -36,6 +39,7 @@ __all__ = [
     "SimulatorFleet",
     "SimulatorServer",
     "StuckFault",
+    "TheftFault",
     "UnknownMowerError",
     "VirtualMower",
     "create_app",

@@ -11,6 +11,7 @@ from mowdeck.kit.http import decode_as_json_schema
 __all__ = [
     "BatteryFault",
     "ErrorFault",
+    "EscapeFault",
     "Fault",
     "FaultError",
     "LatencyFault",
@@ -18,6 +19,7 @@ __all__ = [
     "RejectFault",
     "SilenceFault",
     "StuckFault",
+    "TheftFault",
     "TransportFaults",
     "decode_fault",
 ]
@@ -71,6 +73,17 @@ class BatteryFault(_FaultBase, frozen=True, tag="battery"):
     level: Annotated[float, msgspec.Meta(ge=0, le=100)]
 
 
+class EscapeFault(_FaultBase, frozen=True, tag="escape"):
+    """The mower drives straight out of its area, mowing, away from the lawn's centre."""
+
+
+class TheftFault(_FaultBase, frozen=True, tag="theft"):
+    """The mower is lifted (error ``lifted``, blades stopped) and carried away at
+    ``speed_mps``, straight away from the lawn's centre."""
+
+    speed_mps: Annotated[float, msgspec.Meta(gt=0, le=60)] = 8.0
+
+
 Fault = (
     StuckFault
     | ErrorFault
@@ -79,6 +92,8 @@ Fault = (
     | LatencyFault
     | RejectFault
     | BatteryFault
+    | EscapeFault
+    | TheftFault
 )
 
 

@@ -6,6 +6,8 @@ import math
 
 import msgspec
 
+from simulator.areas import Route
+
 __all__ = ["METRES_PER_DEGREE", "Garden", "Waypoint", "heading_to"]
 
 # Equirectangular projection is accurate to centimetres over a garden's few dozen metres.
@@ -34,6 +36,9 @@ class Garden(msgspec.Struct, frozen=True, kw_only=True):
     lane: float = 0.25
     dock_x: float = 0.0
     dock_y: float = -1.0
+    # The route through a named work area (``simulator/areas.py``), while a job mows one;
+    # None: the stripes across the whole lawn.
+    route: Route | None = None
 
     @property
     def lanes(self) -> int:
@@ -42,11 +47,17 @@ class Garden(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def path_length(self) -> float:
-        """Metres of the whole stripe pattern: lanes plus the turns between them."""
+        """Metres of the whole stripe pattern (lanes plus the turns between them), or of
+        the work area's route."""
+        if self.route is not None:
+            return self.route.length
         return self.lanes * self.width + (self.lanes - 1) * self.lane
 
     def stripe_point(self, progress: float) -> Waypoint:
-        """Where the mower is after ``progress`` metres of the boustrophedon pattern."""
+        """Where the mower is after ``progress`` metres of the boustrophedon pattern (or
+        of the work area's route)."""
+        if self.route is not None:
+            return Waypoint(*self.route.point(progress))
         progress = min(max(progress, 0.0), self.path_length)
         period = self.width + self.lane
         k = min(int(progress // period), self.lanes - 1)
@@ -63,6 +74,12 @@ class Garden(msgspec.Struct, frozen=True, kw_only=True):
     def contains(self, x: float, y: float, margin: float = 2.0) -> bool:
         """True while (x, y) is on the lawn or within ``margin`` metres of its edge."""
         return -margin <= x <= self.width + margin and -margin <= y <= self.depth + margin
+
+    def to_local(self, lat: float, lon: float) -> tuple[float, float]:
+        """The local point of a WGS84 position (``to_latlon`` reversed)."""
+        scale = METRES_PER_DEGREE * math.cos(math.radians(self.base_lat))
+        y = (lat - self.base_lat) * METRES_PER_DEGREE + self.depth / 2
+        return (lon - self.base_lon) * scale + self.width / 2, y
 
     def to_latlon(self, x: float, y: float) -> tuple[float, float]:
         """WGS84 latitude and longitude of a local point."""

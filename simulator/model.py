@@ -9,19 +9,22 @@ from typing import Literal
 
 import msgspec
 
-from contracts.v1 import Command, MowerState, Position, RtkFix, command_kind
+from contracts.v1 import Area, Command, MowerState, Position, RtkFix, StartMow, command_kind
+from simulator.areas import AreaError, plan_route
 from simulator.faults import (
     BatteryFault,
     ErrorFault,
+    EscapeFault,
     Fault,
     LatencyFault,
     LinkLossFault,
     RejectFault,
     SilenceFault,
     StuckFault,
+    TheftFault,
     TransportFaults,
 )
-from simulator.garden import Garden
+from simulator.garden import Garden, heading_to
 from simulator.physics import Body, Job, Params, apply_command, step
 
 __all__ = ["CommandRecord", "VirtualMower"]
@@ -63,6 +66,7 @@ class VirtualMower:
         "_by_id",
         "_rand",
         "account_id",
+        "areas",
         "body",
         "commands",
         "connection",
@@ -101,6 +105,8 @@ class VirtualMower:
         self.rtk_fix: RtkFix = "fixed"
         self.rtk_source = rtk_source
         self.transport = TransportFaults()
+        # The site's areas as the control API set them (``simulator/areas.py``).
+        self.areas: tuple[Area, ...] = ()
         self.commands: deque[CommandRecord] | None = None  # created on the first command
         # The latest record of each id in ``commands``: a repeated id is looked up per
         # command, and a scan of the log cost a hundred comparisons each time.
@@ -126,8 +132,24 @@ class VirtualMower:
     def execute(self, command: Command, now: float) -> str | None:
         """Carry out ``command`` at ``now``; ``None`` when executed, else why it failed."""
         self.advance(now)
+        garden = self.garden
+        if isinstance(command, StartMow):
+            try:
+                garden = self._garden_for(command.work_area)
+            except AreaError as err:
+                return str(err)
         self.body, reason = apply_command(self.body, command, now, self.params)
+        if reason is None:
+            self.garden = garden
         return reason
+
+    def _garden_for(self, work_area: str | None) -> Garden:
+        """The garden with the route of ``work_area``; without one, the whole lawn."""
+        g = msgspec.structs.replace(self.garden, route=None)
+        if work_area is None:
+            return g
+        route = plan_route(self.areas, work_area, g.to_local, lane=g.lane, margin=0.3)
+        return msgspec.structs.replace(g, route=route)
 
     def record(self, command_id: uuid.UUID, command: Command | None, at: datetime) -> CommandRecord:
         """Log a received command (``None`` when it could not be decoded)."""
@@ -172,6 +194,17 @@ class VirtualMower:
                 )
             case BatteryFault(level=level):
                 self.body = msgspec.structs.replace(b, battery=float(level))
+            case EscapeFault():
+                self.body = msgspec.structs.replace(
+                    b, activity="mowing", charging=False, escape_mps=b.speed_mps,
+                    heading=self._away_heading(),
+                )  # fmt: skip
+            case TheftFault(speed_mps=speed):
+                job = "held" if b.job == "active" else b.job
+                self.body = msgspec.structs.replace(
+                    b, activity="error", error_code="lifted", job=job, charging=False,
+                    carried_mps=speed, escape_mps=0.0, heading=self._away_heading(),
+                )  # fmt: skip
             case LinkLossFault(seconds=s):
                 t.link_down_until = wall + s
             case SilenceFault(seconds=s):
@@ -181,11 +214,24 @@ class VirtualMower:
             case RejectFault():
                 t.reject = True
 
+    def _away_heading(self) -> float:
+        """The compass heading from the lawn's centre through the mower (north at it)."""
+        b, g = self.body, self.garden
+        dx, dy = b.x - g.width / 2, b.y - g.depth / 2
+        return 0.0 if dx == dy == 0.0 else heading_to(dx, dy)
+
     def clear_faults(self, now: float) -> None:
-        """End every fault; an error the faults caused is cleared to ``idle``."""
+        """End every fault; an error the faults caused is cleared to ``idle``, an escape
+        drives home."""
         self.advance(now)
         self.transport = TransportFaults()
-        b = msgspec.structs.replace(self.body, stuck=False, stuck_since=None)
+        b = self.body
+        escaped = b.escape_mps > 0.0
+        b = msgspec.structs.replace(
+            b, stuck=False, stuck_since=None, escape_mps=0.0, carried_mps=0.0
+        )
+        if escaped and b.activity == "mowing":
+            b = msgspec.structs.replace(b, activity="returning", job="none", job_ends_at=None)
         if b.activity == "error":
             b = msgspec.structs.replace(b, activity="idle", error_code=None)
         self.body = b
@@ -195,6 +241,10 @@ class VirtualMower:
         out = self.transport.active(wall)
         if self.body.stuck:
             out["stuck"] = {}
+        if self.body.escape_mps:
+            out["escape"] = {}
+        if self.body.carried_mps:
+            out["theft"] = {"speed_mps": self.body.carried_mps}
         if self.body.activity == "error":
             out["error"] = {"code": self.body.error_code}
         return out

@@ -7,19 +7,23 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from contracts.v1 import Connection, MowerRegistration, MowerState
+from contracts.v1 import Area, Connection, MowerRegistration, MowerState
 from mowdeck.kit.openapi import OPS_OPERATIONS, Body, OneOf, Operation, Param, document
+from simulator.areas import AreaCollection, AreaFeature, AreaPolygon, AreaProperties
 from simulator.faults import (
     BatteryFault,
     ErrorFault,
+    EscapeFault,
     LatencyFault,
     LinkLossFault,
     RejectFault,
     SilenceFault,
     StuckFault,
+    TheftFault,
 )
 from simulator.model import CommandRecord
 from simulator.views import (
+    AreasView,
     FaultsView,
     FramesView,
     Garden,
@@ -41,7 +45,34 @@ _SUMMARY = MowerSummary(
 _ID = Param("mower_id", "path", uuid.UUID, "The simulated mower's id.")
 _TAGS = ("simulator",)
 _FAULTS = OneOf(
-    (StuckFault, ErrorFault, LinkLossFault, SilenceFault, LatencyFault, RejectFault, BatteryFault)
+    (
+        StuckFault,
+        ErrorFault,
+        LinkLossFault,
+        SilenceFault,
+        LatencyFault,
+        RejectFault,
+        BatteryFault,
+        EscapeFault,
+        TheftFault,
+    )
+)
+_RING = [
+    (11.575, 48.137),
+    (11.5753, 48.137),
+    (11.5753, 48.1372),
+    (11.575, 48.1372),
+    (11.575, 48.137),
+]
+_AREAS = AreaCollection(
+    type="FeatureCollection",
+    features=[
+        AreaFeature(
+            type="Feature",
+            geometry=AreaPolygon(type="Polygon", coordinates=[_RING]),
+            properties=AreaProperties(kind="work_area", name="front"),
+        )
+    ],
 )
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -130,6 +161,23 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: Body(FaultsView, FaultsView(faults={}))},
         params=(_ID,),
         problems=(404,),
+        public=True,
+        tags=_TAGS,
+    ),
+    Operation(
+        "PUT",
+        "/sim/mowers/{mower_id}/areas",
+        "setAreas",
+        "Set the mower's site areas: a `start_mow` with `work_area` mows inside that one,"
+        " out of the stay-out zones.",
+        {
+            200: Body(
+                AreasView, AreasView(areas=[Area(name="front", kind="work_area", rings=[_RING])])
+            )
+        },
+        params=(_ID,),
+        body=Body(AreaCollection, _AREAS),
+        problems=(404, 422),
         public=True,
         tags=_TAGS,
     ),

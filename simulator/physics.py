@@ -72,6 +72,10 @@ class Body(msgspec.Struct, frozen=True, kw_only=True):
     error_code: str | None = None
     stuck: bool = False
     stuck_since: float | None = None
+    # Faults that move the mower by themselves (``escape``, ``theft``): straight along
+    # ``heading`` at this speed (m/s); 0 for none.
+    escape_mps: float = 0.0
+    carried_mps: float = 0.0
 
 
 _replace = msgspec.structs.replace
@@ -89,6 +93,8 @@ def step(body: Body, dt: float, now: float, params: Params, garden: Garden) -> B
 
 
 def _advance(b: Body, h: float, now: float, p: Params, g: Garden) -> Body:
+    if b.carried_mps > 0.0 or b.escape_mps > 0.0:
+        return _away(b, h, p)
     if b.job != "none" and b.job_ends_at is not None and now >= b.job_ends_at:
         # The job's duration is over: it ends wherever the mower is.
         nxt = "returning" if b.activity in ("leaving", "mowing") else b.activity
@@ -103,6 +109,15 @@ def _advance(b: Body, h: float, now: float, p: Params, g: Garden) -> Body:
     motion = _MOTION.get(b.activity)
     # idle, paused, stopped, error, offline: nothing moves
     return b if motion is None else motion(b, h, now, p, g)
+
+
+def _away(b: Body, h: float, p: Params) -> Body:
+    # Carried (blades stopped, no drain) or escaping (mowing on, its own speed).
+    speed = b.carried_mps or b.escape_mps
+    rad = math.radians(b.heading)
+    x, y = b.x + speed * h * math.sin(rad), b.y + speed * h * math.cos(rad)
+    battery = b.battery if b.carried_mps else max(0.0, b.battery - p.drain_mow * h)
+    return _replace(b, x=x, y=y, battery=battery)
 
 
 def _stuck(b: Body, h: float, now: float, p: Params) -> Body:

@@ -13,12 +13,14 @@ from contracts.v1 import Connection, MowerRegistration
 from mowdeck.kit.http import Problem, json_response, problem_middleware, read_json
 from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.openapi import add_openapi
+from simulator.areas import AreaError, decode_areas
 from simulator.faults import Fault, FaultError, decode_fault
 from simulator.fleet import FleetConfig, SimulatorFleet, UnknownMowerError
 from simulator.metrics import simulator_registry
 from simulator.openapi import openapi
 from simulator.session import MowerSession
 from simulator.views import (
+    AreasView,
     FaultsView,
     FramesView,
     Garden,
@@ -131,6 +133,15 @@ async def _clear(request: web.Request) -> web.Response:
     return json_response(FaultsView(faults=fleet.mowers[i].faults(fleet.clock.wall())))
 
 
+async def _set_areas(request: web.Request) -> web.Response:
+    m = request.app[FLEET].mowers[_mower_index(request)]
+    try:
+        m.areas = decode_areas(await read_json(request))
+    except AreaError as err:
+        raise Problem(422, "Unprocessable Content", str(err), type_="invalid-areas") from None
+    return json_response(AreasView(areas=list(m.areas)))
+
+
 async def _registrations(request: web.Request) -> web.Response:
     return json_response(registrations(request.app))
 
@@ -183,6 +194,7 @@ def create_app(fleet: SimulatorFleet) -> web.Application:
             web.get("/sim/mowers/{mower_id}/frames", _frames),
             web.post("/sim/mowers/{mower_id}/faults", _inject),
             web.delete("/sim/mowers/{mower_id}/faults", _clear),
+            web.put("/sim/mowers/{mower_id}/areas", _set_areas),
             web.get("/sim/registrations", _registrations),
             web.get("/healthz", _health),
             web.get("/metrics", _metrics),

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 
 import msgspec
 
-from contracts.v1 import MowerState
+from contracts.v1 import Area, MowerState
 from simulator.model import CommandRecord
 
 __all__ = [
+    "AreasView",
     "FaultsView",
     "FramesView",
     "Garden",
@@ -72,6 +73,12 @@ class FaultsView(msgspec.Struct, frozen=True, kw_only=True):
     """The faults in force, by kind."""
 
     faults: dict[str, Any]
+
+
+class AreasView(msgspec.Struct, frozen=True, kw_only=True):
+    """The areas a mower knows (``simulator/areas.py``)."""
+
+    areas: list[Area]
 
 
 class Health(msgspec.Struct, frozen=True, kw_only=True):

@@ -15,6 +15,12 @@ __all__ = ["markdown"]
 _METHODS = ("get", "post", "put", "patch", "delete")
 
 
+def _array(schema: Mapping[str, Any]) -> str:
+    if "prefixItems" in schema:  # a tuple, e.g. a GeoJSON position
+        return f"[{', '.join(_type(s) for s in schema['prefixItems'])}]"
+    return f"array of {_type(schema.get('items', {}))}"
+
+
 def _type(schema: Mapping[str, Any]) -> str:
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
@@ -28,7 +34,7 @@ def _type(schema: Mapping[str, Any]) -> str:
         return f"`{schema['const']}`"
     kind = schema.get("type", "any")
     if kind == "array":
-        return f"array of {_type(schema.get('items', {}))}"
+        return _array(schema)
     fmt = schema.get("format")
     limits = [
         f"{word} {schema[key]}"

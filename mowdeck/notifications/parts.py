@@ -15,6 +15,7 @@ from mowdeck.authz import DecisionCache
 from mowdeck.kit.batching import MicroBatchConsumer
 from mowdeck.kit.consumer import Consumer, ConsumerSpec, DirectConsumer
 from mowdeck.kit.seed import FleetSeed
+from mowdeck.kit.sites import SiteAreasFeed
 from mowdeck.notifications.alarms.feed import AlarmAnnouncer
 from mowdeck.notifications.alarms.round import AlarmRound
 from mowdeck.notifications.delivery.channels.loader import Channels
@@ -28,6 +29,7 @@ from mowdeck.notifications.inbox.names import MowerNames
 from mowdeck.notifications.infra import Infra
 from mowdeck.notifications.ingest.actor import WatchActors
 from mowdeck.notifications.ingest.consuming import ConsumingSince
+from mowdeck.notifications.ingest.geofences import Geofences
 from mowdeck.notifications.ingest.links import LINKS_DURABLE, LinkEvents, decode_link
 from mowdeck.notifications.ingest.offline import OfflineScan
 from mowdeck.notifications.ingest.states import STATES_DURABLE, StateBatcher
@@ -46,6 +48,8 @@ class IngestParts:
     states: DirectConsumer
     links: MicroBatchConsumer[Any]
     scan: OfflineScan
+    fences: Geofences  # the sites' areas and the mowers' sites, for the geofence rules
+    sites: SiteAreasFeed
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +93,14 @@ def build(
     on_actors_started: Callable[[int], object] | None = None,
 ) -> Parts:
     """The parts of a replica on ``infra``; ``fanout``: events wake this replica's fan-out."""
-    s = settings
+    s, fences = settings, Geofences()
     actors = WatchActors(
-        infra.stores.watches,
-        workers=s.notifications_actor_workers,
-        thresholds=s.thresholds,
-        metrics=infra.metrics.actors,
-    )
-    inbox = _inbox(s, infra, actors)
+        infra.stores.watches, workers=s.notifications_actor_workers, thresholds=s.thresholds,
+        metrics=infra.metrics.actors, place=fences.placement,
+    )  # fmt: skip
+    inbox = _inbox(s, infra, actors, fences)
     wake = inbox.fanout.wake if fanout else lambda: None  # another replica fans out
-    ingest = _ingest(s, infra, actors, wake=wake, on_actors_started=on_actors_started)
+    ingest = _ingest(s, infra, actors, fences, wake=wake, on_actors_started=on_actors_started)
     metrics = DeliveryMetrics(infra.registry)
     deliveries, channels = infra.stores.deliveries, Channels(s)
     worker = DeliveryWorker(deliveries, channels, s, metrics, infra.clock)
@@ -114,6 +116,7 @@ def _ingest(
     s: NotificationsSettings,
     infra: Infra,
     actors: WatchActors,
+    fences: Geofences,
     *,
     wake: Callable[[], object],
     on_actors_started: Callable[[int], object] | None,
@@ -145,6 +148,7 @@ def _ingest(
         batch_max=batch_max,
         linger=linger / 1000,
         on_actors_started=on_actors_started,
+        place=actors.place,
     )
     links = LinkEvents(
         watches, supervisor=actors.supervisor, thresholds=s.thresholds, metrics=metrics,
@@ -156,23 +160,22 @@ def _ingest(
         bus, mower_events, decode=decode_link, commit=links.commit, batch_max=batch_max,
         linger=linger / 1000,
     )  # fmt: skip
-    states_consumer = DirectConsumer(bus, states, batcher.take)
-    return IngestParts(consuming, actors, batcher, states_consumer, link_consumer, scan)
+    reader = DirectConsumer(bus, states, batcher.take)
+    sites = fences.feed(bus, timeout=s.notifications_sites_timeout_seconds)
+    return IngestParts(consuming, actors, batcher, reader, link_consumer, scan, fences, sites)
 
 
-def _inbox(s: NotificationsSettings, infra: Infra, actors: WatchActors) -> InboxParts:
+def _inbox(
+    s: NotificationsSettings, infra: Infra, actors: WatchActors, fences: Geofences
+) -> InboxParts:
     bus, stores, clock = infra.bus, infra.stores, infra.clock
     ttl = s.decision_cache_ttl.total_seconds()
     decisions = DecisionCache(infra.authorizer, ttl, clock=lambda: clock().timestamp())
-    names = MowerNames(stores.erasure, actors.forget)
+    names = MowerNames(stores.erasure, actors.forget, fences.apply_mower)
     seed = FleetSeed(
-        bus,
-        apply=names.apply,
-        remove=names.remove,
-        follow_events=True,
-        request_timeout=s.notifications_seed_timeout_seconds,
-        name="notifications-fleet-seed",
-    )
+        bus, apply=names.apply, remove=names.remove, follow_events=True,
+        request_timeout=s.notifications_seed_timeout_seconds, name="notifications-fleet-seed",
+    )  # fmt: skip
     fanout = FanOut(
         stores.pending,
         stores.preferences,

@@ -59,6 +59,8 @@ def steps(parts: Parts, *, seed: bool = True, fanout: bool = True) -> list[Step]
         found.append(
             Step("fleet seed", inbox.seed.start, inbox.seed.stop, lambda: inbox.seed.healthy)
         )
+        sites = ingest.sites  # the geofences' areas, before the first state is judged
+        found.append(Step("site areas", sites.start, sites.stop, lambda: sites.healthy))
     return [
         *found,
         Step("state batcher", batcher.start, batcher.stop, task_alive(lambda: batcher.task)),

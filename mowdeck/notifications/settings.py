@@ -14,6 +14,7 @@ import msgspec
 from mowdeck.kit.settings import load_settings
 from mowdeck.notifications.delivery.settings import DeliverySettings
 from mowdeck.notifications.rules.evaluate import Thresholds
+from mowdeck.notifications.rules.geofence import GeofenceThresholds
 
 __all__ = ["NotificationsSettings", "load_notifications_settings"]
 
@@ -52,6 +53,17 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
     # A state observed further ahead of this service's clock is ignored: one from a clock
     # years ahead would leave every later state of its mower "not newer".
     notifications_max_clock_skew_seconds: Seconds = 300.0
+    # -- geofences (docs/notifications.md, "Geofences") -------------------------------
+    # left_area: outside every work area of its site, or inside a stay-out zone, for
+    # longer than this and farther than the distance.
+    notifications_geofence_seconds: Seconds = 30.0
+    notifications_geofence_metres: Annotated[float, msgspec.Meta(ge=0, le=10_000)] = 5.0
+    # theft_suspected: while not mowing, faster than this (a mower drives at most 1.5 m/s)
+    # over at least the distance.
+    notifications_theft_speed_mps: Annotated[float, msgspec.Meta(gt=0, le=100)] = 3.0
+    notifications_theft_distance_m: Annotated[float, msgspec.Meta(gt=0, le=10_000)] = 20.0
+    # How long the start waits for one page of fleet.sites.areas.
+    notifications_sites_timeout_seconds: Seconds = 2.0
     # -- the inbox ------------------------------------------------------------------
     # Newest items kept per user.
     notifications_inbox_limit: Count = 200
@@ -126,6 +138,12 @@ class NotificationsSettings(DeliverySettings, frozen=True, kw_only=True):
             recharge_percent=self.notifications_recharge_percent,
             recharge_max=timedelta(seconds=self.notifications_recharge_max_seconds),
             max_clock_skew=timedelta(seconds=self.notifications_max_clock_skew_seconds),
+            geofence=GeofenceThresholds(
+                geofence=timedelta(seconds=self.notifications_geofence_seconds),
+                geofence_m=self.notifications_geofence_metres,
+                theft_speed_mps=self.notifications_theft_speed_mps,
+                theft_distance_m=self.notifications_theft_distance_m,
+            ),
         )
 
     @property

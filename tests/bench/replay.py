@@ -60,8 +60,9 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _callgrind(on: bool) -> None:
-    # Instructions counted between the two calls only; a no-op outside valgrind's callgrind.
+def callgrind(*, on: bool) -> None:
+    """Instructions counted between ``on=True`` and ``on=False`` only (with
+    ``MOWDECK_BENCH_CALLGRIND=1`` under ``valgrind --tool=callgrind --instr-atstart=no``)."""
     if os.environ.get("MOWDECK_BENCH_CALLGRIND"):
         subprocess.run(
             ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
@@ -92,7 +93,7 @@ async def measure(
     cold = cpu_seconds() - cold
     gc.collect()
     profiler = cProfile.Profile() if profile else None
-    _callgrind(True)
+    callgrind(on=True)
     if profiler is not None:
         profiler.enable()
     cpu, wall = cpu_seconds(), time.perf_counter()
@@ -101,7 +102,7 @@ async def measure(
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
-    _callgrind(False)
+    callgrind(on=False)
     acked = sum(1 for msg in measured if msg.outcome == "ack")
     assert acked == len(measured), f"{acked} of {len(measured)} acknowledged"
     return Replayed(len(warm), len(measured), cold, cpu, wall)

@@ -25,10 +25,15 @@ class MowerNames:
     forgets."""
 
     def __init__(
-        self, erasure: Erasure, on_removed: Callable[[uuid.UUID], Awaitable[object]]
+        self,
+        erasure: Erasure,
+        on_removed: Callable[[uuid.UUID], Awaitable[object]],
+        on_applied: Callable[[MowerRegistration], object] = lambda _: None,
     ) -> None:
+        """``on_applied`` hears of every registration applied (the geofences' sites)."""
         self._erasure = erasure
         self._on_removed = on_removed
+        self._on_applied = on_applied
         self._mowers: dict[uuid.UUID, MowerRegistration] = {}
 
     def get(self, mower_id: uuid.UUID) -> str | None:
@@ -44,6 +49,7 @@ class MowerNames:
     async def apply(self, registration: MowerRegistration) -> None:
         """A registered or updated mower (or one of the seed's list)."""
         self._mowers[registration.mower_id] = registration
+        self._on_applied(registration)
 
     async def remove(self, mower_id: uuid.UUID) -> None:
         """A removed mower: forget it, its watch, pending events and inbox items."""

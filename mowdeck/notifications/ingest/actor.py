@@ -33,7 +33,7 @@ from actors import (
     snapshots_by_id,
 )
 from contracts.v1 import MowerState
-from mowdeck.notifications.ingest.plan import Plan, contact_only, plan_mower
+from mowdeck.notifications.ingest.plan import Place, Plan, contact_only, plan_mower
 from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch, decode_watch, encode_watch
@@ -92,11 +92,13 @@ class WatchActor(DispatcherActor):
         mower_id: uuid.UUID,
         watch: MowerWatch | None,
         thresholds: Thresholds,
+        place: Place | None = None,
     ) -> None:
         super().__init__(dispatcher=dispatcher)
         self.mower_id = mower_id
         self.watch = watch
         self.thresholds = thresholds
+        self.place = place
 
     def on_receive(self, message: Any) -> Any:
         """Handle ``Evaluate`` and ``Adopt``."""
@@ -109,6 +111,7 @@ class WatchActor(DispatcherActor):
                     now=message.now,
                     consuming_since=message.consuming_since,
                     thresholds=self.thresholds,
+                    place=self.place,
                 )
             except Exception:
                 message.sink.deliver(self.mower_id, None)
@@ -131,9 +134,10 @@ def evaluate(
     now: datetime,
     consuming_since: datetime | None,
     thresholds: Thresholds,
+    place: Place | None = None,
 ) -> Plan:
     """The plan of one mower's states against ``base`` (also used to plan again)."""
-    return plan_mower(base, states, now, thresholds, consuming_since)
+    return plan_mower(base, states, now, thresholds, consuming_since, place=place)
 
 
 class WatchSnapshots(PrefetchedSnapshots):
@@ -147,13 +151,19 @@ class WatchSnapshots(PrefetchedSnapshots):
         super().__init__(snapshots_by_id(store.read_watches, encode_watch))
 
 
-def actor_factory(dispatcher: Dispatcher, thresholds: Thresholds) -> ActorFactory:
+def actor_factory(
+    dispatcher: Dispatcher, thresholds: Thresholds, place: Place | None = None
+) -> ActorFactory:
     """The supervisor's factory: a ``WatchActor`` from the mower's snapshot."""
 
     def factory(key: str, snapshot: Snapshot | None) -> pykka.ActorRef[Any]:
         watch = None if snapshot is None else decode_watch(snapshot.state)
         return WatchActor.start(
-            dispatcher=dispatcher, mower_id=uuid.UUID(key), watch=watch, thresholds=thresholds
+            dispatcher=dispatcher,
+            mower_id=uuid.UUID(key),
+            watch=watch,
+            thresholds=thresholds,
+            place=place,
         )
 
     return factory
@@ -169,12 +179,15 @@ class WatchActors:
         workers: int,
         thresholds: Thresholds,
         metrics: ActorMetrics | None = None,
+        place: Place | None = None,
     ) -> None:
+        """``place`` finds where a state lies against its site's areas (``Geofences``)."""
+        self.place = place
         self.dispatcher = Dispatcher(workers=workers, name="notifications", metrics=metrics)
         self.snapshots = WatchSnapshots(store)
         self.supervisor = ShardSupervisor(
             self.dispatcher,
-            actor_factory(self.dispatcher, thresholds),
+            actor_factory(self.dispatcher, thresholds, place),
             self.snapshots,
             metrics=metrics,
         )

@@ -13,7 +13,7 @@ async with store.watches() as tx:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,10 +30,12 @@ from mowdeck.notifications.rules.evaluate import (
     silence_due,
 )
 from mowdeck.notifications.rules.events import AlarmChange, Outcome, RuleEvent, Suppressed
+from mowdeck.notifications.rules.geofence import Placement
 from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = [
     "LinkEvent",
+    "Place",
     "Plan",
     "contact_only",
     "mower_ids",
@@ -44,6 +46,10 @@ __all__ = [
 ]
 
 _replace = msgspec.structs.replace
+
+Place = Callable[[MowerState], Placement | None]
+"""Where a state's position lies against its mower's site's areas (``Geofences.placement``):
+the fact the geofence rules judge, found outside them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,8 @@ def plan_states(
     now: datetime,
     thresholds: Thresholds,
     consuming_since: datetime | None = None,
+    *,
+    place: Place | None = None,
 ) -> Plan:
     """The rules over a batch of states, each mower's in arrival order.
 
@@ -97,7 +105,8 @@ def plan_states(
     for state in states:
         mower_id = state.mower_id
         watch = current[mower_id] if mower_id in current else watches.get(mower_id)
-        outcome = evaluate_state(watch, state, now, thresholds)
+        placement = None if place is None else place(state)
+        outcome = evaluate_state(watch, state, now, thresholds, placement)
         plan._take(outcome)
         current[mower_id] = outcome.watch
     for mower_id, watch in current.items():
@@ -112,6 +121,8 @@ def plan_mower(
     now: datetime,
     thresholds: Thresholds,
     consuming_since: datetime | None = None,
+    *,
+    place: Place | None = None,
 ) -> Plan:
     """``plan_states`` for the states of one mower, whose watch is ``base``.
 
@@ -121,7 +132,8 @@ def plan_mower(
     plan = Plan()
     watch = base
     for state in states:
-        outcome = evaluate_state(watch, state, now, thresholds)
+        placement = None if place is None else place(state)
+        outcome = evaluate_state(watch, state, now, thresholds, placement)
         plan._take(outcome)
         watch = outcome.watch
     if watch is not None and watch is not base:

@@ -31,7 +31,7 @@ import structlog
 from contracts.v1 import MowerState
 from mowdeck.notifications.ingest.actor import WatchAnswer, evaluate
 from mowdeck.notifications.ingest.model import Stamp
-from mowdeck.notifications.ingest.plan import Plan, contact_only
+from mowdeck.notifications.ingest.plan import Place, Plan, contact_only
 from mowdeck.notifications.ingest.ports import WatchStore, WatchTransaction
 from mowdeck.notifications.rules.evaluate import Thresholds
 from mowdeck.notifications.rules.watch import MowerWatch
@@ -56,9 +56,12 @@ class BatchResult:
 class StateBatchWriter:
     """Commits state batches; remembers, per mower, the stamp its actor's watch has."""
 
-    def __init__(self, store: WatchStore, thresholds: Thresholds) -> None:
+    def __init__(
+        self, store: WatchStore, thresholds: Thresholds, place: Place | None = None
+    ) -> None:
         self._store = store
         self._thresholds = thresholds
+        self._place = place
         # The stamp under which this replica's actor holds the stored watch. An entry is
         # made by a commit whose watch the actor evaluated, and dropped whenever that may
         # no longer be so (the batch failed, the actor (re)started or adopted a watch).
@@ -111,6 +114,7 @@ class StateBatchWriter:
                         now=now,
                         consuming_since=since,
                         thresholds=self._thresholds,
+                        place=self._place,
                     )
                     touch = contact_only(watch, part)
                     result.replanned[mower_id] = part.writes[-1].watch if part.writes else watch

@@ -22,7 +22,7 @@ from mowdeck.kit.actor_batch import ActorBatch, Committed, retry_lost_races
 from mowdeck.kit.state_batches import MowerStates, SortedStates
 from mowdeck.notifications.errors import StoreConflictError, StoreRejectedError
 from mowdeck.notifications.ingest.actor import Adopt, Evaluate, WatchAnswer, WatchSnapshots
-from mowdeck.notifications.ingest.plan import Plan
+from mowdeck.notifications.ingest.plan import Place, Plan
 from mowdeck.notifications.ingest.ports import WatchStore
 from mowdeck.notifications.ingest.statebatch import BatchResult, StateBatchWriter
 from mowdeck.notifications.metrics import NotificationsMetrics
@@ -97,11 +97,13 @@ class StateBatcher(ActorBatch[WatchAnswer, Moment, BatchResult]):
         batch_max: int,
         linger: float,
         on_actors_started: Callable[[int], object] | None = None,
+        place: Place | None = None,
     ) -> None:
-        """``on_actors_started(count)`` is told of every batch that started actors."""
+        """``on_actors_started(count)`` is told of every batch that started actors;
+        ``place`` finds where a state lies against its site's areas (``Geofences``)."""
         # Made first: a new actor (``forget``, below) holds what it reads now, whatever
         # this replica wrote before.
-        self._writer = StateBatchWriter(store, thresholds)
+        self._writer = StateBatchWriter(store, thresholds, place)
         super().__init__(
             name="notifications-states",
             supervisor=supervisor,

@@ -2,10 +2,12 @@
 
 A rule that fires (``mower_stuck``, ``battery_low``, ``mower_offline``) raises an alarm for
 its condition: an error code (``error:<code>``), a standstill while mowing
-(``standstill``), a low battery (``battery_low``) or silence (``mower_offline``). The
+(``standstill``), a low battery (``battery_low``), silence (``mower_offline``), a mower
+outside its site's areas (``left_area``) or carried away (``theft_suspected``). The
 watch keeps the conditions it has raised (``MowerWatch.alarms``); a condition that no
 longer holds in the watch after a state clears its alarm: the error clears or changes,
-the mower moves or stops mowing, the battery re-arms, contact is back. A rule firing for a
+the mower moves or stops mowing, the battery re-arms, contact is back, the mower is back
+inside its areas, or back at its dock or mowing after a theft. A rule firing for a
 condition already raised (a later occurrence the cooldown let through) updates the alarm
 instead of opening another.
 
@@ -17,14 +19,15 @@ I/O; ``alarm_changes`` runs in the watch actor with every evaluation (it is
 called by ``Emitter.outcome``) and is free when a mower has no alarm and fired nothing.
 
 A mower first seen in a condition (its first state shows an error, a low battery while
-not charging, or ``offline``) tells nobody, since that is old news (``first_state``), but
-its alarm opens all the same (``first_sight``): an operator looking at the alarms sees
-every mower that needs attention, whether the service saw the condition begin or not.
+not charging, ``offline``, or a place outside its areas) tells nobody, since that is old
+news (``first_state``), but its alarm opens all the same (``first_sight``): an operator
+looking at the alarms sees every mower that needs attention, whether the service saw the
+condition begin or not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +37,9 @@ from mowdeck.notifications.rules.watch import MowerWatch
 
 __all__ = ["ALARM_KINDS", "alarm_changes", "condition_holds", "first_sight"]
 
-ALARM_KINDS: frozenset[Kind] = frozenset({"mower_stuck", "battery_low", "mower_offline"})
+ALARM_KINDS: frozenset[Kind] = frozenset(
+    {"mower_stuck", "battery_low", "mower_offline", "left_area", "theft_suspected"}
+)
 """The kinds whose firing raises an alarm (the others tell of something that happened)."""
 
 
@@ -52,13 +57,18 @@ def condition_holds(condition: str, watch: MowerWatch) -> bool:
     """Whether ``condition`` still holds in ``watch``."""
     if condition.startswith("error:"):
         return watch.fault is not None and f"error:{watch.fault.code}" == condition
-    if condition == "standstill":
-        return watch.anchor is not None and watch.anchor.settled
-    if condition == "battery_low":
-        return watch.battery_armed_at is None
-    if condition == "mower_offline":
-        return watch.offline is not None and watch.offline.ended_at is None
-    return False  # a condition an older release raised and this one does not know
+    holds = _HOLDS.get(condition)
+    # A condition an older release raised and this one does not know holds no longer.
+    return holds is not None and holds(watch)
+
+
+_HOLDS: dict[str, Callable[[MowerWatch], bool]] = {
+    "standstill": lambda w: w.anchor is not None and w.anchor.settled,
+    "battery_low": lambda w: w.battery_armed_at is None,
+    "mower_offline": lambda w: w.offline is not None and w.offline.ended_at is None,
+    "left_area": lambda w: w.escape is not None and w.escape.settled,
+    "theft_suspected": lambda w: w.flight is not None and w.flight.settled,
+}
 
 
 def alarm_changes(
@@ -111,6 +121,8 @@ def first_sight(
         conditions.append("battery_low")
     if watch.offline is not None:
         conditions.append("mower_offline")
+    if watch.escape is not None:
+        conditions.append("left_area")
     changes.extend(_change("raised", watch, condition, at) for condition in conditions)
     return dict.fromkeys(conditions, at), changes
 
@@ -143,6 +155,6 @@ def _code_of(condition: str) -> str | None:
 def _kind_of(condition: str) -> Kind:
     if condition.startswith("error:") or condition == "standstill":
         return "mower_stuck"
-    if condition == "battery_low":
-        return "battery_low"
+    if condition in ("battery_low", "left_area", "theft_suspected"):
+        return condition  # type: ignore[return-value]  # these conditions are their kinds
     return "mower_offline"

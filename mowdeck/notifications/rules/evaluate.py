@@ -15,6 +15,8 @@ mower_offline      warning   no newer state for ``offline_after``; a state with 
                              ``offline``; or ``mower.disconnected`` and no newer state
                              within ``offline_grace``
 mower_online       info      the first newer state after a told ``mower_offline``
+left_area          critical  ``rules/geofence.py``: outside the site's areas
+theft_suspected    critical  ``rules/geofence.py``: carried away fast while not mowing
 =================  ========  ==========================================================
 
 Time comes from the states. A rule's clock is the state's ``observed_at``: a state not
@@ -56,7 +58,7 @@ should look at a watch next.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -66,8 +68,22 @@ from contracts.v1 import MowerState
 from mowdeck.notifications.rules.alarms import first_sight
 from mowdeck.notifications.rules.emitter import Emitter
 from mowdeck.notifications.rules.events import Outcome, Param, Suppressed
+from mowdeck.notifications.rules.geofence import (
+    GeofenceThresholds,
+    Placement,
+    left_area,
+    moved,
+    theft,
+)
 from mowdeck.notifications.rules.kinds import Kind
-from mowdeck.notifications.rules.watch import Anchor, Fault, Job, MowerWatch, Offline
+from mowdeck.notifications.rules.watch import (
+    Anchor,
+    Escape,
+    Fault,
+    Job,
+    MowerWatch,
+    Offline,
+)
 
 __all__ = [
     "MESSAGE_KEYS",
@@ -92,6 +108,9 @@ MESSAGE_KEYS = frozenset(
         "mower_offline.link",
         "mower_offline.state",
         "mower_online",
+        "left_area.outside",
+        "left_area.stay_out",
+        "theft_suspected",
     }
 )
 """Every message key an event of the rules carries (``messages/*.json`` has each)."""
@@ -119,6 +138,7 @@ class Thresholds:
     # A state observed further ahead of the service's clock is ignored: one from a clock
     # years ahead would leave every later state "not newer" and the mower silent for good.
     max_clock_skew: timedelta = timedelta(seconds=300)
+    geofence: GeofenceThresholds = field(default_factory=GeofenceThresholds)
 
 
 def _iso(at: datetime) -> str:
@@ -137,12 +157,17 @@ def _charging(state: MowerState) -> bool:
 
 
 def _first(
-    state: MowerState, now: datetime, t: Thresholds, previous: MowerWatch | None
+    state: MowerState,
+    now: datetime,
+    t: Thresholds,
+    placement: Placement | None,
+    previous: MowerWatch | None,
 ) -> Outcome[MowerWatch]:
     """The watch a mower's first state starts; what it shows is old news, told to nobody,
     though the conditions it shows open their alarms (``alarms.first_sight``).
     ``previous`` is the watch of the mower's former account, if it moved."""
     at, m = state.observed_at, state.mower_id
+    escape: Escape | None = None
     quiet: list[tuple[Kind, str]] = []
     job: Job | None = None
     fault: Fault | None = None
@@ -163,6 +188,10 @@ def _first(
     if state.activity == "offline":
         offline = Offline(since=at, cause="state", quiet=True)
         quiet.append(("mower_offline", f"mower_offline:{m}:{_iso(at)}"))
+    home = state.activity in _AT_DOCK or state.activity == "offline"
+    if placement is not None and placement.outside_m > 0.0 and not home:
+        escape = Escape(since=at, settled=True)
+        quiet.append(("left_area", f"left_area:{m}:{_iso(at)}"))
     watch = MowerWatch(
         mower_id=m,
         account_id=state.account_id,
@@ -175,6 +204,8 @@ def _first(
         fault=fault,
         anchor=anchor,
         offline=offline,
+        escape=escape,
+        fix=moved(None, state),
     )
     suppressed = [
         Suppressed(kind=kind, mower_id=m, reason="first_state", dedupe_key=key, at=at)
@@ -323,19 +354,28 @@ _STATE_KINDS: tuple[Kind, ...] = (
     "battery_low",
     "mower_offline",
     "mower_online",
+    "left_area",
+    "theft_suspected",
 )
 
 
 def evaluate_state(
-    watch: MowerWatch | None, state: MowerState, now: datetime, thresholds: Thresholds
+    watch: MowerWatch | None,
+    state: MowerState,
+    now: datetime,
+    thresholds: Thresholds,
+    placement: Placement | None = None,
 ) -> Outcome[MowerWatch | None]:
-    """The watch and events after ``state``; ``now`` is when the service handles it."""
+    """The watch and events after ``state``; ``now`` is when the service handles it.
+
+    ``placement`` is where the state's position lies against the mower's site's areas
+    (``rules/geofence.py``); None: no position, or nothing to judge it by."""
     at = state.observed_at
     if at - now > thresholds.max_clock_skew:
         return Outcome(watch, ignored="from_the_future")
     # Compared by the ints: a ``uuid.UUID``'s ``__eq__`` is a Python call, once per state.
     if watch is None or watch.account_id.int != state.account_id.int:
-        return _first(state, now, thresholds, watch)
+        return _first(state, now, thresholds, placement, watch)
     if at <= watch.observed_at:
         # Older or repeated (a redelivery, a heartbeat of a lost link): no contact.
         return Outcome(watch, ignored="not_newer")
@@ -354,6 +394,11 @@ def evaluate_state(
     anchor = _standstill(e, watch.anchor, state, t)
     armed_at = _battery(e, watch.battery_armed_at, state, t)
     offline = _tell_offline(e, offline)
+    escape = watch.escape
+    if escape is not None or (placement is not None and placement.outside_m > 0.0):
+        escape = left_area(e, escape, state, placement, t.geofence)
+    flight = theft(e, watch.flight, watch.fix, state, t.geofence)
+    fix = moved(watch.fix, state)
     last_sent, held = e.settle(_STATE_KINDS)
     return e.outcome(
         _replace(
@@ -370,6 +415,9 @@ def evaluate_state(
             offline=offline,
             last_sent=last_sent,
             held=held,
+            escape=escape,
+            fix=fix,
+            flight=flight,
         )
     )
 

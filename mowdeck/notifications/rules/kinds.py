@@ -14,6 +14,8 @@ Kind = Literal[
     "mower_offline",
     "mower_online",
     "alarm_escalated",
+    "left_area",
+    "theft_suspected",
 ]
 KINDS: tuple[Kind, ...] = Kind.__args__  # type: ignore[attr-defined]
 
@@ -27,6 +29,8 @@ SEVERITY: dict[Kind, Severity] = {
     "mower_offline": "warning",
     "mower_online": "info",
     "alarm_escalated": "critical",
+    "left_area": "critical",
+    "theft_suspected": "critical",
 }
 """The severity of every event of a kind."""
 
@@ -39,5 +43,7 @@ DEFAULT_ENABLED: dict[Kind, bool] = {
     "mower_online": True,
     # Only an account's admins get it (inbox/fanout.py), when they have subscribed.
     "alarm_escalated": True,
+    "left_area": True,
+    "theft_suspected": True,
 }
 """Whether a subscriber who never chose gets a kind: everything but ``job_started`` (ADR 0022)."""

@@ -18,7 +18,10 @@ from contracts.v1 import Activity
 
 __all__ = [
     "Anchor",
+    "Escape",
     "Fault",
+    "Fix",
+    "Flight",
     "Job",
     "MowerWatch",
     "Offline",
@@ -54,6 +57,33 @@ class Anchor(msgspec.Struct, frozen=True, kw_only=True):
     lon: float
     at: datetime
     # This standstill was told (a new anchor, after a move, may be told again).
+    settled: bool = False
+
+
+class Escape(msgspec.Struct, frozen=True, kw_only=True):
+    """A mower outside its permitted ground since when (``rules/geofence.py``)."""
+
+    since: datetime
+    # Told (or, outside at the first state, not to be told): an alarm is open while set.
+    settled: bool = False
+
+
+class Fix(msgspec.Struct, frozen=True, kw_only=True):
+    """The mower's last distinct position and when it was first reported there."""
+
+    lat: float
+    lon: float
+    at: datetime
+
+
+class Flight(msgspec.Struct, frozen=True, kw_only=True):
+    """Where and when a mower not mowing began to move faster than a mower can."""
+
+    lat: float
+    lon: float
+    at: datetime
+    # Fast moves in a row so far: one alone may be a jump of the position fix.
+    steps: int = 0
     settled: bool = False
 
 
@@ -108,6 +138,11 @@ class MowerWatch(msgspec.Struct, frozen=True, kw_only=True):
     # The alarms this mower has open, by condition (``rules/alarms.py``): when each was
     # raised. A condition that no longer holds after a state is cleared.
     alarms: dict[str, datetime] = msgspec.field(default_factory=dict)
+    # The geofence rules (``rules/geofence.py``): an escape from the site's areas, the
+    # last distinct position, and a fast move while not mowing.
+    escape: Escape | None = None
+    fix: Fix | None = None
+    flight: Flight | None = None
 
 
 _encoder = msgspec.json.Encoder()

@@ -317,3 +317,34 @@ async def test_a_stream_a_user_may_not_look_at_is_an_error_naming_the_right(
             await bus.require_streams(["TELEMETRY"])
     finally:
         await bus.drain()
+
+
+async def test_notifications_follows_the_site_events_and_asks_for_the_sites_areas(
+    connect,  # type: ignore[no-untyped-def]
+) -> None:
+    # What the geofences' feed does on every replica (mowdeck/kit/sites.py): an ordered
+    # consumer of its own on event.site.*, and the core request fleet.sites.areas.
+    fleet, notifications = await connect("fleet"), await connect("notifications")
+    seen: list[str] = []
+
+    async def on_event(msg: nats.aio.msg.Msg) -> None:
+        seen.append(msg.subject)
+
+    async def answer(msg: nats.aio.msg.Msg) -> None:
+        await msg.respond(b"areas")
+
+    sub = await notifications.js.subscribe(
+        "event.site.*", stream="EVENTS", ordered_consumer=True, cb=on_event
+    )
+    await fleet.nc.subscribe("fleet.sites.areas", cb=answer)
+    await fleet.nc.flush()
+    await fleet.js.publish("event.site.areas_changed", b"{}")
+    reply = await notifications.nc.request("fleet.sites.areas", b"{}", timeout=2)
+    assert reply.data == b"areas"
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.02)
+    assert seen == ["event.site.areas_changed"]
+    await sub.unsubscribe()
+    assert notifications.errors == fleet.errors == []

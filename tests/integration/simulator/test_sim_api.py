@@ -14,6 +14,7 @@ import pytest
 
 from contracts.v1 import MowerRegistration, StartMow, decode
 from simulator import BatteryFault, FleetConfig, SimulatorServer, physics
+from tests.integration.simulator.test_device_protocol import Connect, answered
 from tests.support.eventually import eventually
 
 
@@ -44,8 +45,10 @@ async def test_list_and_detail(sim: SimulatorServer, http: aiohttp.ClientSession
         ({"kind": "latency", "ms": 100}, "latency"),
         ({"kind": "reject"}, "reject"),
         ({"kind": "link_loss", "seconds": 30}, "link_loss"),
+        ({"kind": "escape"}, "escape"),
+        ({"kind": "theft", "speed_mps": 5}, "theft"),
     ],
-    ids=["stuck", "error", "silence", "latency", "reject", "link-loss"],
+    ids=["stuck", "error", "silence", "latency", "reject", "link-loss", "escape", "theft"],
 )
 async def test_inject_and_clear_faults(
     sim: SimulatorServer, http: aiohttp.ClientSession, fault: dict[str, Any], listed: str
@@ -219,3 +222,38 @@ async def test_cli_port_in_use_is_a_one_line_error() -> None:
     assert code == 2
     assert err.startswith(f"mowdeck sim: cannot listen on 127.0.0.1:{taken.port}")
     assert len(err.strip().splitlines()) == 1
+
+
+async def test_areas_set_through_the_api_name_where_a_start_mows(
+    sim: SimulatorServer, http: aiohttp.ClientSession, connect: Connect
+) -> None:
+    m = sim.fleet.mowers[0]
+    g = m.garden
+    ring = [[lon, lat] for lat, lon in (g.to_latlon(x, y) for x, y in
+            [(1, 1), (9, 1), (9, 7), (1, 7), (1, 1)])]  # fmt: skip
+    doc = {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "properties": {"kind": "work_area", "name": "corner"},
+                "geometry": {"type": "Polygon", "coordinates": [ring]},
+            }
+        ],
+    }
+    url = f"{sim.url}/sim/mowers/{m.mower_id}/areas"
+    async with http.put(url, json=doc) as resp:
+        assert resp.status == 200, await resp.text()
+        assert [a["name"] for a in (await resp.json())["areas"]] == ["corner"]
+    doc["features"][0]["geometry"]["coordinates"] = [ring[:-1]]  # type: ignore[index]
+    async with http.put(url, json=doc) as resp:
+        assert resp.status == 422
+        assert "features[0]" in (await resp.json())["detail"]
+    # The start comes as the gateway sends it: a device-protocol command frame.
+    client = await connect(m.mower_id)
+    failed = await answered(client, await client.command("start_mow", work_area="nowhere"))
+    assert (failed.status, failed.reason) == ("failed", "no work area named 'nowhere'")
+    started = await answered(client, await client.command("start_mow", work_area="corner"))
+    assert started.status == "executed"
+    assert m.garden.route is not None
+    assert m.garden.path_length < 8 * 6 / 0.25 + 20  # the corner, not the whole lawn

@@ -152,8 +152,10 @@ def run(
     trace = Trace(watch)
     for step in steps:
         if step.kind == "state":
+            fields = dict(step.fields)
+            placement = fields.pop("placement", None)  # the geofence fact, if the step has one
             outcome = evaluate_state(
-                trace.watch, state(step.seconds, **step.fields), at(step.now), thresholds
+                trace.watch, state(step.seconds, **fields), at(step.now), thresholds, placement
             )
         elif step.kind == "link":
             assert trace.watch is not None

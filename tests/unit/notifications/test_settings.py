@@ -44,6 +44,12 @@ DEFAULTS = {
     "notifications_gc_young_threshold": 100_000,
     "notifications_targets_per_user_rate": 0.1,
     "notifications_targets_per_user_burst": 20,
+    # The geofence rules (issue #33).
+    "notifications_geofence_seconds": 30.0,
+    "notifications_geofence_metres": 5.0,
+    "notifications_theft_speed_mps": 3.0,
+    "notifications_theft_distance_m": 20.0,
+    "notifications_sites_timeout_seconds": 2.0,
     # The delivery worker (ADR 0022 and the delivery issue).
     "notifications_lease_seconds": 60.0,
     "notifications_delivery_concurrency": 64,

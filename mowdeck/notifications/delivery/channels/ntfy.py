@@ -31,6 +31,8 @@ KIND_TAGS = {
     "battery_low": "battery",
     "mower_offline": "electric_plug",
     "mower_online": "signal_strength",
+    "left_area": "round_pushpin",
+    "theft_suspected": "lock",
 }
 SEVERITY_TAGS: Mapping[Severity, str] = {"critical": "rotating_light", "warning": "warning"}
 

@@ -36,6 +36,8 @@ def test_missing_kinds_take_their_defaults() -> None:
         "mower_offline": True,
         "mower_online": True,
         "alarm_escalated": True,
+        "left_area": True,
+        "theft_suspected": True,
     }
     assert Preferences().enabled() == {kind: kind != "job_started" for kind in KINDS}
 

@@ -20,6 +20,7 @@ from mowdeck.notifications.rules.evaluate import (
     silence_due,
 )
 from mowdeck.notifications.rules.watch import MowerWatch, decode_watch, encode_watch
+from tests.unit.notifications.rules.test_geofence import CASES as GEOFENCE_CASES
 from tests.unit.notifications.samples import (
     ACCOUNT,
     METRE,
@@ -640,5 +641,6 @@ def test_nothing_changes_before_the_silence_is_due() -> None:
 
 
 def test_the_scripts_cover_every_message_key() -> None:
-    produced = {e.message_key for _, steps, _ in CASES for e in run(steps).events}
+    scripts = [*CASES, *GEOFENCE_CASES]
+    produced = {e.message_key for _, steps, _ in scripts for e in run(steps).events}
     assert produced == MESSAGE_KEYS

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mowdeck.notifications.rules.kinds import Severity
+from mowdeck.notifications.rules.kinds import SEVERITY, Kind, Severity
 from mowdeck.notifications.rules.quiet import (
     QuietHours,
     held_by_quiet_hours,
@@ -135,3 +135,11 @@ def test_held_by_quiet_hours(quiet: QuietHours | None, severity: Severity, held:
 
 def test_outside_quiet_hours_nothing_is_held() -> None:
     assert not held_by_quiet_hours(NIGHT, "Europe/Berlin", utc("2026-07-15 12:00"), "info")
+
+
+@pytest.mark.parametrize("kind", ["left_area", "theft_suspected"])
+def test_a_geofence_event_is_critical_and_passes_quiet_hours_where_allowed(kind: Kind) -> None:
+    at = utc("2026-07-15 23:30")
+    assert not held_by_quiet_hours(NIGHT, "Europe/Berlin", at, SEVERITY[kind])
+    strict = QuietHours(start="22:00", end="07:00", allow_critical=False)
+    assert held_by_quiet_hours(strict, "Europe/Berlin", at, SEVERITY[kind])
