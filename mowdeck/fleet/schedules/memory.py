@@ -133,6 +133,11 @@ class MemoryScheduleStore:
         if claim.restriction is not None:
             self.restriction_rows[claim.restriction.restriction_id] = claim.restriction
 
+    async def next_due(self) -> datetime | None:
+        """When the earliest schedule is due."""
+        dues = [s.due.at for _, s in self.schedules.values() if s.due is not None]
+        return min(dues, default=None)
+
     async def restrictions(self, site_id: uuid.UUID, now: datetime) -> list[Restriction]:
         """The site's restrictions not ended at ``now``, by end."""
         found = [

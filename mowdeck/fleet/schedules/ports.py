@@ -99,6 +99,10 @@ class ScheduleStore(Protocol):
         """Lock the schedules of ``mowers`` (waiting for a claim that holds one)."""
         ...
 
+    async def next_due(self) -> datetime | None:
+        """When the earliest schedule is due (None: none is)."""
+        ...
+
     async def restrictions(self, site_id: uuid.UUID, now: datetime) -> list[Restriction]:
         """The site's restrictions that have not ended at ``now``, by end."""
         ...

@@ -201,6 +201,14 @@ class PostgresScheduleStore:
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("schedules", err) from err
 
+    async def next_due(self) -> datetime | None:
+        """When the earliest schedule is due."""
+        try:
+            value = await self._pool.fetchval("SELECT min(due_at) FROM fleet_schedules")
+        except (asyncpg.PostgresError, OSError) as err:
+            raise failed("scheduler", err) from err
+        return value if isinstance(value, datetime) else None
+
     async def restrictions(self, site_id: uuid.UUID, now: datetime) -> list[Restriction]:
         """The site's restrictions not ended at ``now``, by end."""
         try:

@@ -25,8 +25,8 @@ from contracts.v1 import CommandEnvelope, ReturnToDock, StartMow, decode_command
 from mowdeck.fleet.ports import CommandRecord
 from mowdeck.fleet.schedules.plan import Order, ScheduleState, decide_due
 from mowdeck.fleet.schedules.ports import Issued, ScheduleStore
+from mowdeck.kit.background import cancel_and_wait
 from mowdeck.kit.bus import BusError, ExpiredCommandError
-from mowdeck.kit.periodic import Periodic
 
 __all__ = ["SCHEDULER", "Scheduler", "SchedulerSettings", "issue", "publish_all"]
 
@@ -131,12 +131,32 @@ class Scheduler:
             buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 60, 600),
             registry=registry,
         )
-        self._timer = Periodic("fleet-scheduler", settings.interval_seconds, self.run_once)
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def task(self) -> asyncio.Task[None] | None:
-        """The timer's task while it runs."""
-        return self._timer.task
+        """The scheduler's task while it runs."""
+        return self._task
+
+    async def pause(self) -> float:
+        """Seconds until the next round: the interval, or less when a slot is due sooner
+        (a slot at 08:00 is claimed at 08:00, not up to an interval later)."""
+        wait = self._settings.interval_seconds
+        due = await self._store.next_due()
+        if due is not None:
+            # At least a moment: due rows another replica holds are not spun on.
+            wait = min(wait, max((due - self._clock()).total_seconds(), 0.02))
+        return wait
+
+    async def _loop(self) -> None:
+        while True:
+            wait = self._settings.interval_seconds
+            try:
+                await self.run_once()
+                wait = await self.pause()
+            except Exception:
+                log.exception("scheduler round failed; the next one runs after the interval")
+            await asyncio.sleep(wait)
 
     async def run_once(self) -> int:
         """Every slot event due now, then the commands owed too long; how many were issued."""
@@ -182,9 +202,14 @@ class Scheduler:
         return await publish_all(self._publisher, self._store, sent)
 
     def start(self) -> None:
-        """Run a round every interval."""
-        self._timer.start()
+        """Run rounds: at once, then when the next slot is due or after the interval."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._loop(), name="fleet-scheduler"
+            )
 
     async def stop(self) -> None:
-        """Stop the timer (a round's transaction not committed decided nothing)."""
-        await self._timer.stop()
+        """Stop (a round's transaction not committed decided nothing)."""
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
