@@ -161,6 +161,7 @@ class Scheduler:
     async def run_once(self) -> int:
         """Every slot event due now, then the commands owed too long; how many were issued."""
         issued = 0
+        publishing: list[asyncio.Future[int]] = []
         while True:
             now = self._clock()
             sent: list[tuple[CommandEnvelope, bytes]] = []
@@ -179,9 +180,13 @@ class Scheduler:
                             self._lateness.observe(late)
                     claim.decide(state, decision, made)
             issued += len(sent)
-            await publish_all(self._publisher, self._store, sent)
+            # Published while the next batch is claimed: the database and the bus overlap.
+            publishing.append(
+                asyncio.ensure_future(publish_all(self._publisher, self._store, sent))
+            )
             if len(claim.states) < self._settings.batch:
                 break
+        await asyncio.gather(*publishing)
         await self.republish()
         return issued
 

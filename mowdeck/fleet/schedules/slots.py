@@ -103,9 +103,9 @@ def week_overlaps(tasks: list[Task]) -> tuple[int, int] | None:
             if end > _WEEK:  # runs into the next week's Monday
                 spans.append((begin - _WEEK, end - _WEEK, index))
     spans.sort()
-    for i, (_, end, task) in enumerate(spans):
+    for i, (_, ends, one) in enumerate(spans):
         for other_begin, _, other in spans[i + 1 :]:
-            if other_begin >= end:
+            if other_begin >= ends:
                 break
-            return (min(task, other), max(task, other))
+            return (min(one, other), max(one, other))
     return None
