@@ -30,6 +30,7 @@ __all__ = [
 
 ASSETS = {
     "app.js": "text/javascript",
+    "schedules.js": "text/javascript",
     "style.css": "text/css",
     "icon.svg": "image/svg+xml",
 }

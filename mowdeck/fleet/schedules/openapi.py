@@ -31,6 +31,7 @@ _COMMAND = uuid.UUID("c0ffee00-1234-4abc-8def-0123456789ab")
 _TASK = TaskSpec(start="08:30", duration_minutes=90, days=["mon", "wed", "fri"], work_area="front")
 _VIEW = ScheduleView(
     mower_id=_MOWER,
+    site_id=_SITE,
     enabled=True,
     timezone="Europe/Berlin",
     tasks=[_TASK],

@@ -115,8 +115,10 @@ class Schedules:
         if state is None or stored is None:
             raise MowerNotFoundError(f"mower {mower_id} has no schedule")
         slots = await self.store.recent_slots(mower_id, _RECENT)
+        site = await self.sites.site_of(mower_id)
         return ScheduleView(
             mower_id=mower_id,
+            site_id=None if site is None else site.site_id,
             enabled=state.enabled,
             timezone=state.zone.key,
             tasks=[spec_of(t) for t in state.tasks],

@@ -53,6 +53,7 @@ class ScheduleView(msgspec.Struct, frozen=True, kw_only=True):
     """A mower's schedule with its next start and what holds it back."""
 
     mower_id: uuid.UUID
+    site_id: uuid.UUID | None  # the site whose time zone and restrictions rule it
     enabled: bool
     timezone: str
     tasks: list[TaskSpec]

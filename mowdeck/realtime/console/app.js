@@ -621,7 +621,8 @@ async function select(id) {
   scheduleRender();
   renderTimeline();
   $("rename").value = mower(id).name || "";
-  await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id), loadMowerAlarms(id)]);
+  const more = typeof scheduleSelect === "function" ? [scheduleSelect(id)] : []; // schedules.js
+  await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id), loadMowerAlarms(id), ...more]);
 }
 
 // The selected mower's alarms: the open ones and the latest cleared, newest first.
