@@ -65,6 +65,8 @@ class FleetSettings(BaseSettings, frozen=True, kw_only=True):
     fleet_scheduler_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 1000
     fleet_scheduler_claim: Literal["skip_locked", "advisory"] = "skip_locked"
     fleet_scheduler_republish_seconds: Annotated[float, msgspec.Meta(gt=0, le=100)] = 10.0
+    # A slot's start is claimed this long ahead and published at it (0: claimed at it).
+    fleet_scheduler_lead_seconds: Annotated[float, msgspec.Meta(ge=0, le=60)] = 30.0
     # The gateways' device hosts (MOWDECK_GATEWAY_DEVICE_HOSTS, read by both): Fleet
     # refuses a connection URL the gateways would not dial.
     gateway_device_hosts: list[str] = msgspec.field(

@@ -49,9 +49,15 @@ CREATE INDEX fleet_site_restrictions_site ON fleet_site_restrictions (site_id, u
 -- the bus; a row leaves once JetStream stored the command. A row older than a lease is
 -- published again by any replica under the same command id (JetStream and the devices
 -- answer a repeated id once).
+-- A slot's start is claimed up to a lead ahead and published at ``publish_at``; a park
+-- or restriction of the mower before then withdraws it (deletes the row, waiting for a
+-- replica publishing it: it holds the row while it does).
 CREATE TABLE fleet_schedule_outbox (
     command_id  uuid        PRIMARY KEY,
+    mower_id    uuid        NOT NULL,
     body        bytea       NOT NULL,
-    owed_since  timestamptz NOT NULL
+    publish_at  timestamptz NOT NULL,
+    owed_since  timestamptz NOT NULL  -- publish_at, or when a replica last took it
 );
 CREATE INDEX fleet_schedule_outbox_owed ON fleet_schedule_outbox (owed_since);
+CREATE INDEX fleet_schedule_outbox_mower ON fleet_schedule_outbox (mower_id, publish_at);

@@ -13,7 +13,7 @@ and from the bus (messages per mower beyond one). CPU per slot is both replicas'
 over the slots started.
 
 Run: python -m tests.bench.scheduler [--smoke] [--mowers N] [--sites N]
-[--claim skip_locked|advisory] [--batch N] [--interval S]
+[--claim skip_locked|advisory] [--batch N] [--interval S] [--lead S]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ ZONES = ("Europe/Berlin", "Europe/Paris", "Europe/Vienna", "Europe/Amsterdam", "
 DAILY_8 = [Task(datetime.strptime("08:00", "%H:%M").time(), 60, frozenset(range(7)), "front")]  # noqa: DTZ007
 # 08:00 in central European summer time on a weekday, as the replicas' clock sees it.
 SLOT = datetime(2026, 7, 1, 6, 0, tzinfo=UTC)
-LEAD_S = 2.0  # the replicas start this long before 08:00
+HEAD_START_S = 2.0  # the replicas start this long before 08:00 (and before the lead)
 
 
 async def _seed(db: str, mowers: int, sites: int) -> None:
@@ -132,7 +132,7 @@ async def _seed(db: str, mowers: int, sites: int) -> None:
 async def _replica(args: argparse.Namespace) -> None:
     """One Fleet replica's scheduler until nothing is due for a while; prints its stats."""
     bus = await Bus.connect(args.nats, name=f"bench-scheduler-{args.replica}")
-    pool = await asyncpg.create_pool(args.db, min_size=2, max_size=4)
+    pool = await asyncpg.create_pool(args.db, min_size=2, max_size=10)  # the service default
     print("ready", flush=True)
     args.slot_wall = float(
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -142,7 +142,7 @@ async def _replica(args: argparse.Namespace) -> None:
     def clock() -> datetime:
         return datetime.now(UTC) + offset
 
-    settings = SchedulerSettings(args.interval, args.batch, 30.0, 10.0)
+    settings = SchedulerSettings(args.interval, args.batch, 30.0, 10.0, args.lead)
     publisher = CommandPublisher(bus, clock=clock)
     scheduler = Scheduler(
         PostgresScheduleStore(pool, mode=args.claim),
@@ -160,6 +160,7 @@ async def _replica(args: argparse.Namespace) -> None:
         if idle >= 3:
             break
         await asyncio.sleep(await scheduler.pause())
+    await scheduler.drain()
     used = time.process_time() - cpu
     await publisher.stop()
     await pool.close()
@@ -195,15 +196,17 @@ async def _watch(args: argparse.Namespace, nats_url: str, db: str) -> dict[str, 
             str(args.interval),
             "--window",
             str(args.window),
+            "--lead",
+            str(args.lead),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
         for i in range(2)
     ]
-    for p in procs:  # both connected: 08:00 comes LEAD_S later
+    for p in procs:  # both connected: 08:00 comes the lead and a head start later
         assert p.stdout is not None
         await p.stdout.readline()
-    slot_wall = time.time() + LEAD_S
+    slot_wall = time.time() + args.lead + HEAD_START_S
     for p in procs:
         assert p.stdin is not None
         p.stdin.write(f"{slot_wall!r}\n".encode())
@@ -246,7 +249,8 @@ def _report(args: argparse.Namespace, stats: dict[str, Any]) -> None:
     )
     print(
         f"scheduler: {len(mowers)} of {args.mowers} mowers started over {args.sites} sites,"
-        f" claim={args.claim}, batch={args.batch}, interval={args.interval} s;"
+        f" claim={args.claim}, batch={args.batch}, interval={args.interval} s,"
+        f" lead={args.lead} s;"
         f" replicas issued {[r['issued'] for r in stats['replicas']]}"
     )
     print(f"CPU of both replicas: {cpu:.1f} s = {cpu / len(mowers) * 1e6:.0f} us per slot")
@@ -269,6 +273,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--window", type=float, default=300.0)
+    parser.add_argument(
+        "--lead", type=float, default=30.0, help="claim a start this long ahead (0: at it)"
+    )
     for hidden in ("--replica", "--db", "--nats"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -277,6 +284,7 @@ def main() -> None:
         return
     if args.smoke:
         args.mowers, args.sites, args.window = min(args.mowers, 1000), min(args.sites, 10), 30.0
+        args.lead = min(args.lead, 3.0)
     nats = NatsServer()
     nats.start()
     db = create_database("mowdeck_bench")

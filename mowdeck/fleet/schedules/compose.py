@@ -9,8 +9,9 @@ from datetime import datetime
 import asyncpg
 from prometheus_client import CollectorRegistry
 
+from mowdeck.fleet.schedules.outbox import Publishes
 from mowdeck.fleet.schedules.postgres import PostgresScheduleStore, PostgresSiteDirectory
-from mowdeck.fleet.schedules.scheduler import Publishes, Scheduler, SchedulerSettings
+from mowdeck.fleet.schedules.scheduler import Scheduler, SchedulerSettings
 from mowdeck.fleet.schedules.usecases import Schedules
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.usecases import Fleet
@@ -42,6 +43,7 @@ def build_schedules(
         s.fleet_scheduler_batch,
         s.command_default_ttl_seconds,
         s.fleet_scheduler_republish_seconds,
+        s.fleet_scheduler_lead_seconds,
     )
     schedules = Schedules(fleet, store, PostgresSiteDirectory(pool), publisher, clock)
     return ScheduleParts(schedules, Scheduler(store, publisher, settings, registry, clock=clock))

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from mowdeck.fleet.errors import MowerNotFoundError
 from mowdeck.fleet.ports import CommandRecord
 from mowdeck.fleet.schedules.plan import Restriction, ScheduleState, SlotRecord
-from mowdeck.fleet.schedules.ports import Claim, Mowers, SiteZone, StoredSchedule
+from mowdeck.fleet.schedules.ports import Claim, Mowers, Sending, SiteZone, StoredSchedule
 
 __all__ = ["MemoryScheduleStore", "MemorySiteDirectory"]
 
@@ -47,9 +47,11 @@ class MemoryScheduleStore:
         self.schedules: dict[uuid.UUID, tuple[StoredSchedule, ScheduleState]] = {}
         self.slots: dict[tuple[uuid.UUID, datetime], SlotRecord] = {}
         self.restriction_rows: dict[uuid.UUID, Restriction] = {}
-        self.outbox: dict[uuid.UUID, tuple[bytes, datetime]] = {}
+        # command id -> (body, owed since, mower, publish at)
+        self.outbox: dict[uuid.UUID, tuple[bytes, datetime, uuid.UUID, datetime]] = {}
         self.commands: list[CommandRecord] = []
         self._lock = asyncio.Lock()
+        self._sending = asyncio.Lock()
 
     async def put(self, schedule: StoredSchedule, state: ScheduleState) -> None:
         """Store a schedule with its first due (a park on it is kept)."""
@@ -88,11 +90,17 @@ class MemoryScheduleStore:
         return [v for _, v in sorted(mine, key=lambda kv: kv[0], reverse=True)][:limit]
 
     @asynccontextmanager
-    async def claim_due(self, now: datetime, limit: int) -> AsyncIterator[Claim]:
+    async def claim_due(
+        self, now: datetime, limit: int, starts_until: datetime | None = None
+    ) -> AsyncIterator[Claim]:
         """Lock up to ``limit`` due schedules; write on exit."""
+        until = max(now, starts_until or now)
         async with self._lock:
             due = [
-                m for m, (_, s) in self.schedules.items() if s.due is not None and s.due.at <= now
+                m
+                for m, (_, s) in self.schedules.items()
+                if s.due is not None
+                and (s.due.at <= now or (s.due.kind == "start" and s.due.at <= until))
             ]
             due.sort(key=lambda m: self.schedules[m][1].due.at)  # type: ignore[union-attr]
             claim = Claim([self._state(m, now, decided=True) for m in due[:limit]])
@@ -114,17 +122,30 @@ class MemoryScheduleStore:
             self._write(claim, now)
 
     def _write(self, claim: Claim, now: datetime) -> None:
+        for state, decision, _ in claim.decisions:
+            slot = decision.slot
+            key = (state.mower_id, slot.start) if slot is not None else None
+            if slot is not None and slot.state == "started" and key in self.slots:
+                raise RuntimeError("a slot was decided twice; the claim is rolled back")
+            if decision.order is not None and decision.order.kind != "start_mow":
+                for command_id, (_, _, mower, at) in list(self.outbox.items()):
+                    if mower == state.mower_id and at > now:
+                        del self.outbox[command_id]  # a start claimed ahead, withdrawn
         for state, decision, issued in claim.decisions:
             slot = decision.slot
             if slot is not None:
                 key = (state.mower_id, slot.start)
-                if slot.state == "started" and key in self.slots:
-                    raise RuntimeError("a slot was decided twice; the claim is rolled back")
                 command_id = issued.record.command_id if issued is not None else None
                 self.slots[key] = replace(slot, command_id=command_id)
             if issued is not None:
                 self.commands.append(issued.record)
-                self.outbox[issued.record.command_id] = (issued.body, now)
+                record = issued.record
+                self.outbox[record.command_id] = (
+                    issued.body,
+                    issued.publish_at,
+                    record.mower_id,
+                    issued.publish_at,
+                )
             stored, old = self.schedules[state.mower_id]
             self.schedules[state.mower_id] = (
                 stored,
@@ -159,12 +180,21 @@ class MemoryScheduleStore:
         """Commands owed since before ``older_than``; each taken (re-dated) by one caller."""
         owed = sorted(
             (since, command_id, body)
-            for command_id, (body, since) in self.outbox.items()
+            for command_id, (body, since, _, _) in self.outbox.items()
             if since < older_than
         )[:limit]
         for _, command_id, body in owed:
-            self.outbox[command_id] = (body, now)
+            _, _, mower, at = self.outbox[command_id]
+            self.outbox[command_id] = (body, now, mower, at)
         return [(command_id, body) for _, command_id, body in owed]
+
+    @asynccontextmanager
+    async def sending(self, command_ids: Sequence[uuid.UUID]) -> AsyncIterator[Sending]:
+        """Hold the still-owed commands while they are published; forget those done."""
+        async with self._sending:
+            sending = Sending({c for c in command_ids if c in self.outbox})
+            yield sending
+            await self.published(sending.done)
 
     async def published(self, command_ids: Sequence[uuid.UUID]) -> None:
         """Forget commands the bus stored."""

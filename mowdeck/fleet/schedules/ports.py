@@ -19,6 +19,7 @@ __all__ = [
     "Issued",
     "Mowers",
     "ScheduleStore",
+    "Sending",
     "SiteDirectory",
     "SiteZone",
     "StoredSchedule",
@@ -44,6 +45,7 @@ class Issued:
 
     record: CommandRecord
     body: bytes
+    publish_at: datetime  # when it goes to the bus: now, or a slot's start claimed ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,14 @@ class Claim:
         self.decisions.append((state, decision, issued))
 
 
+@dataclass
+class Sending:
+    """Commands held while they are published: ``owed`` may go, ``done`` went."""
+
+    owed: set[uuid.UUID]
+    done: list[uuid.UUID] = field(default_factory=list)
+
+
 class ScheduleStore(Protocol):
     """Schedules, their slots, the sites' restrictions and the scheduler's outbox."""
 
@@ -91,8 +101,11 @@ class ScheduleStore(Protocol):
         """The mower's latest recorded slots, newest first."""
         ...
 
-    def claim_due(self, now: datetime, limit: int) -> AbstractAsyncContextManager[Claim]:
-        """Lock up to ``limit`` schedules due at ``now`` that no other claim holds."""
+    def claim_due(
+        self, now: datetime, limit: int, starts_until: datetime | None = None
+    ) -> AbstractAsyncContextManager[Claim]:
+        """Lock up to ``limit`` schedules due at ``now`` (a slot's start: due by
+        ``starts_until``, claimed ahead) that no other claim holds."""
         ...
 
     def lock(self, mowers: Mowers, now: datetime) -> AbstractAsyncContextManager[Claim]:
@@ -120,6 +133,11 @@ class ScheduleStore(Protocol):
 
     async def published(self, command_ids: Sequence[uuid.UUID]) -> None:
         """Forget commands the bus stored."""
+        ...
+
+    def sending(self, command_ids: Sequence[uuid.UUID]) -> AbstractAsyncContextManager[Sending]:
+        """Hold those of ``command_ids`` still owed (not withdrawn) while they are
+        published; on a clean exit forget ``sending.done``."""
         ...
 
 

@@ -22,7 +22,7 @@ from mowdeck.fleet.postgres import failed
 from mowdeck.fleet.postgres_commands import _INSERT_COMMANDS
 from mowdeck.fleet.schedules.codec import row_state, slot_columns, tasks_text
 from mowdeck.fleet.schedules.plan import Restriction, ScheduleState, SlotRecord
-from mowdeck.fleet.schedules.ports import Claim, Mowers, SiteZone, StoredSchedule
+from mowdeck.fleet.schedules.ports import Claim, Mowers, Sending, SiteZone, StoredSchedule
 
 __all__ = ["ClaimMode", "PostgresScheduleStore", "PostgresSiteDirectory"]
 
@@ -46,7 +46,8 @@ _DECIDED = (
 )
 _DUE = (
     _STATE.format(decided=_DECIDED)
-    + " WHERE s.due_at <= $1 ORDER BY s.due_at LIMIT $2 FOR UPDATE OF s{skip}"
+    + " WHERE s.due_at <= $3 AND (s.due_at <= $1 OR s.due_kind = 'start')"
+    " ORDER BY s.due_at LIMIT $2 FOR UPDATE OF s{skip}"
 )
 _LOCK = (
     _STATE.format(decided=_DECIDED)
@@ -77,8 +78,20 @@ _ENDS = (
     " decided_at = EXCLUDED.decided_at"
 )
 _OUTBOX = (
-    "INSERT INTO fleet_schedule_outbox (command_id, body, owed_since)"
-    " SELECT *, $3 FROM unnest($1::uuid[], $2::bytea[])"
+    "INSERT INTO fleet_schedule_outbox (command_id, mower_id, body, publish_at, owed_since)"
+    " SELECT c, m, b, p, p FROM unnest($1::uuid[], $2::uuid[], $3::bytea[], $4::timestamptz[])"
+    " AS o(c, m, b, p)"
+)
+# A dock withdraws the mower's starts claimed ahead and not yet published (waiting for a
+# replica that is publishing one: after it, the dock goes out second).
+_WITHDRAW = "DELETE FROM fleet_schedule_outbox WHERE mower_id = ANY($1::uuid[]) AND publish_at > $2"
+_TAKE = (
+    "DELETE FROM fleet_schedule_outbox WHERE command_id = ANY($1::uuid[])"
+    " RETURNING command_id, mower_id, body, publish_at, owed_since"
+)
+_PUT_BACK = (
+    "INSERT INTO fleet_schedule_outbox (command_id, mower_id, body, publish_at, owed_since)"
+    " VALUES ($1, $2, $3, $4, $5)"
 )
 _NEXT = (
     "UPDATE fleet_schedules s SET due_at = u.due_at, due_kind = u.due_kind,"
@@ -174,15 +187,18 @@ class PostgresScheduleStore:
         return [SlotRecord(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
     @asynccontextmanager
-    async def claim_due(self, now: datetime, limit: int) -> AsyncIterator[Claim]:
+    async def claim_due(
+        self, now: datetime, limit: int, starts_until: datetime | None = None
+    ) -> AsyncIterator[Claim]:
         """Lock up to ``limit`` due schedules no other claim holds; write on exit."""
+        until = max(now, starts_until or now)
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 rows: list[Any] = []
                 if self._mode == "skip_locked":
-                    rows = await conn.fetch(_DUE.format(skip=" SKIP LOCKED"), now, limit)
+                    rows = await conn.fetch(_DUE.format(skip=" SKIP LOCKED"), now, limit, until)
                 elif await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _ADVISORY_KEY):
-                    rows = await conn.fetch(_DUE.format(skip=""), now, limit)
+                    rows = await conn.fetch(_DUE.format(skip=""), now, limit, until)
                 claim = Claim([row_state(r) for r in rows])
                 yield claim
                 await _write(conn, claim, now)
@@ -244,6 +260,26 @@ class PostgresScheduleStore:
             raise failed("scheduler outbox", err) from err
         return [(r[0], bytes(r[1])) for r in rows]
 
+    @asynccontextmanager
+    async def sending(self, command_ids: Sequence[uuid.UUID]) -> AsyncIterator[Sending]:
+        """Hold the still-owed commands while they are published; forget those done.
+
+        The rows are deleted at once and the deletion commits after the publishes: a dock
+        that would withdraw one waits for it, and a replica that dies meanwhile rolls the
+        deletion back, leaving them owed. Those not done are put back.
+        """
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                rows = await conn.fetch(_TAKE, list(command_ids))
+                sending = Sending({r[0] for r in rows})
+                yield sending
+                done = set(sending.done)
+                kept = [r for r in rows if r[0] not in done]
+                if kept:
+                    await conn.executemany(_PUT_BACK, [tuple(r) for r in kept])
+        except (asyncpg.PostgresError, OSError) as err:
+            raise failed("scheduler outbox", err) from err
+
     async def published(self, command_ids: Sequence[uuid.UUID]) -> None:
         """Forget commands the bus stored."""
         try:
@@ -264,6 +300,9 @@ async def _write(conn: asyncpg.Connection, claim: Claim, now: datetime) -> None:
             raise DoubleStartError("a slot was decided twice; the claim is rolled back")
     if ends[0]:
         await conn.execute(_ENDS, *ends, now)
+    docked = [s.mower_id for s, d, _ in claim.decisions if d.order and d.order.kind != "start_mow"]
+    if docked:
+        await conn.execute(_WITHDRAW, docked, now)
     issued = [i for _, _, i in claim.decisions if i is not None]
     if issued:
         records = [i.record for i in issued]
@@ -278,7 +317,13 @@ async def _write(conn: asyncpg.Connection, claim: Claim, now: datetime) -> None:
             [c.expires_at for c in records],
             [c.command for c in records],
         )
-        await conn.execute(_OUTBOX, [c.command_id for c in records], [i.body for i in issued], now)
+        await conn.execute(
+            _OUTBOX,
+            [c.command_id for c in records],
+            [c.mower_id for c in records],
+            [i.body for i in issued],
+            [i.publish_at for i in issued],
+        )
     if nexts[0]:
         await conn.execute(_NEXT, *nexts)
     r = claim.restriction

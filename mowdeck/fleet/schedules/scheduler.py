@@ -3,43 +3,43 @@
 A round claims due schedules in batches (``ScheduleStore.claim_due``: a schedule is held
 by one replica's transaction at a time), decides each (``plan.decide_due``) and commits
 the slots with their commands (command log, audit trail, outbox) in that transaction;
-only then are the commands published. A replica that stops after the commit leaves its
-commands in the outbox: after ``republish_seconds`` any replica publishes them under the
-same command ids, which JetStream (``Nats-Msg-Id``) and the devices answer once. So a
-slot starts at most once, and at least once while a replica runs.
+only then are the commands published. A slot's start is claimed up to ``lead_seconds``
+ahead and published at its start, so that only the publish lies on the start's path; a
+dock of the mower before then withdraws it from the outbox. A replica that stops after
+the commit leaves its commands in the outbox: after ``republish_seconds`` any replica
+publishes them under the same command ids, which JetStream (``Nats-Msg-Id``) and the
+devices answer once. So a slot starts at most once, and at least once while a replica
+runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from contracts.v1 import CommandEnvelope, ReturnToDock, StartMow, decode_command, encode
-from mowdeck.fleet.ports import CommandRecord
-from mowdeck.fleet.schedules.plan import Order, ScheduleState, decide_due
-from mowdeck.fleet.schedules.ports import Issued, ScheduleStore
+from contracts.v1 import CommandEnvelope, decode_command
+from mowdeck.fleet.schedules.outbox import Publishes, issue, publish_all
+from mowdeck.fleet.schedules.plan import decide_due
+from mowdeck.fleet.schedules.ports import ScheduleStore
 from mowdeck.kit.background import cancel_and_wait
-from mowdeck.kit.bus import BusError, ExpiredCommandError
 
-__all__ = ["SCHEDULER", "Scheduler", "SchedulerSettings", "issue", "publish_all"]
+__all__ = ["SCHEDULER", "Publishes", "Scheduler", "SchedulerSettings", "issue", "publish_all"]
 
 log = structlog.get_logger("mowdeck.fleet.scheduler")
 SCHEDULER = "scheduler"  # the issuer of the scheduler's commands in the audit trail
 
 
-class Publishes(Protocol):
-    """Publishes a command envelope (``CommandPublisher``)."""
+@dataclass
+class Group:
+    """Commands of one claim to publish at one time, and the slot starts among them."""
 
-    async def publish(self, envelope: CommandEnvelope, body: bytes) -> None:
-        """Return once the bus stored it."""
-        ...
+    sent: list[tuple[CommandEnvelope, bytes]] = field(default_factory=list)
+    starts: list[datetime] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,55 +51,8 @@ class SchedulerSettings:
     batch: int = 500
     ttl_seconds: float = 30.0
     republish_seconds: float = 10.0
-
-
-def issue(
-    state: ScheduleState, order: Order, *, issued_by: str, now: datetime, ttl: timedelta
-) -> tuple[CommandEnvelope, Issued]:
-    """The envelope of an order with a new command id, and its record for the store."""
-    command = (
-        StartMow(duration_min=order.duration_min, work_area=order.work_area)
-        if order.kind == "start_mow"
-        else ReturnToDock()
-    )
-    envelope = CommandEnvelope.issue(
-        mower_id=state.mower_id,
-        account_id=state.account_id,
-        command=command,
-        issued_by=issued_by,
-        now=now,
-        ttl=ttl,
-    )
-    return envelope, Issued(CommandRecord.of(envelope), encode(envelope))
-
-
-async def publish_all(
-    publisher: Publishes, store: ScheduleStore, sent: Sequence[tuple[CommandEnvelope, bytes]]
-) -> int:
-    """Publish committed commands and forget those the bus stored (or that expired);
-    the rest stay owed. How many were published."""
-    if not sent:
-        return 0
-    outcomes = await asyncio.gather(
-        *(publisher.publish(envelope, body) for envelope, body in sent), return_exceptions=True
-    )
-    done: list[uuid.UUID] = []
-    published = 0
-    for (envelope, _), outcome in zip(sent, outcomes, strict=True):
-        if outcome is None:
-            done.append(envelope.command_id)
-            published += 1
-        elif isinstance(outcome, ExpiredCommandError):
-            log.warning(
-                "scheduled command expired unpublished", command_id=str(envelope.command_id)
-            )
-            done.append(envelope.command_id)
-        elif isinstance(outcome, BusError):
-            log.warning("scheduled command not published yet", command_id=str(envelope.command_id))
-        else:
-            raise outcome
-    await store.published(done)
-    return published
+    # A slot's start is claimed and committed up to this long ahead, and published at it.
+    lead_seconds: float = 0.0
 
 
 class Scheduler:
@@ -127,11 +80,12 @@ class Scheduler:
         )
         self._lateness = Histogram(
             "mowdeck_fleet_scheduler_start_lateness_seconds",
-            "From a slot's start to its start_mow committed",
+            "From a slot's start to its start_mow stored by the bus",
             buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 60, 600),
             registry=registry,
         )
         self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -159,36 +113,60 @@ class Scheduler:
             await asyncio.sleep(wait)
 
     async def run_once(self) -> int:
-        """Every slot event due now, then the commands owed too long; how many were issued."""
+        """Every slot event due now (a slot's start: due within the lead, published at
+        it), then the commands owed too long; how many commands were committed."""
         issued = 0
-        publishing: list[asyncio.Future[int]] = []
+        publishing: list[asyncio.Future[None]] = []
+        lead = timedelta(seconds=self._settings.lead_seconds)
         while True:
             now = self._clock()
-            sent: list[tuple[CommandEnvelope, bytes]] = []
-            async with self._store.claim_due(now, self._settings.batch) as claim:
+            groups: dict[datetime, Group] = {}
+            async with self._store.claim_due(now, self._settings.batch, now + lead) as claim:
                 for state in claim.states:
-                    decision = decide_due(state, now)
+                    at = max(now, state.due.at) if state.due is not None else now
+                    decision = decide_due(state, at)
                     made = None
                     if decision.order is not None:
                         envelope, made = issue(
-                            state, decision.order, issued_by=SCHEDULER, now=now, ttl=self._ttl
+                            state, decision.order, issued_by=SCHEDULER, now=at, ttl=self._ttl
                         )
-                        sent.append((envelope, made.body))
-                        self._issued.labels(envelope.kind).inc()
+                        group = groups.setdefault(at, Group())
+                        group.sent.append((envelope, made.body))
                         if decision.order.kind == "start_mow" and decision.slot is not None:
-                            late = (now - decision.slot.start).total_seconds()
-                            self._lateness.observe(late)
+                            group.starts.append(decision.slot.start)
+                        self._issued.labels(envelope.kind).inc()
                     claim.decide(state, decision, made)
-            issued += len(sent)
-            # Published while the next batch is claimed: the database and the bus overlap.
-            publishing.append(
-                asyncio.ensure_future(publish_all(self._publisher, self._store, sent))
-            )
+            for at, group in groups.items():
+                issued += len(group.sent)
+                if at <= now:  # published while the next batch is claimed
+                    publishing.append(asyncio.ensure_future(self._publish(group)))
+                else:
+                    self._later(at, group)
             if len(claim.states) < self._settings.batch:
                 break
         await asyncio.gather(*publishing)
         await self.republish()
         return issued
+
+    async def _publish(self, group: Group) -> None:
+        await publish_all(self._publisher, self._store, group.sent)
+        now = self._clock()
+        for start in group.starts:
+            self._lateness.observe((now - start).total_seconds())
+
+    def _later(self, at: datetime, group: Group) -> None:
+        async def publish_at() -> None:
+            await asyncio.sleep(max((at - self._clock()).total_seconds(), 0.0))
+            await self._publish(group)
+
+        task = asyncio.get_running_loop().create_task(publish_at(), name="fleet-scheduler-at")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def drain(self) -> None:
+        """Wait for the starts claimed ahead to be published."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
 
     async def republish(self) -> int:
         """Publish commands committed but owed longer than the lease (a replica stopped)."""
@@ -218,3 +196,6 @@ class Scheduler:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
+        # Starts claimed ahead stay in the outbox: another replica publishes them.
+        for task in list(self._pending):
+            await cancel_and_wait(task)

@@ -14,6 +14,7 @@ from contracts.v1 import CommandEnvelope
 from mowdeck.authn import Principal
 from mowdeck.authz import account_object, user_ref
 from mowdeck.fleet.errors import InvalidRequestError, MowerNotFoundError
+from mowdeck.fleet.schedules.outbox import Publishes, issue, publish_all
 from mowdeck.fleet.schedules.plan import (
     Decision,
     Restriction,
@@ -40,7 +41,6 @@ from mowdeck.fleet.schedules.rules import (
     tasks_of,
     zone_of,
 )
-from mowdeck.fleet.schedules.scheduler import Publishes, issue, publish_all
 from mowdeck.fleet.schedules.views import (
     OverrideView,
     RestrictionView,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
@@ -15,6 +16,9 @@ from prometheus_client import CollectorRegistry
 
 from contracts.v1 import CommandEnvelope, decode_command
 from mowdeck.fleet.issuing import CommandPublisher
+from mowdeck.fleet.schedules.outbox import issue, publish_all
+from mowdeck.fleet.schedules.plan import Restriction, dock_for_restriction
+from mowdeck.fleet.schedules.ports import Mowers, Sending
 from mowdeck.fleet.schedules.postgres import ClaimMode, PostgresScheduleStore
 from mowdeck.fleet.schedules.scheduler import Scheduler, SchedulerSettings
 from mowdeck.fleet.schedules.slots import Task
@@ -178,8 +182,11 @@ async def test_a_replica_killed_between_claim_and_publish_starts_nothing_twice(
 class Forgetful(PostgresScheduleStore):
     """A store whose replica dies after publishing, before it forgets the outbox rows."""
 
-    async def published(self, command_ids: Any) -> None:
-        raise asyncio.CancelledError
+    @asynccontextmanager
+    async def sending(self, command_ids: Any) -> AsyncIterator[Sending]:
+        async with super().sending(command_ids) as sending:
+            yield sending
+            raise asyncio.CancelledError  # the transaction that forgets them is rolled back
 
 
 async def test_a_replica_killed_after_publishing_is_repeated_under_the_same_ids(
@@ -207,3 +214,44 @@ async def test_a_replica_killed_after_publishing_is_repeated_under_the_same_ids(
     assert len(starts) == 2 * len(mowers)
     assert len({e.command_id for e in starts}) == len(mowers)
     assert await _stored(bus) == len(mowers)
+
+
+async def test_a_start_claimed_ahead_goes_out_at_its_slot_unless_a_restriction_withdrew_it(
+    pool: asyncpg.Pool, bus: Bus, seen: Callable[[], Any]
+) -> None:
+    await pool.execute("TRUNCATE fleet_mowers CASCADE")
+    await pool.execute("TRUNCATE fleet_schedule_outbox")
+    account = uuid.uuid4()
+    dry = await add_site(pool, account, "Europe/Berlin", BEFORE)
+    wet = await add_site(pool, account, "Europe/Berlin", BEFORE)
+    dry_mowers = await seed_mowers(pool, account, [dry], 5, BEFORE)
+    wet_mowers = await seed_mowers(pool, account, [wet], 5, BEFORE)
+    await seed_schedules(pool, account, dry_mowers + wet_mowers, DAILY, "Europe/Berlin", BEFORE)
+    clock = Clock(START - timedelta(seconds=1))
+    settings = SchedulerSettings(batch=100, lead_seconds=30.0)
+    store = PostgresScheduleStore(pool)
+    publisher = CommandPublisher(bus, clock=clock)
+    scheduler = Scheduler(store, publisher, settings, CollectorRegistry(), clock=clock)
+    assert await scheduler.run_once() == 10  # committed a second ahead of 08:00
+    assert (await seen()).envelopes == []  # and not sent before it
+    now = clock()
+    rain = Restriction(uuid.uuid4(), wet, "rain", START + timedelta(hours=2), now, "user:a")
+    docks = []
+    async with store.lock(Mowers(site_id=wet), now) as claim:
+        claim.restriction = rain
+        for state in claim.states:
+            decision = dock_for_restriction(state, rain, now)
+            assert decision.order is not None
+            envelope, made = issue(
+                state, decision.order, issued_by="user:a", now=now, ttl=timedelta(seconds=30)
+            )
+            docks.append((envelope, made.body))
+            claim.decide(state, decision, made)
+    await publish_all(publisher, store, docks)
+    await scheduler.drain()
+    record = await seen()
+    assert {e.mower_id for e in record.kinds("start_mow")} == set(dry_mowers)
+    assert len(record.kinds("start_mow")) == len(dry_mowers)
+    assert {e.mower_id for e in record.kinds("return_to_dock")} == set(wet_mowers)
+    assert {e.issued_at for e in record.kinds("start_mow")} == {START}
+    assert await pool.fetchval("SELECT count(*) FROM fleet_schedule_outbox") == 0

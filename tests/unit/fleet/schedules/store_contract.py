@@ -7,9 +7,9 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from mowdeck.fleet.schedules.outbox import issue
 from mowdeck.fleet.schedules.plan import Restriction, ScheduleState, decide_due, first_due
 from mowdeck.fleet.schedules.ports import Mowers, ScheduleStore, StoredSchedule
-from mowdeck.fleet.schedules.scheduler import issue
 from mowdeck.fleet.schedules.slots import Task
 
 __all__ = ["StoreContract", "World"]
