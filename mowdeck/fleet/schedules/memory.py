@@ -128,15 +128,15 @@ class MemoryScheduleStore:
             if slot is not None and slot.state == "started" and key in self.slots:
                 raise RuntimeError("a slot was decided twice; the claim is rolled back")
             if decision.order is not None and decision.order.kind != "start_mow":
-                for command_id, (_, _, mower, at) in list(self.outbox.items()):
+                for owed, (_, _, mower, at) in list(self.outbox.items()):
                     if mower == state.mower_id and at > now:
-                        del self.outbox[command_id]  # a start claimed ahead, withdrawn
+                        del self.outbox[owed]  # a start claimed ahead, withdrawn
         for state, decision, issued in claim.decisions:
             slot = decision.slot
             if slot is not None:
                 key = (state.mower_id, slot.start)
-                command_id = issued.record.command_id if issued is not None else None
-                self.slots[key] = replace(slot, command_id=command_id)
+                made = issued.record.command_id if issued is not None else None
+                self.slots[key] = replace(slot, command_id=made)
             if issued is not None:
                 self.commands.append(issued.record)
                 record = issued.record

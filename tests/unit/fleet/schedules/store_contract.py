@@ -8,7 +8,13 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from mowdeck.fleet.schedules.outbox import issue
-from mowdeck.fleet.schedules.plan import Restriction, ScheduleState, decide_due, first_due
+from mowdeck.fleet.schedules.plan import (
+    Restriction,
+    ScheduleState,
+    decide_due,
+    decide_park,
+    first_due,
+)
 from mowdeck.fleet.schedules.ports import Mowers, ScheduleStore, StoredSchedule
 from mowdeck.fleet.schedules.slots import Task
 
@@ -130,3 +136,31 @@ class StoreContract:
         assert state is not None and state.restriction == rain
         assert await world.store.remove_restriction(site, rain.restriction_id)
         assert not await world.store.remove_restriction(site, rain.restriction_id)
+
+    async def test_a_dock_withdraws_a_start_claimed_ahead_and_sending_skips_it(
+        self, world: World
+    ) -> None:
+        site = await world.add_site("Europe/Berlin")
+        mower = await _scheduled(world, site)
+        ahead = START - timedelta(seconds=20)
+        ttl = timedelta(seconds=30)
+        async with world.store.claim_due(ahead, 100, ahead + timedelta(seconds=30)) as claim:
+            (state,) = [s for s in claim.states if s.mower_id == mower]
+            decision = decide_due(state, START)
+            assert decision.order is not None
+            _, start = issue(state, decision.order, issued_by="scheduler", now=START, ttl=ttl)
+            claim.decide(state, decision, start)
+        async with world.store.lock(Mowers(mower_ids=[mower]), ahead) as claim:
+            (state,) = claim.states
+            parked = decide_park(state, "park_until_further_notice", ahead)
+            assert parked.order is not None
+            _, dock = issue(state, parked.order, issued_by="user:a", now=ahead, ttl=ttl)
+            claim.decide(state, parked, dock)
+        ids = [start.record.command_id, dock.record.command_id]
+        async with world.store.sending(ids) as sending:
+            assert sending.owed == {dock.record.command_id}  # the start was withdrawn
+            sending.done.append(dock.record.command_id)
+        async with world.store.sending(ids) as sending:
+            assert sending.owed == set()
+        (slot,) = await world.store.recent_slots(mower, 5)
+        assert slot.state == "parked"
