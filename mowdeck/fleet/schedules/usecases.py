@@ -95,7 +95,7 @@ class Schedules:
             record.registration.account_id,
             request.enabled,
             tasks,
-            None if site is not None else request.timezone,
+            site.timezone if site is not None else request.timezone,  # kept if the site goes
             now,
         )
         due = first_due(tasks, zone, now) if request.enabled else None
