@@ -19,7 +19,7 @@ from mowdeck.fleet.schedules.views import (
     ScheduleView,
     SlotView,
 )
-from mowdeck.kit.openapi import Body, Operation, Param
+from mowdeck.kit.openapi import Body, Link, Operation, Param
 
 __all__ = ["OPERATIONS"]
 
@@ -66,7 +66,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "Set a mower's weekly schedule, in its site's time zone (else `timezone`).",
         {200: Body(ScheduleView, _VIEW)},
         params=(_MOWER_ID,),
-        body=Body(ScheduleRequest, ScheduleRequest(enabled=True, tasks=[_TASK])),
+        body=Body(
+            ScheduleRequest,
+            ScheduleRequest(enabled=True, tasks=[_TASK], timezone="Europe/Berlin"),
+            "`timezone` only for a mower without a site (required then).",
+        ),
         problems=(400, 403, 404, 422, 503),
         tags=("schedules",),
     ),
@@ -108,6 +112,17 @@ OPERATIONS: tuple[Operation, ...] = (
         "restrictSite",
         "Hold back every slot of a site's mowers until `until`; dock those mowing now.",
         {201: Body(RestrictionView, _RESTRICTED, "Restricted.")},
+        links=(
+            Link(
+                201,
+                "lift",
+                "liftSiteRestriction",
+                {
+                    "site_id": "$request.path.site_id",
+                    "restriction_id": "$response.body#/restriction_id",
+                },
+            ),
+        ),
         params=(_SITE_ID,),
         body=Body(RestrictionRequest, RestrictionRequest(reason="rain", until=_AT)),
         problems=(400, 403, 404, 422, 503),
