@@ -1,2 +1,5 @@
-"""Schedules: mowers' weekly calendars, the scheduler that runs them, parks and sites'
-restrictions (``docs/fleet.md``, "Schedules")."""
+"""Schedules: weekly calendars per mower, the scheduler, parks and sites' restrictions.
+
+The pure slot logic (``slots``, ``plan``), the ports and their adapters, the scheduler
+every Fleet replica runs, and the API (``docs/fleet.md``, "Schedules").
+"""

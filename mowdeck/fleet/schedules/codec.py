@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -16,7 +14,7 @@ from mowdeck.fleet.schedules.ports import Issued, StoredSchedule
 from mowdeck.fleet.schedules.rules import TaskSpec, spec_of, tasks_of
 from mowdeck.fleet.schedules.slots import Slot, Task
 
-__all__ = ["row_state", "slot_columns", "stored_of", "tasks_from_text", "tasks_text"]
+__all__ = ["TaskTexts", "row_state", "slot_columns", "stored_of", "tasks_text"]
 
 _decode_specs = msgspec.json.Decoder(list[TaskSpec])
 _START_STATES = frozenset({"started", "held", "skipped"})
@@ -27,30 +25,37 @@ def tasks_text(tasks: list[Task]) -> str:
     return msgspec.json.encode([spec_of(t) for t in tasks]).decode()
 
 
-@lru_cache(maxsize=4096)
-def _tasks(text: str) -> tuple[Task, ...]:
-    # Many mowers share a schedule: decoded and checked once per distinct text.
-    return tuple(tasks_of(_decode_specs.decode(text)))
+class TaskTexts:
+    """Stored tasks by their text: many mowers share a schedule, decoded and checked once
+    per distinct text (an adapter's own cache, bounded)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._known: dict[str, tuple[Task, ...]] = {}
+
+    def __call__(self, text: str) -> list[Task]:
+        """The tasks of ``text``."""
+        found = self._known.get(text)
+        if found is None:
+            if len(self._known) >= self._size:
+                self._known.clear()
+            found = self._known[text] = tuple(tasks_of(_decode_specs.decode(text)))
+        return list(found)
 
 
-def tasks_from_text(text: str) -> list[Task]:
-    """Stored tasks."""
-    return list(_tasks(text))
-
-
-def stored_of(row: Mapping[str, Any]) -> StoredSchedule:
+def stored_of(row: Mapping[str, Any], tasks: TaskTexts) -> StoredSchedule:
     """A schedule as set, from its row."""
     return StoredSchedule(
         row["mower_id"],
         row["account_id"],
         row["enabled"],
-        tasks_from_text(row["tasks"]),
+        tasks(row["tasks"]),
         row["timezone"],
         row["updated_at"],
     )
 
 
-def row_state(row: Mapping[str, Any]) -> ScheduleState:
+def row_state(row: Mapping[str, Any], tasks: TaskTexts) -> ScheduleState:
     """A schedule's state from the scheduler's query."""
     due = None
     if row["due_kind"] is not None:
@@ -71,7 +76,7 @@ def row_state(row: Mapping[str, Any]) -> ScheduleState:
         row["mower_id"],
         row["account_id"],
         row["enabled"],
-        tasks_from_text(row["tasks"]),
+        tasks(row["tasks"]),
         ZoneInfo(row["tz"]),
         due,
         hold,
@@ -120,8 +125,3 @@ def slot_columns(
 
 
 _ENDING = ("ended", "parked", "interrupted")
-
-
-def when(value: datetime | None) -> str | None:
-    """An optional time as RFC 3339 (for logs)."""
-    return None if value is None else value.isoformat()

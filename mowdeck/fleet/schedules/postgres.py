@@ -20,7 +20,7 @@ import asyncpg
 from mowdeck.fleet.errors import MowerNotFoundError
 from mowdeck.fleet.postgres import failed
 from mowdeck.fleet.postgres_commands import _INSERT_COMMANDS
-from mowdeck.fleet.schedules.codec import row_state, slot_columns, tasks_text
+from mowdeck.fleet.schedules.codec import TaskTexts, row_state, slot_columns, stored_of, tasks_text
 from mowdeck.fleet.schedules.plan import Restriction, ScheduleState, SlotRecord
 from mowdeck.fleet.schedules.ports import Claim, Mowers, Sending, SiteZone, StoredSchedule
 
@@ -124,6 +124,7 @@ class PostgresScheduleStore:
     def __init__(self, pool: asyncpg.Pool, *, mode: ClaimMode = "skip_locked") -> None:
         self._pool = pool
         self._mode = mode
+        self._tasks = TaskTexts()
 
     async def put(self, schedule: StoredSchedule, state: ScheduleState) -> None:
         """Store a schedule with its first due (a park on it is kept)."""
@@ -156,12 +157,10 @@ class PostgresScheduleStore:
             row = await self._pool.fetchrow(_ONE, now, mower_id)
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("schedules", err) from err
-        return None if row is None else row_state(row)
+        return None if row is None else row_state(row, self._tasks)
 
     async def stored(self, mower_id: uuid.UUID) -> StoredSchedule | None:
         """A mower's schedule as set."""
-        from mowdeck.fleet.schedules.codec import stored_of  # noqa: PLC0415 - one helper
-
         try:
             row = await self._pool.fetchrow(
                 "SELECT mower_id, account_id, enabled, tasks::text AS tasks, timezone,"
@@ -170,7 +169,7 @@ class PostgresScheduleStore:
             )
         except (asyncpg.PostgresError, OSError) as err:
             raise failed("schedules", err) from err
-        return None if row is None else stored_of(row)
+        return None if row is None else stored_of(row, self._tasks)
 
     async def recent_slots(self, mower_id: uuid.UUID, limit: int) -> list[SlotRecord]:
         """The mower's latest recorded slots, newest first."""
@@ -199,7 +198,7 @@ class PostgresScheduleStore:
                     rows = await conn.fetch(_DUE.format(skip=" SKIP LOCKED"), now, limit, until)
                 elif await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _ADVISORY_KEY):
                     rows = await conn.fetch(_DUE.format(skip=""), now, limit, until)
-                claim = Claim([row_state(r) for r in rows])
+                claim = Claim([row_state(r, self._tasks) for r in rows])
                 yield claim
                 await _write(conn, claim, now)
         except (asyncpg.PostgresError, OSError) as err:
@@ -211,7 +210,7 @@ class PostgresScheduleStore:
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 rows = await conn.fetch(_LOCK, now, list(mowers.mower_ids), mowers.site_id)
-                claim = Claim([row_state(r) for r in rows])
+                claim = Claim([row_state(r, self._tasks) for r in rows])
                 yield claim
                 await _write(conn, claim, now)
         except (asyncpg.PostgresError, OSError) as err:
