@@ -78,7 +78,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET",
         "/v1/mowers/{mower_id}/schedule",
         "getSchedule",
-        "A mower's schedule, its next start, what holds it back and its recent slots.",
+        "A mower's schedule, its next start, what holds it back and its recent slots (a"
+        " mower never given one: an empty one, disabled).",
         {200: Body(ScheduleView, _VIEW)},
         params=(_MOWER_ID,),
         problems=(404, 503),

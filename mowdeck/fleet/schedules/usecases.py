@@ -105,17 +105,32 @@ class Schedules:
         return await self._view(mower_id, now)
 
     async def view(self, who: Principal, mower_id: uuid.UUID) -> ScheduleView:
-        """A mower's schedule with its next start and what holds it back."""
-        await self.fleet.allowed(who, mower_id, "can_view")
-        return await self._view(mower_id, self.clock())
+        """A mower's schedule with its next start and what holds it back (a mower never
+        given one has an empty one, disabled)."""
+        record = await self.fleet.allowed(who, mower_id, "can_view")
+        return await self._view(mower_id, self.clock(), record.updated_at)
 
-    async def _view(self, mower_id: uuid.UUID, now: datetime) -> ScheduleView:
+    async def _view(
+        self, mower_id: uuid.UUID, now: datetime, since: datetime | None = None
+    ) -> ScheduleView:
         state = await self.store.get(mower_id, now)
         stored = await self.store.stored(mower_id)
-        if state is None or stored is None:
-            raise MowerNotFoundError(f"mower {mower_id} has no schedule")
-        slots = await self.store.recent_slots(mower_id, _RECENT)
         site = await self.sites.site_of(mower_id)
+        if state is None or stored is None:
+            if since is None:
+                raise MowerNotFoundError(f"mower {mower_id} has no schedule")
+            return ScheduleView(
+                mower_id=mower_id,
+                site_id=None if site is None else site.site_id,
+                enabled=False,
+                timezone="UTC" if site is None else site.timezone,
+                tasks=[],
+                next_start=None,
+                restricted=None,
+                recent_slots=[],
+                updated_at=since,
+            )
+        slots = await self.store.recent_slots(mower_id, _RECENT)
         return ScheduleView(
             mower_id=mower_id,
             site_id=None if site is None else site.site_id,

@@ -121,7 +121,9 @@ function scheduleError(err) {
 
 async function loadSchedule(id) {
   try {
-    schedules.view = await fleet(`/v1/mowers/${id}/schedule`);
+    const view = await fleet(`/v1/mowers/${id}/schedule`);
+    // A mower never given a schedule has an empty one.
+    schedules.view = view.tasks.length || view.enabled ? view : null;
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 404)) throw err;
     schedules.view = null;

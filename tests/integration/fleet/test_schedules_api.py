@@ -24,6 +24,8 @@ async def test_a_schedule_is_set_read_and_refused_when_tasks_overlap(
     api = await owner(http, fleet, authorizer)
     mower = await registered(api)
     path = f"/v1/mowers/{mower}/schedule"
+    status, body = await api.call("GET", path)  # never given one: an empty one, disabled
+    assert (status, body["enabled"], body["tasks"], body["next_start"]) == (200, False, [], None)
     task = {"start": "08:30", "duration_minutes": 90, "days": WEEKDAYS, "work_area": "front"}
     status, body = await api.call("PUT", path, {"enabled": True, "tasks": [task]})
     assert (status, body["field"]) == (422, "timezone")  # no site: the body names the zone
