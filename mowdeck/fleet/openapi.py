@@ -19,6 +19,7 @@ from contracts.v1 import (
 from mowdeck.fleet.audit import MAX_LIMIT as AUDIT_MAX
 from mowdeck.fleet.ports import AuditEntry, AuditStatus
 from mowdeck.fleet.rules import CommandRequest, PatchRequest, RegisterRequest
+from mowdeck.fleet.schedules.openapi import OPERATIONS as SCHEDULE_OPERATIONS
 from mowdeck.fleet.sites.openapi import SITE_OPERATIONS
 from mowdeck.fleet.views import (
     AuditPage,
@@ -255,6 +256,6 @@ def openapi(version: str = "1") -> dict[str, Any]:
     return document(
         "Mowdeck Fleet",
         version,
-        OPERATIONS,
+        (*OPERATIONS, *SCHEDULE_OPERATIONS),
         "The mower registry, commands to mowers and the audit of them.",
     )

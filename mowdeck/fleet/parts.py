@@ -27,6 +27,9 @@ from mowdeck.fleet.postgres_commands import PostgresAuditTrail, PostgresCommandL
 from mowdeck.fleet.pruning import Pruner
 from mowdeck.fleet.results import ResultRecorder, ResultWaiters
 from mowdeck.fleet.routes import FLEET, fleet_errors, routes
+from mowdeck.fleet.schedules.compose import ScheduleParts, build_schedules
+from mowdeck.fleet.schedules.routes import SCHEDULES
+from mowdeck.fleet.schedules.routes import routes as schedule_routes
 from mowdeck.fleet.settings import FleetSettings
 from mowdeck.fleet.sites.listing import SiteAreasResponder
 from mowdeck.fleet.sites.postgres import PostgresSiteRepository
@@ -59,6 +62,7 @@ class Parts:
     finalizer: Finalizer
     limits: CommandLimits
     invalidation: CacheInvalidation
+    schedules: ScheduleParts
     clock: Callable[[], datetime]
 
 
@@ -117,6 +121,7 @@ def build(
         invalidation=CacheInvalidation(
             bus, fleet.authorizer, fleet.records, fleet.metrics.caches_dropped.inc
         ),
+        schedules=build_schedules(s, pool, fleet, publisher, registry, clock=clock),
         clock=clock,
     )
 
@@ -143,6 +148,12 @@ def steps(parts: Parts) -> list[Step]:
         Step("finalizer", parts.finalizer.start, parts.finalizer.stop),
         Step("cache invalidation", parts.invalidation.start, parts.invalidation.stop),
         Step("rate limit expiry", parts.limits.start, parts.limits.stop),
+        Step(
+            "scheduler",
+            parts.schedules.scheduler.start,
+            parts.schedules.scheduler.stop,
+            task_alive(lambda: parts.schedules.scheduler.task),
+        ),
     ]
 
 
@@ -160,8 +171,10 @@ def app(settings: FleetSettings, parts: Parts) -> web.Application:
     application[FLEET] = parts.fleet
     application[COMMAND_LIMITS] = parts.limits
     application[SITES] = parts.sites
+    application[SCHEDULES] = parts.schedules.api
     application.add_routes(routes())
     application.add_routes(site_routes())
+    application.add_routes(schedule_routes())
     add_openapi(application, openapi())
     return application
 

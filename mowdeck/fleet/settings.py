@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -58,6 +58,15 @@ class FleetSettings(BaseSettings, frozen=True, kw_only=True):
     # How long a command waits for the shared limit's store before this replica limits
     # the account on its own.
     fleet_rate_limit_store_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=10)] = 0.25
+    # The scheduler (docs/fleet.md, "Schedules"): every replica looks for due slots every
+    # interval, takes up to a batch in one transaction, and publishes again what another
+    # replica committed but left unpublished for longer than the republish lease.
+    fleet_scheduler_interval_seconds: Annotated[float, msgspec.Meta(gt=0, le=60)] = 1.0
+    fleet_scheduler_batch: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 1000
+    fleet_scheduler_claim: Literal["skip_locked", "advisory"] = "skip_locked"
+    fleet_scheduler_republish_seconds: Annotated[float, msgspec.Meta(gt=0, le=100)] = 10.0
+    # A slot's start is claimed this long ahead and published at it (0: claimed at it).
+    fleet_scheduler_lead_seconds: Annotated[float, msgspec.Meta(ge=0, le=60)] = 30.0
     # The gateways' device hosts (MOWDECK_GATEWAY_DEVICE_HOSTS, read by both): Fleet
     # refuses a connection URL the gateways would not dial.
     gateway_device_hosts: list[str] = msgspec.field(

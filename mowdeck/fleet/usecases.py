@@ -186,6 +186,10 @@ class Fleet:
             raise ForbiddenError(f"this needs {relation} on the mower")
         return record
 
+    async def allowed(self, who: Principal, mower_id: uuid.UUID, relation: str) -> MowerRecord:
+        """A mower the caller holds ``relation`` on (404 when it may not see it, else 403)."""
+        return await self._allowed(who, mower_id, relation)
+
     async def get(self, who: Principal, mower_id: uuid.UUID) -> MowerRecord:
         """One mower the caller may view."""
         self.records.forget(mower_id)

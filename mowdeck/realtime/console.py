@@ -33,6 +33,7 @@ ASSETS = {
     "app.js": "text/javascript",
     "brands.js": "text/javascript",
     "sites.js": "text/javascript",
+    "schedules.js": "text/javascript",
     "style.css": "text/css",
     "icon.svg": "image/svg+xml",
 }

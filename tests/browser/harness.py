@@ -213,6 +213,20 @@ class Harness:
             self._set(mower, position={"lat": pos["lat"] + 0.00002, "lon": pos["lon"]})
             await asyncio.sleep(0.3)
 
+    def schedule_of(self, mower: str) -> dict[str, Any]:
+        """``GET /v1/mowers/{id}/schedule``: Fleet's answer for a mower never given one."""
+        return {
+            "mower_id": mower,
+            "site_id": None,
+            "enabled": False,
+            "timezone": "UTC",
+            "tasks": [],
+            "next_start": None,
+            "restricted": None,
+            "recent_slots": [],
+            "updated_at": _now(),
+        }
+
     def _routes(self) -> list[web.RouteDef]:
         def authed(request: web.Request) -> None:
             ticket = request.query.get("ticket")
@@ -426,6 +440,10 @@ class Harness:
             self.preferences = {**self.preferences, "quiet_hours": None, **body, "kinds": kinds}
             return web.json_response(self.preferences)
 
+        async def schedule(request: web.Request) -> web.Response:
+            authed(request)
+            return web.json_response(self.schedule_of(request.match_info["mower_id"]))
+
         async def ticket(request: web.Request) -> web.Response:
             authed(request)
             return web.json_response({"ticket": "t1"})
@@ -488,6 +506,7 @@ class Harness:
             web.get("/v1/mowers/{mower_id}/track", empty),
             web.get("/v1/mowers/{mower_id}/commands", empty),
             web.post("/v1/mowers/{mower_id}/commands", command),
+            web.get("/v1/mowers/{mower_id}/schedule", schedule),
             web.get("/v1/notifications/inbox", inbox),
             web.get("/v1/alarms", alarms),
             web.get("/v1/alarms/audit", alarm_audit),

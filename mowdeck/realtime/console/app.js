@@ -679,7 +679,8 @@ async function select(id) {
   renderTimeline();
   $("rename").value = mower(id).name || "";
   for (const selected of hooks.select) selected(id);
-  await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id), loadMowerAlarms(id)]);
+  const more = typeof scheduleSelect === "function" ? [scheduleSelect(id)] : []; // schedules.js
+  await Promise.allSettled([loadTimeline(id), loadHistory(id), loadTrack(id), loadMowerAlarms(id), ...more]);
 }
 
 // The selected mower's alarms: the open ones and the latest cleared, newest first.
