@@ -13,7 +13,6 @@ from mowdeck.fleet import FleetService
 from tests.integration.fleet.conftest import Api
 from tests.integration.fleet.test_commands import registered
 from tests.integration.fleet.test_rest import owner
-from tests.support.schedules import add_site
 
 WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
@@ -74,10 +73,13 @@ async def test_park_resume_and_a_site_restriction_say_why_a_mower_does_not_mow(
 ) -> None:
     api = await owner(http, fleet, authorizer)
     mower = await registered(api)
-    site = await add_site(pool, api.account, "Europe/Berlin", datetime.now(UTC))
-    await pool.execute(
-        "UPDATE fleet_mowers SET site_id = $1 WHERE mower_id = $2", site, uuid.UUID(mower)
-    )
+    # The site through the API, so that its account and the mower's link are granted.
+    body = {"name": "Park", "timezone": "Europe/Berlin", "location": {"lat": 52.5, "lon": 13.4}}
+    status, made = await api.call("POST", "/v1/sites", body)
+    assert status == 201, made
+    site = made["site_id"]
+    status, _ = await api.call("PATCH", f"/v1/mowers/{mower}", {"site_id": site})
+    assert status == 200
     task = {"start": "08:30", "duration_minutes": 90, "days": WEEKDAYS}
     status, body = await api.call(
         "PUT", f"/v1/mowers/{mower}/schedule", {"enabled": True, "tasks": [task]}
