@@ -22,6 +22,7 @@ import shapely
 from shapely.geometry.base import BaseGeometry
 
 from contracts.v1 import Area
+from contracts.v1.sites import Position
 
 __all__ = ["AreaCollection", "AreaError", "Route", "decode_areas", "plan_route"]
 
@@ -69,7 +70,7 @@ class AreaPolygon(msgspec.Struct, frozen=True):
     """Rings of [longitude, latitude], the first the outline, the others holes."""
 
     type: Literal["Polygon"]
-    coordinates: list[list[tuple[float, float]]]
+    coordinates: list[list[Position]]
 
 
 class AreaFeature(msgspec.Struct, frozen=True):

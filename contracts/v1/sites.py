@@ -30,7 +30,10 @@ AreaKind = Literal["work_area", "stay_out"]
 AREA_KINDS: tuple[str, ...] = ("work_area", "stay_out")
 
 AreaName = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
-Ring = list[tuple[float, float]]
+# ``[longitude, latitude]`` (an altitude after them is allowed and ignored). A list, not a
+# tuple: the same JSON, and a schema every OpenAPI tool reads (no ``items: false``).
+Position = Annotated[list[float], msgspec.Meta(min_length=2, max_length=3)]
+Ring = list[Position]
 
 
 class Area(Struct, frozen=True):

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from contracts.v1 import AwareDatetime
 from mowdeck.kit.openapi import Body, Link, OneOf, Operation, Param, document
 from mowdeck.kit.paging import Cursor
 from mowdeck.notifications.alarms.audit import MAX_LIMIT as AUDIT_MAX_LIMIT
@@ -94,8 +95,8 @@ _AUDIT_LINE = AuditView(
 _AUDIT_QUERY = (
     Param("mower", "query", uuid.UUID, "Only this mower's changes."),
     Param("change", "query", AuditChange, "Only changes of this kind."),
-    Param("from", "query", datetime, "From this time on (RFC 3339 with its offset)."),
-    Param("to", "query", datetime, "Before this time."),
+    Param("from", "query", AwareDatetime, "From this time on (RFC 3339 with its offset)."),
+    Param("to", "query", AwareDatetime, "Before this time (RFC 3339 with its offset)."),
 )
 _ALARM_ID = Param("alarm_id", "path", uuid.UUID, "The alarm's id.")
 _ALARMS = ("alarms",)

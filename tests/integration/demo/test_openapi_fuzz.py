@@ -68,6 +68,12 @@ SEMANTIC: dict[str, tuple[tuple[int, ...], str]] = {
     "GET /v1/notifications/inbox": ((400,), _CURSOR),
     "GET /v1/notifications/targets": ((400,), _CURSOR),
     "GET /v1/alarms": ((400,), _CURSOR),
+    "PUT /sim/mowers/{mower_id}/areas": (
+        (422,),
+        "closed rings of at least 4 positions, polygons valid by OGC rules (shapely)",
+    ),
+    "GET /v1/alarms/audit": ((400, 422), f"{_CURSOR}; {_TIMES}"),
+    "GET /v1/alarms/audit/export": ((422,), _TIMES),
     "POST /v1/alarms/{alarm_id}/assign": ((422,), "an assignee who may view the alarm's mower"),
     "POST /v1/notifications/targets": ((422,), "the server must resolve to an allowed host"),
     "PUT /v1/notifications/preferences": (
