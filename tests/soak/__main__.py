@@ -36,6 +36,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--report", default=".soak/report.md")
     p.add_argument("--gate", action="store_true", help="exit 1 when a gated measure grew too much")
+    p.add_argument("--replay", metavar="SAMPLES", help="report on a samples file of an earlier run")
     return p.parse_args()
 
 
@@ -77,7 +78,11 @@ async def _main(args: argparse.Namespace, work: Path) -> int:
                              seconds=args.seconds, seed=args.seed)  # fmt: skip
     finally:
         proc.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(proc.wait, 120)
+        try:
+            code: int | str = await asyncio.to_thread(proc.wait, 120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = f"killed after 120 s (SIGTERM ignored): {await asyncio.to_thread(proc.wait)}"
         log.close()
     return _finish(args, samples_file, {**meta_of(args, warmup, boot_s), "target exit": code},
                    counts, warmup)  # fmt: skip
@@ -107,11 +112,12 @@ def _finish(
     report = Path(args.report)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(render(meta, found, problems, grew))
-    (report.parent / "samples.jsonl").write_text(samples_file.read_text())
+    if samples_file.resolve() != (report.parent / "samples.jsonl").resolve():
+        (report.parent / "samples.jsonl").write_text(samples_file.read_text())
     g = found
     print(
         f"RESULT seconds={args.seconds:g} mowers={args.mowers} commands={counts['issued']}"
-        f" accepted={counts['http_202']}"
+        f" accepted={counts['http_202']} unanswered={counts['unanswered']}"
         f" rss_mb={g['demo.rss_mb'].start:.0f}->{g['demo.rss_mb'].end:.0f}"
         f" open_files={g['demo.open_files'].start:g}->{g['demo.open_files'].end:g}"
         f" tasks={g['demo.tasks'].start:g}->{g['demo.tasks'].end:g}"
@@ -127,6 +133,10 @@ def _finish(
 def main() -> int:
     """Run the soak."""
     args = _parse()
+    if args.replay:
+        warmup = args.warmup if args.warmup is not None else min(300.0, args.seconds / 3)
+        meta = {**meta_of(args, warmup, 0.0), "replayed": args.replay}
+        return _finish(args, Path(args.replay), meta, Counter(), warmup)
     with tempfile.TemporaryDirectory(prefix="mowdeck-soak-run-") as work:
         return asyncio.run(_main(args, Path(work)))
 

@@ -62,5 +62,10 @@ async def drive(
             await asyncio.sleep(0.05)
         if pending:
             await asyncio.wait(pending, timeout=10.0)
+        # What Fleet has not answered by now is counted, not left to fail on a closed session.
+        for task in list(pending):
+            task.cancel()
+            counts["unanswered"] += 1
+        await asyncio.gather(*pending, return_exceptions=True)
     counts["issued"] = issued
     return counts

@@ -31,8 +31,17 @@ RETAINED: dict[str, str] = {
 }
 
 
+# Measures that grow up to a configured bound, not with time.
+BOUNDED: dict[str, str] = {
+    "nats-server.rss_mb": "the streams' caches: follows the streams, bounded by their limits",
+    "postgres.rss_mb": "each backend's touched share of shared_buffers, counted in every backend",
+    "table.notification_watches.bytes": "updated rows' old versions until autovacuum",
+    "table.mower_latest.bytes": "updated rows' old versions until autovacuum",
+}
+
+
 def _retained(name: str) -> bool:
-    if name.startswith(RETAINED_PREFIXES) or name.endswith(".cpu_s"):
+    if name.startswith(RETAINED_PREFIXES) or name.endswith(".cpu_s") or name in BOUNDED:
         return True
     parts = name.split(".")
     return parts[0] == "table" and parts[1] in RETAINED
@@ -77,6 +86,7 @@ def render(
         "",
         "Every stream: its limits in `contracts/v1` (max age, bytes, messages per subject).",
         *(f"- {table}: {bound}" for table, bound in RETAINED.items()),
+        *(f"- {name}: {bound}" for name, bound in BOUNDED.items()),
         "",
         "## Verdict",
         "",

@@ -159,8 +159,10 @@ async def _run(args: argparse.Namespace) -> None:
                 asyncpg.create_pool(pg.url, min_size=1, max_size=1) as pool,
             ):
                 sim = _simulator(demo)
+                monitor = demo.nats.monitor_url if demo.nats else None
                 info = {"token": demo.token, "fleet_url": demo.fleet_url,
-                        "mowers": [str(m) for m in demo.mowers], "pid": os.getpid()}  # fmt: skip
+                        "mowers": [str(m) for m in demo.mowers], "pid": os.getpid(),
+                        "database_url": pg.url, "nats_monitor_url": monitor}  # fmt: skip
                 await asyncio.to_thread(Path(args.info).write_text, json.dumps(info))
                 tasks = [
                     asyncio.create_task(_report_moving(sim), name="soak-moving"),
