@@ -61,9 +61,9 @@ class Limits:
     mowers_per_shard: int = 20_000
     # A NATS node of 4 cores planned to 60 %.
     nats_node_cores: float = 2.4
-    # One stream's writes are ordered by its leader (one Raft group): plan at most one
-    # core of the leader's CPU for one stream, whatever the cluster's size.
-    stream_leader_cores: float = 1.0
+    # One stream's writes are ordered by its leader (one Raft group, one goroutine taking
+    # them in): at most one core for a stream's stores, whatever the cluster's size.
+    stream_ingest_cores: float = 1.0
     # PostgreSQL: batched upserts and inserts reach about 100k rows/s on one connection
     # on this machine (FINDINGS: unnest upsert 106k rows/s): plan 50k rows/s a core.
     pg_rows_per_core: float = 50_000.0
@@ -210,18 +210,27 @@ def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = N
         math.ceil(cores["gateway"] / lim.process_cores), math.ceil(mowers / lim.mowers_per_shard)
     )
     units["nats_nodes"] = max(3, math.ceil(cores["nats"] / lim.nats_node_cores))
+    # The leader's node also delivers to every consumer of the stream (goroutines of
+    # their own, on the same node's cores).
     fan_out = w.state_consumers * r3["leader_cpu_us_per_delivered"]
-    leader = r.states_per_s * (r3["leader_cpu_us_per_stored"] + fan_out) * us
+    ingest = r.states_per_s * r3["leader_cpu_us_per_stored"] * us
+    leader_node = r.states_per_s * (r3["leader_cpu_us_per_stored"] + fan_out) * us
     hot_table = max(rows, key=lambda t: rows[t])
+    results = (
+        r.results_per_s
+        * (r3["leader_cpu_us_per_stored"] + 3 * r3["leader_cpu_us_per_delivered"])
+        * us
+    )
     hotspots = {
-        "TELEMETRY stream leader": leader / lim.stream_leader_cores,
+        "TELEMETRY leader's node": leader_node / lim.nats_node_cores,
+        "TELEMETRY stream's ingest": ingest / lim.stream_ingest_cores,
         f"table {hot_table}": rows[hot_table] / lim.table_rows_per_s,
-        # Every result goes to one subject space read by Telemetry's one durable: its
-        # replicas share it, so its limit is the leader's, as for the states.
-        "results on the COMMANDS stream leader": r.results_per_s
-        * (r3["leader_cpu_us_per_stored"] + 3 * r3["leader_cpu_us_per_delivered"]) * us
-        / lim.stream_leader_cores,
+        # Results share the COMMANDS stream with the commands: its leader's node.
+        "results on the COMMANDS leader's node": results / lim.nats_node_cores,
         "Fleet's registry list at a full restart": mowers * doc["fleet_list_us_per_registration"]
         * us / lim.fleet_list_s,
     }  # fmt: skip
+    # Beyond one leader's node: the states split over streams by a partition of the
+    # mower ids (subject mapping), each with a leader of its own.
+    units["telemetry_streams"] = max(1, math.ceil(hotspots["TELEMETRY leader's node"]))
     return Plan(mowers, r, cores, units, rows, wal_mb, size, hotspots)

@@ -44,6 +44,7 @@ def _rows(plans: list[Plan], costs: dict[str, Any]) -> list[tuple[str, list[str]
         ("Realtime replicas", each(lambda p: p.units["realtime"])),
         ("Fleet replicas", each(lambda p: p.units["fleet"])),
         ("NATS nodes (R3)", each(lambda p: p.units["nats_nodes"])),
+        ("TELEMETRY streams (partitions)", each(lambda p: p.units["telemetry_streams"])),
         *[(f"cores: {name}", each(lambda p, n=name: p.cores[n], "{:,.2f}"))
           for name in plans[0].cores],
         ("cores in all", each(lambda p: p.total_cores, "{:,.1f}")),
@@ -72,6 +73,10 @@ def render(plans: list[Plan], costs: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _slug(text: str) -> str:
+    return text.replace(" ", "_").replace("'", "")
+
+
 def result_line(plans: list[Plan]) -> str:
     """The RESULT line: each key's values for the sizes in order."""
 
@@ -87,11 +92,12 @@ def result_line(plans: list[Plan]) -> str:
         f"realtime_replicas={join(lambda p: p.units['realtime'])}",
         f"fleet_replicas={join(lambda p: p.units['fleet'])}",
         f"nats_nodes={join(lambda p: p.units['nats_nodes'])}",
+        f"telemetry_streams={join(lambda p: p.units['telemetry_streams'])}",
         f"cores={join(lambda p: round(p.total_cores, 1))}",
         f"pg_rows_per_s={join(lambda p: round(sum(p.table_rows_per_s.values())))}",
         f"pg_wal_mb_per_s={join(lambda p: round(p.wal_mb_per_s, 2))}",
         f"pg_gb={join(lambda p: round(sum(p.table_gb.values()), 1))}",
-        f"bottleneck={join(lambda p: p.bottleneck[0].replace(' ', '_'))}",
+        f"bottleneck={join(lambda p: _slug(p.bottleneck[0]))}",
         f"bottleneck_at_mowers={join(lambda p: round(p.bottleneck[1]))}",
     ])  # fmt: skip
 

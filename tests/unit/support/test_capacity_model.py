@@ -55,7 +55,7 @@ def test_shards_are_bound_by_connections_when_cpu_is_cheap() -> None:
 def test_the_bottleneck_is_the_fullest_single_unit() -> None:
     p = plan(100_000, Workload(), _costs(leader_us=50.0))
     name, full_at = p.bottleneck
-    assert name == "TELEMETRY stream leader"
+    assert name == "TELEMETRY leader's node"
     assert full_at == pytest.approx(100_000 / p.hotspots[name])
 
 
