@@ -30,8 +30,11 @@ async def _gateway(costs: dict[str, Any], shards: int) -> list[tuple[str, float,
     gw = costs["gateway"]
     run = await gateway_load(shards, 2000, 400.0, 20.0, idle_s=30.0)
     state_s, command_s = gw["cpu_us_per_state"] * 1e-6, gw["cpu_us_per_command"] * 1e-6
+    foreign_s = gw.get("cpu_us_per_foreign_command", 0.0) * 1e-6 * (shards - 1)
     idle_pred = run["idle_states"] * state_s / run["idle_s"]
-    loaded_pred = (run["loaded_states"] * state_s + run["commands"] * command_s) / run["loaded_s"]
+    loaded_pred = (
+        run["loaded_states"] * state_s + run["commands"] * (command_s + foreign_s)
+    ) / run["loaded_s"]
     return [
         _row(f"gateway x{shards}, 2,000 mowers idle: cores", idle_pred,
              sum(run["idle_cpu_s"]) / run["idle_s"]),
@@ -44,11 +47,12 @@ async def _gateway(costs: dict[str, Any], shards: int) -> list[tuple[str, float,
 
 async def _telemetry(costs: dict[str, Any]) -> list[tuple[str, float, float, float]]:
     per_state = costs["telemetry"]["cpu_us_per_state"]
+    replica = costs["telemetry"].get("replica_cores", 0.0)
     out = []
     for run in await telemetry_load([1, 2], rounds=30):
-        n = run["replicas"]
+        n, elapsed = run["replicas"], run["states"] / run["states_per_s"]
         out.append(_row(f"Telemetry x{n}, {run['states_per_s']:,.0f} states/s: CPU s",
-                        run["states"] * per_state * 1e-6,
+                        run["states"] * per_state * 1e-6 + n * replica * elapsed,
                         run["cpu_us_per_state"] * run["states"] * 1e-6))  # fmt: skip
     return out
 

@@ -66,22 +66,45 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _gateway(run: dict[str, Any]) -> dict[str, float]:
+def _gateway(run: dict[str, Any], two: dict[str, Any]) -> dict[str, float]:
+    """Costs from one shard's two windows; every shard receives every command (ADR 0013's
+    static sharding: a shard acknowledges another's commands without acting), so the
+    second shard's extra CPU per command is the cost of a command of another shard."""
     idle_cpu, loaded_cpu = sum(run["idle_cpu_s"]), sum(run["loaded_cpu_s"])
     per_state = idle_cpu / run["idle_states"]
     per_command = (loaded_cpu - run["loaded_states"] * per_state) / run["commands"]
+    own = two["loaded_states"] * per_state + two["commands"] * per_command
+    foreign = (sum(two["loaded_cpu_s"]) - own) / two["commands"]
     return {
         "cpu_us_per_state": per_state * 1e6,
         "cpu_us_per_command": per_command * 1e6,
+        "cpu_us_per_foreign_command": max(0.0, foreign) * 1e6,
         "cpu_us_per_mower_s_at_heartbeat": idle_cpu / run["idle_s"] / run["mowers"] * 1e6,
     }
+
+
+def _telemetry(one: dict[str, Any], two: dict[str, Any]) -> dict[str, float]:
+    """Per state, and each replica's own CPU beyond it: a replica that shares the stream
+    cuts smaller batches, and each batch costs the same work again."""
+    elapsed1 = one["states"] / one["states_per_s"]
+    elapsed2 = two["states"] / two["states_per_s"]
+    cpu1 = one["cpu_us_per_state"] * one["states"] * 1e-6
+    cpu2 = two["cpu_us_per_state"] * two["states"] * 1e-6
+    # cpu = states * a + replicas * b * elapsed, solved for the two runs.
+    b = max(0.0, (cpu2 / two["states"] - cpu1 / one["states"])
+            / (2 * elapsed2 / two["states"] - elapsed1 / one["states"]))  # fmt: skip
+    a = (cpu1 - b * elapsed1) / one["states"]
+    return {"cpu_us_per_state": a * 1e6, "replica_cores": b,
+            "server_cpu_us_per_state": one["server_cpu_us_per_state"]}  # fmt: skip
 
 
 async def measure(quick: bool = False) -> dict[str, Any]:
     """Every cost; ``quick`` takes smaller samples (a check that the parts run)."""
     nats = await measure_nats(10_000 if quick else 60_000)
-    gw = await gateway_load(1, 1000, 300.0, 5.0 if quick else 20.0, idle_s=10 if quick else 30)
-    (tel,) = await telemetry_load([1], rounds=5 if quick else 60)
+    seconds, idle = (5.0, 10.0) if quick else (20.0, 30.0)
+    gw = await gateway_load(1, 1000, 300.0, seconds, idle_s=idle)
+    gw2 = await gateway_load(2, 1000, 300.0, seconds, idle_s=idle)
+    tel, tel2 = await telemetry_load([1, 2], rounds=5 if quick else 60)
     notif = _bench(
         "tests.bench.notifications_replay", "--mowers", "2000", "--rounds",
         "3" if quick else "8", "--batch", "500",
@@ -93,12 +116,8 @@ async def measure(quick: bool = False) -> dict[str, Any]:
         "measured_at": datetime.now(UTC).isoformat(timespec="minutes"),
         "machine": _machine(),
         "command": "python -m tests.capacity measure" + (" --quick" if quick else ""),
-        "gateway": {**_gateway(gw), "run": gw},
-        "telemetry": {
-            "cpu_us_per_state": tel["cpu_us_per_state"],
-            "server_cpu_us_per_state": tel["server_cpu_us_per_state"],
-            "run": tel,
-        },
+        "gateway": {**_gateway(gw, gw2), "run": gw, "run_2_shards": gw2},
+        "telemetry": {**_telemetry(tel, tel2), "run": tel, "run_2_replicas": tel2},
         "notifications": {
             "cpu_us_per_state": notif["cpu_us_per_state"] + deliveries["direct_us_per_delivery"],
             "rules_cpu_us_per_state": notif["cpu_us_per_state"],

@@ -178,6 +178,20 @@ def _tables(
     return rows, wal / 1e6, size
 
 
+def gateway_shards(mowers: int, r: Rates, gw: dict[str, float], lim: Limits) -> int:
+    """Shards enough for the connections and for the CPU, each shard also paying for the
+    other shards' commands it receives and acknowledges."""
+    foreign = gw.get("cpu_us_per_foreign_command", 0.0) * 1e-6
+    own = r.states_per_s * gw["cpu_us_per_state"] + r.commands_per_s * gw["cpu_us_per_command"]
+    shards = max(1, math.ceil(mowers / lim.mowers_per_shard))
+    # Each shard: its share of the fleet, plus every command it does not own.
+    while own * 1e-6 / shards + r.commands_per_s * foreign > lim.process_cores:
+        shards += 1
+        if shards > 100_000:
+            raise ValueError("the commands alone fill a shard: no shard count suffices")
+    return shards
+
+
 def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = None) -> Plan:
     """What ``mowers`` mowers need at their busiest hour."""
     lim = lim or Limits()
@@ -206,9 +220,14 @@ def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = N
         for name, c in cores.items()
         if name not in ("nats", "postgresql", "gateway")
     }
-    units["gateway_shards"] = max(
-        math.ceil(cores["gateway"] / lim.process_cores), math.ceil(mowers / lim.mowers_per_shard)
-    )
+    # A replica's own CPU beyond its states (smaller batches each): more replicas.
+    replica = costs["telemetry"].get("replica_cores", 0.0)
+    units["telemetry"] = max(1, math.ceil(cores["telemetry"] / (lim.process_cores - replica)))
+    cores["telemetry"] += units["telemetry"] * replica
+    units["gateway_shards"] = gateway_shards(mowers, r, gw, lim)
+    # Every shard receives every command and acknowledges the others' (ADR 0013).
+    foreign = gw.get("cpu_us_per_foreign_command", 0.0)
+    cores["gateway"] += r.commands_per_s * (units["gateway_shards"] - 1) * foreign * us
     units["nats_nodes"] = max(3, math.ceil(cores["nats"] / lim.nats_node_cores))
     # The leader's node also delivers to every consumer of the stream (goroutines of
     # their own, on the same node's cores).

@@ -36,6 +36,7 @@ async def drive(
     """Issue ``rate`` commands a second for ``seconds``, open loop; count the answers."""
     rng = random.Random(seed)
     counts: Counter[str] = Counter()
+    latencies: list[float] = []
     gate = asyncio.Semaphore(64)
     pending: set[asyncio.Task[None]] = set()
     headers = {"Authorization": f"Bearer {token}"}
@@ -44,9 +45,12 @@ async def drive(
         async def one(mower: str, body: dict[str, Any]) -> None:
             url = f"{fleet_url}/v1/mowers/{mower}/commands"
             try:
-                async with gate, http.post(url, json={"command": body, "ttl_s": 60}) as resp:
-                    await resp.read()
-                    counts[f"http_{resp.status}"] += 1
+                async with gate:
+                    sent = time.monotonic()
+                    async with http.post(url, json={"command": body, "ttl_s": 60}) as resp:
+                        await resp.read()
+                        counts[f"http_{resp.status}"] += 1
+                    latencies.append(time.monotonic() - sent)
             except (aiohttp.ClientError, TimeoutError):
                 counts["errors"] += 1
 
@@ -68,4 +72,8 @@ async def drive(
             counts["unanswered"] += 1
         await asyncio.gather(*pending, return_exceptions=True)
     counts["issued"] = issued
+    if latencies:
+        ordered = sorted(latencies)
+        counts["answer_p50_ms"] = round(1000 * ordered[len(ordered) // 2])
+        counts["answer_p99_ms"] = round(1000 * ordered[int(len(ordered) * 0.99)])
     return counts

@@ -64,3 +64,24 @@ def test_retained_tables_grow_with_their_days_and_per_mower_tables_with_mowers()
     history_rows_day = rates(10_000, Workload()).states_per_day
     assert p.table_gb["mower_history"] == pytest.approx(history_rows_day * 30 * 250 / 1e9)
     assert p.table_gb["mower_latest"] == pytest.approx(10_000 * 250 / 1e9)
+
+
+def test_every_shard_pays_for_the_commands_of_the_others() -> None:
+    costs = _costs()
+    alone = plan(100_000, Workload(), costs)
+    costs["gateway"]["cpu_us_per_foreign_command"] = 300.0
+    shared = plan(100_000, Workload(), costs)
+    shards = shared.units["gateway_shards"]
+    extra = shared.rates.commands_per_s * (shards - 1) * 300.0 * 1e-6
+    assert shards >= alone.units["gateway_shards"]
+    assert shared.cores["gateway"] == pytest.approx(alone.cores["gateway"] + extra)
+
+
+def test_a_replica_s_own_cpu_is_counted_once_per_replica() -> None:
+    costs = _costs()
+    costs["telemetry"]["replica_cores"] = 0.1
+    p = plan(100_000, Workload(), costs)
+    bare = plan(100_000, Workload(), _costs())
+    assert p.cores["telemetry"] == pytest.approx(
+        bare.cores["telemetry"] + 0.1 * p.units["telemetry"]
+    )
