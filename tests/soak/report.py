@@ -37,6 +37,7 @@ BOUNDED: dict[str, str] = {
     "postgres.rss_mb": "each backend's touched share of shared_buffers, counted in every backend",
     "table.notification_watches.bytes": "updated rows' old versions until autovacuum",
     "table.mower_latest.bytes": "updated rows' old versions until autovacuum",
+    "table.fleet_rate_limits.bytes": "updated rows' old versions until autovacuum",
 }
 
 
