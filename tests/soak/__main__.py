@@ -36,6 +36,10 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--report", default=".soak/report.md")
     p.add_argument("--gate", action="store_true", help="exit 1 when a gated measure grew too much")
+    p.add_argument(
+        "--tracemalloc-after", type=float, default=-1.0,
+        help="trace the services' allocations from this second on (slow); report the growth",
+    )  # fmt: skip
     p.add_argument("--replay", metavar="SAMPLES", help="report on a samples file of an earlier run")
     return p.parse_args()
 
@@ -65,7 +69,8 @@ async def _main(args: argparse.Namespace, work: Path) -> int:
     cmd = [sys.executable, "-m", "tests.soak.target", "--mowers", str(args.mowers),
            "--seed", str(args.seed), "--interval", str(interval),
            "--fault-every", str(args.fault_every),
-           "--info", str(info_file), "--samples", str(samples_file)]  # fmt: skip
+           "--info", str(info_file), "--samples", str(samples_file),
+           "--tracemalloc-after", str(args.tracemalloc_after)]  # fmt: skip
     started = time.monotonic()
     # The child's log: where a failed start says why.
     log = (work / "target.log").open("wb")
@@ -112,6 +117,9 @@ def _finish(
     report = Path(args.report)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(render(meta, found, problems, grew))
+    traced = samples_file.with_name("tracemalloc.txt")
+    if traced.exists():
+        (report.parent / "tracemalloc.txt").write_text(traced.read_text())
     if samples_file.resolve() != (report.parent / "samples.jsonl").resolve():
         (report.parent / "samples.jsonl").write_text(samples_file.read_text())
     g = found

@@ -32,6 +32,7 @@ from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.logging import configure_logging
 from simulator import BatteryFault, Fault, LinkLossFault, SimulatorServer, StuckFault
 from tests.soak.procs import ProcSample, descendants, sample
+from tests.soak.tracing import MemoryTrace
 
 MOVING = frozenset({"leaving", "mowing", "returning", "manual"})
 
@@ -164,6 +165,7 @@ async def _run(args: argparse.Namespace) -> None:
                         "mowers": [str(m) for m in demo.mowers], "pid": os.getpid(),
                         "database_url": pg.url, "nats_monitor_url": monitor}  # fmt: skip
                 await asyncio.to_thread(Path(args.info).write_text, json.dumps(info))
+                trace = MemoryTrace(args.tracemalloc_after)
                 tasks = [
                     asyncio.create_task(_report_moving(sim), name="soak-moving"),
                     asyncio.create_task(
@@ -173,7 +175,10 @@ async def _run(args: argparse.Namespace) -> None:
                         _sampler(demo, pool, Path(args.samples), args.interval), name="soak-sampler"
                     ),
                 ]
+                if args.tracemalloc_after >= 0:
+                    tasks.append(asyncio.create_task(trace.run(), name="soak-trace"))
                 await stop.wait()
+                trace.write(Path(args.samples).with_name("tracemalloc.txt"))
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -190,6 +195,7 @@ def main() -> None:
     parser.add_argument("--fault-every", type=float, default=2.0)
     parser.add_argument("--info", required=True)
     parser.add_argument("--samples", required=True)
+    parser.add_argument("--tracemalloc-after", type=float, default=-1.0)
     args = parser.parse_args()
     configure_logging(os.environ.get("MOWDECK_LOG_LEVEL", "warning"), "json")
     asyncio.run(_run(args))
