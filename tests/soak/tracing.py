@@ -27,8 +27,10 @@ class MemoryTrace:
         if self.first is None:
             return
         last = tracemalloc.take_snapshot()
-        stats = last.compare_to(self.first, "traceback")[:top]
-        lines = []
+        every = last.compare_to(self.first, "traceback")
+        stats = every[:top]
+        total = sum(stat.size_diff for stat in every)
+        lines = [f"traced allocations grew {total / 1e6:+.2f} MB in all; the largest:"]
         for stat in stats:
             lines.append(f"{stat.size_diff / 1e6:+.2f} MB in {stat.count_diff:+d} blocks")
             lines.extend(f"    {line}" for line in stat.traceback.format())
