@@ -11,41 +11,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.capacity.tables import table_load
+from tests.capacity.workload import Rates, Workload, rates
+
 __all__ = ["Limits", "Plan", "Rates", "Workload", "plan", "rates"]
-
-DAY = 86_400.0
-
-
-@dataclass(frozen=True)
-class Workload:
-    """How a fleet behaves at its busiest hour, and over a day (for table sizes)."""
-
-    heartbeat_s: float = 10.0  # an idle mower's periodic state (the issue's figure)
-    changes_per_s_mowing: float = 1.0  # a mowing mower's states (the issue's figure)
-    # Mowers mow in daylight: a mower that mows 4 h a day within a 10 h window has a
-    # 40 % chance of mowing at any daytime moment; a fleet's schedules cluster in the
-    # morning, so the busiest hour has about half of them out.
-    mowing_share: float = 0.5
-    mowing_hours_per_day: float = 4.0
-    # Commands: a start, a dock and a pause or resume a day from the schedules (issued
-    # as ordinary commands), plus about three from people (settings, manual starts).
-    commands_per_mower_day: float = 6.0
-    # Notifications: finished, battery low, stuck or offline: about three a mower a day
-    # in the season; each reaches two people on average (owner and operator).
-    notifications_per_mower_day: float = 3.0
-    recipients_per_notification: float = 2.0
-    # The busiest hour carries this many times the day's mean of commands and
-    # notifications (schedules start together; jobs end together).
-    peak_factor: float = 3.0
-    # Live views: at the busiest hour one mower in twenty is watched, by two clients
-    # on average (the console of an operator, a phone); every state of it is an event.
-    watched_share: float = 0.05
-    clients_per_watched: float = 2.0
-    # Final and intermediate results per command (accepted, sent, executed): measured in
-    # the soak as Fleet's statuses per command (``fleet_command_statuses``).
-    results_per_command: float = 1.6
-    # The consumers of every state: Telemetry, Notifications and Realtime.
-    state_consumers: int = 3
 
 
 @dataclass(frozen=True)
@@ -75,58 +44,6 @@ class Limits:
     fleet_list_s: float = 60.0
 
 
-# Days each growing table keeps (docs/telemetry.md, docs/fleet.md, docs/notifications.md);
-# a table not named here holds one row per mower (or per user), whatever the time.
-RETENTION_DAYS = {
-    "mower_history": 30,
-    "mower_positions": 90,
-    "command_timeline": 30,
-    "fleet_commands": 7,
-    "fleet_command_statuses": 7,
-    "fleet_audit_commands": 400,
-    "fleet_audit_statuses": 400,
-    "notification_deliveries": 7,
-    "notification_alarms": 90,
-}
-PER_MOWER = ("mower_latest", "mower_directory", "notification_watches", "fleet_mowers")
-
-
-@dataclass(frozen=True)
-class Rates:
-    """Messages per second at the busiest hour, and per day."""
-
-    states_per_s: float
-    commands_per_s: float
-    results_per_s: float
-    notifications_per_s: float
-    realtime_events_per_s: float
-    states_per_day: float
-    commands_per_day: float
-    notifications_per_day: float
-
-
-def rates(mowers: int, w: Workload) -> Rates:
-    """The fleet's rates."""
-    idle = 1.0 / w.heartbeat_s
-    per_mower = w.mowing_share * w.changes_per_s_mowing + (1 - w.mowing_share) * idle
-    mowing_s = w.mowing_hours_per_day * 3600
-    states_day = mowers * (mowing_s * w.changes_per_s_mowing + (DAY - mowing_s) * idle)
-    commands_day = mowers * w.commands_per_mower_day
-    notes_day = mowers * w.notifications_per_mower_day * w.recipients_per_notification
-    states = mowers * per_mower
-    commands = commands_day / DAY * w.peak_factor
-    return Rates(
-        states_per_s=states,
-        commands_per_s=commands,
-        results_per_s=commands * w.results_per_command,
-        notifications_per_s=notes_day / DAY * w.peak_factor,
-        realtime_events_per_s=states * w.watched_share * w.clients_per_watched,
-        states_per_day=states_day,
-        commands_per_day=commands_day,
-        notifications_per_day=notes_day,
-    )
-
-
 @dataclass(frozen=True)
 class Plan:
     """What a fleet needs."""
@@ -153,31 +70,6 @@ class Plan:
         return name, self.mowers / use if use else math.inf
 
 
-def _tables(
-    r: Rates, pg: dict[str, Any], mowers: int
-) -> tuple[dict[str, float], float, dict[str, float]]:
-    per_s = {"state": r.states_per_s, "command": r.commands_per_s,
-             "notification": r.notifications_per_s}  # fmt: skip
-    per_day = {"state": r.states_per_day, "command": r.commands_per_day,
-               "notification": r.notifications_per_day}  # fmt: skip
-    rows, wal, size = {}, 0.0, {}
-    for name, t in pg["tables"].items():
-        units = per_s[t["driver"]]
-        if t["rows_per_unit"] > 0:
-            rows[name] = units * t["rows_per_unit"]
-        wal += units * t["wal_bytes_per_unit"]
-        # Small tables' pages hold few rows: take the WAL of an insert as the row's size.
-        inserted = t.get("inserted_per_unit", 0.0)
-        row_bytes = t["bytes_per_live_row"]
-        if (row_bytes > 4000 or row_bytes == 0) and inserted:
-            row_bytes = t["wal_bytes_per_unit"] / inserted
-        if name in RETENTION_DAYS:
-            size[name] = per_day[t["driver"]] * inserted * RETENTION_DAYS[name] * row_bytes / 1e9
-        elif name in PER_MOWER:
-            size[name] = mowers * row_bytes / 1e9
-    return rows, wal / 1e6, size
-
-
 def gateway_shards(mowers: int, r: Rates, gw: dict[str, float], lim: Limits) -> int:
     """Shards enough for the connections and for the CPU, each shard also paying for the
     other shards' commands it receives and acknowledges."""
@@ -190,6 +82,41 @@ def gateway_shards(mowers: int, r: Rates, gw: dict[str, float], lim: Limits) -> 
         if shards > 100_000:
             raise ValueError("the commands alone fill a shard: no shard count suffices")
     return shards
+
+
+def _hotspots(
+    r: Rates,
+    w: Workload,
+    costs: dict[str, Any],
+    *,
+    mowers: int,
+    rows: dict[str, float],
+    lim: Limits,
+) -> dict[str, float]:
+    """The single units no replica can share, and how full each is (1.0: full)."""
+    r3 = costs["nats"]["r3"]
+    doc = {k: v["value"] for k, v in costs["documented"].items()}
+    us = 1e-6
+    # The leader's node also delivers to every consumer of the stream (goroutines of
+    # their own, on the same node's cores).
+    fan_out = w.state_consumers * r3["leader_cpu_us_per_delivered"]
+    ingest = r.states_per_s * r3["leader_cpu_us_per_stored"] * us
+    leader_node = r.states_per_s * (r3["leader_cpu_us_per_stored"] + fan_out) * us
+    hot_table = max(rows, key=lambda t: rows[t])
+    results = (
+        r.results_per_s
+        * (r3["leader_cpu_us_per_stored"] + 3 * r3["leader_cpu_us_per_delivered"])
+        * us
+    )
+    return {
+        "TELEMETRY leader's node": leader_node / lim.nats_node_cores,
+        "TELEMETRY stream's ingest": ingest / lim.stream_ingest_cores,
+        f"table {hot_table}": rows[hot_table] / lim.table_rows_per_s,
+        # Results share the COMMANDS stream with the commands: its leader's node.
+        "results on the COMMANDS leader's node": results / lim.nats_node_cores,
+        "Fleet's registry list at a full restart": mowers * doc["fleet_list_us_per_registration"]
+        * us / lim.fleet_list_s,
+    }  # fmt: skip
 
 
 def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = None) -> Plan:
@@ -213,7 +140,7 @@ def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = N
     delivered = r.states_per_s * w.state_consumers + r.commands_per_s + r.results_per_s * 3
     r3 = nats["r3"]
     cores["nats"] = (stored * r3["cpu_us_per_stored"] + delivered * r3["cpu_us_per_delivered"]) * us
-    rows, wal_mb, size = _tables(r, costs["postgres"], mowers)
+    rows, wal_mb, size = table_load(r, costs["postgres"], mowers)
     cores["postgresql"] = sum(rows.values()) / lim.pg_rows_per_core
     units = {
         name: max(1 if name != "fleet" else 2, math.ceil(c / lim.process_cores))
@@ -229,26 +156,7 @@ def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = N
     foreign = gw.get("cpu_us_per_foreign_command", 0.0)
     cores["gateway"] += r.commands_per_s * (units["gateway_shards"] - 1) * foreign * us
     units["nats_nodes"] = max(3, math.ceil(cores["nats"] / lim.nats_node_cores))
-    # The leader's node also delivers to every consumer of the stream (goroutines of
-    # their own, on the same node's cores).
-    fan_out = w.state_consumers * r3["leader_cpu_us_per_delivered"]
-    ingest = r.states_per_s * r3["leader_cpu_us_per_stored"] * us
-    leader_node = r.states_per_s * (r3["leader_cpu_us_per_stored"] + fan_out) * us
-    hot_table = max(rows, key=lambda t: rows[t])
-    results = (
-        r.results_per_s
-        * (r3["leader_cpu_us_per_stored"] + 3 * r3["leader_cpu_us_per_delivered"])
-        * us
-    )
-    hotspots = {
-        "TELEMETRY leader's node": leader_node / lim.nats_node_cores,
-        "TELEMETRY stream's ingest": ingest / lim.stream_ingest_cores,
-        f"table {hot_table}": rows[hot_table] / lim.table_rows_per_s,
-        # Results share the COMMANDS stream with the commands: its leader's node.
-        "results on the COMMANDS leader's node": results / lim.nats_node_cores,
-        "Fleet's registry list at a full restart": mowers * doc["fleet_list_us_per_registration"]
-        * us / lim.fleet_list_s,
-    }  # fmt: skip
+    hotspots = _hotspots(r, w, costs, mowers=mowers, rows=rows, lim=lim)
     # Beyond one leader's node: the states split over streams by a partition of the
     # mower ids (subject mapping), each with a leader of its own.
     units["telemetry_streams"] = max(1, math.ceil(hotspots["TELEMETRY leader's node"]))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -31,15 +30,10 @@ from mowdeck.demo.running import Demo, running_demo
 from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.logging import configure_logging
 from simulator import BatteryFault, Fault, LinkLossFault, SimulatorServer, StuckFault
-from tests.soak.procs import ProcSample, descendants, sample
+from tests.soak.sampling import TABLES, postmaster, processes, streams
 from tests.soak.tracing import MemoryTrace
 
 MOVING = frozenset({"leaving", "mowing", "returning", "manual"})
-
-_TABLES = """
-select relname, n_live_tup, pg_total_relation_size(relid)
-from pg_stat_user_tables order by relname
-"""
 
 
 def _simulator(demo: Demo) -> SimulatorServer:
@@ -86,54 +80,20 @@ async def _faults(sim: SimulatorServer, every: float, rng: random.Random) -> Non
         pending.append((now + 60.0, mower_id))
 
 
-async def _streams(http: aiohttp.ClientSession, monitor_url: str | None) -> dict[str, Any]:
-    if monitor_url is None:
-        return {}
-    async with http.get(f"{monitor_url}/jsz?streams=true") as resp:
-        body = await resp.json()
-    streams: dict[str, Any] = {}
-    for account in body.get("account_details", []):
-        for s in account.get("stream_detail", []):
-            state = s.get("state", {})
-            streams[s["name"]] = {
-                "messages": state.get("messages", 0),
-                "bytes": state.get("bytes", 0),
-            }
-    return streams
-
-
-def _processes(pid: int, postmaster: int) -> dict[str, dict[str, Any]]:
-    """This process, its children by name, and PostgreSQL's postmaster with its backends."""
-    groups: dict[str, ProcSample] = {"demo": sample(pid)}
-    # The postmaster runs detached (pg_ctl): found through its data directory instead.
-    backends = dict.fromkeys(descendants(postmaster), "postgres")
-    trees = {**descendants(pid), postmaster: "postgres", **backends}
-    for child, name in trees.items():
-        with contextlib.suppress(OSError):
-            got = sample(child)
-            groups[name] = groups[name] + got if name in groups else got
-    return {name: vars(s) for name, s in groups.items()}
-
-
-async def _postmaster(pool: asyncpg.Pool) -> int:
-    data = await pool.fetchval("select setting from pg_settings where name = 'data_directory'")
-    return int((Path(data) / "postmaster.pid").read_text().split()[0])
-
-
 async def _sampler(demo: Demo, pool: asyncpg.Pool, path: Path, interval: float) -> None:
     pid = os.getpid()
-    postmaster = await _postmaster(pool)
+    postmaster_pid = await postmaster(pool)
     start = time.monotonic()
     async with aiohttp.ClientSession() as http:
         with path.open("a") as out:
             while True:
-                tables = {r[0]: {"rows": r[1], "bytes": r[2]} for r in await pool.fetch(_TABLES)}
+                tables = {r[0]: {"rows": r[1], "bytes": r[2]} for r in await pool.fetch(TABLES)}
                 line = {
                     "t": round(time.monotonic() - start, 1),
                     "tasks": len(asyncio.all_tasks()),
                     "python_threads": threading.active_count(),
-                    "processes": _processes(pid, postmaster),
-                    "streams": await _streams(http, demo.nats.monitor_url if demo.nats else None),
+                    "processes": processes(pid, postmaster_pid),
+                    "streams": await streams(http, demo.nats.monitor_url if demo.nats else None),
                     "tables": tables,
                 }
                 out.write(json.dumps(line) + "\n")
