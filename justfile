@@ -46,3 +46,8 @@ ci:
 # Regenerate the Grafana dashboards under deploy/grafana/dashboards.
 dashboards:
     {{venv}}/bin/mowdeck dashboards export
+
+# 30 minutes of 1,000 simulated mowers at a realistic load: each process's memory, open
+# files, tasks and threads, the streams' and tables' sizes (report in .soak/report.md).
+soak *args:
+    {{py}} -m tests.soak --seconds 1800 {{args}}

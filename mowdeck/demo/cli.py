@@ -24,6 +24,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--speed", type=float, default=10.0, help="simulated seconds per second (default 10)"
     )
     parser.add_argument("--seed", type=int, default=1, help="reproducible mowers")
+    parser.add_argument(
+        "--report-interval",
+        type=float,
+        default=1.0,
+        help="simulated seconds between a mower's periodic states (default 1)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address every service listens on")
     parser.add_argument(
         "--port",

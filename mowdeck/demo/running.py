@@ -268,6 +268,8 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
                 account_id=DEMO_ACCOUNT,
                 seed=args.seed,
                 speed=args.speed,
+                # Callers that build their own arguments (tests) may leave it out.
+                report_interval=getattr(args, "report_interval", 1.0),
                 autostart=False,
             ),
             host=args.host,

@@ -1,0 +1,137 @@
+"""``python -m tests.capacity measure``: the per-message costs, written to costs.json.
+
+CPU time of the processes (from /proc or getrusage), never wall time: the machine's two
+cores are shared, so a rate moves from hour to hour while the CPU per message moves far
+less. Each part reuses a benchmark's set-up (``tests/bench``) where one measures it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tests.capacity.gateway_load import gateway_load
+from tests.capacity.nats_costs import measure_nats
+from tests.capacity.pg_costs import measure_postgres
+from tests.capacity.telemetry_load import telemetry_load
+
+__all__ = ["COSTS", "measure"]
+
+COSTS = Path(__file__).with_name("costs.json")
+
+# Not re-measured by this command, with where each figure comes from.
+DOCUMENTED = {
+    "realtime_cpu_us_per_delivered_event": {
+        "value": 28.2,
+        "source": "docs/performance.md, realtime, 2026-12-04: cpu_ms_per_1000=28.2",
+    },
+    "fleet_cpu_us_per_command": {
+        "value": 400.0,
+        "source": "docs/performance.md, fleet: about 0.4 ms of CPU per command",
+    },
+    "fleet_list_us_per_registration": {
+        "value": 12.5,
+        "source": "docs/performance.md, slow_queries: registrations_10k_max_ms=124.6",
+    },
+}
+
+
+def _bench(module: str, *args: str) -> dict[str, float]:
+    """Run a benchmark and return the numbers of its RESULT line."""
+    out = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, check=True
+    ).stdout
+    line = next(x for x in reversed(out.splitlines()) if x.startswith("RESULT"))
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.]+)", line)}
+
+
+def _machine() -> dict[str, Any]:
+    model = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")), "unknown",
+    )  # fmt: skip
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "load_average": os.getloadavg(),
+    }
+
+
+def _gateway(run: dict[str, Any], two: dict[str, Any]) -> dict[str, float]:
+    """Costs from one shard's two windows; every shard receives every command (ADR 0013's
+    static sharding: a shard acknowledges another's commands without acting), so the
+    second shard's extra CPU per command is the cost of a command of another shard."""
+    idle_cpu, loaded_cpu = sum(run["idle_cpu_s"]), sum(run["loaded_cpu_s"])
+    per_state = idle_cpu / run["idle_states"]
+    per_command = (loaded_cpu - run["loaded_states"] * per_state) / run["commands"]
+    own = two["loaded_states"] * per_state + two["commands"] * per_command
+    foreign = (sum(two["loaded_cpu_s"]) - own) / two["commands"]
+    return {
+        "cpu_us_per_state": per_state * 1e6,
+        "cpu_us_per_command": per_command * 1e6,
+        "cpu_us_per_foreign_command": max(0.0, foreign) * 1e6,
+        "cpu_us_per_mower_s_at_heartbeat": idle_cpu / run["idle_s"] / run["mowers"] * 1e6,
+    }
+
+
+def _telemetry(one: dict[str, Any], two: dict[str, Any]) -> dict[str, float]:
+    """Per state, and each replica's own CPU beyond it: a replica that shares the stream
+    cuts smaller batches, and each batch costs the same work again."""
+    elapsed1 = one["states"] / one["states_per_s"]
+    elapsed2 = two["states"] / two["states_per_s"]
+    cpu1 = one["cpu_us_per_state"] * one["states"] * 1e-6
+    cpu2 = two["cpu_us_per_state"] * two["states"] * 1e-6
+    # cpu = states * a + replicas * b * elapsed, solved for the two runs.
+    b = max(0.0, (cpu2 / two["states"] - cpu1 / one["states"])
+            / (2 * elapsed2 / two["states"] - elapsed1 / one["states"]))  # fmt: skip
+    a = (cpu1 - b * elapsed1) / one["states"]
+    return {"cpu_us_per_state": a * 1e6, "replica_cores": b,
+            "server_cpu_us_per_state": one["server_cpu_us_per_state"]}  # fmt: skip
+
+
+async def measure(quick: bool = False) -> dict[str, Any]:
+    """Every cost; ``quick`` takes smaller samples (a check that the parts run)."""
+    nats = await measure_nats(10_000 if quick else 60_000)
+    seconds, idle = (5.0, 10.0) if quick else (20.0, 30.0)
+    gw = await gateway_load(1, 1000, 300.0, seconds, idle_s=idle)
+    gw2 = await gateway_load(2, 1000, 300.0, seconds, idle_s=idle)
+    tel, tel2 = await telemetry_load([1, 2], rounds=5 if quick else 60)
+    notif = _bench(
+        "tests.bench.notifications_replay", "--mowers", "2000", "--rounds",
+        "3" if quick else "8", "--batch", "500",
+    )  # fmt: skip
+    deliveries = _bench("tests.bench.deliveries", "--messages", "10000" if quick else "60000",
+                        "--rounds", "1" if quick else "3")  # fmt: skip
+    pg = await measure_postgres(seconds=30.0 if quick else 150.0)
+    return {
+        "measured_at": datetime.now(UTC).isoformat(timespec="minutes"),
+        "machine": _machine(),
+        "command": "python -m tests.capacity measure" + (" --quick" if quick else ""),
+        "gateway": {**_gateway(gw, gw2), "run": gw, "run_2_shards": gw2},
+        "telemetry": {**_telemetry(tel, tel2), "run": tel, "run_2_replicas": tel2},
+        "notifications": {
+            "cpu_us_per_state": notif["cpu_us_per_state"] + deliveries["direct_us_per_delivery"],
+            "rules_cpu_us_per_state": notif["cpu_us_per_state"],
+            "delivery_cpu_us": deliveries["direct_us_per_delivery"],
+        },
+        "nats": nats,
+        "postgres": pg,
+        "documented": DOCUMENTED,
+    }
+
+
+def main(quick: bool, out: Path = COSTS) -> int:
+    """Measure and write the costs."""
+    costs = asyncio.run(measure(quick))
+    out.write_text(json.dumps(costs, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {out}")
+    return 0

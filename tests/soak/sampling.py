@@ -1,0 +1,53 @@
+"""What the soak samples inside the soaked process: streams, processes, PostgreSQL's pid."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+
+from tests.soak.procs import ProcSample, descendants, sample
+
+__all__ = ["TABLES", "postmaster", "processes", "streams"]
+
+TABLES = """
+select relname, n_live_tup, pg_total_relation_size(relid)
+from pg_stat_user_tables order by relname
+"""
+
+
+async def streams(http: aiohttp.ClientSession, monitor_url: str | None) -> dict[str, Any]:
+    if monitor_url is None:
+        return {}
+    async with http.get(f"{monitor_url}/jsz?streams=true") as resp:
+        body = await resp.json()
+    streams: dict[str, Any] = {}
+    for account in body.get("account_details", []):
+        for s in account.get("stream_detail", []):
+            state = s.get("state", {})
+            streams[s["name"]] = {
+                "messages": state.get("messages", 0),
+                "bytes": state.get("bytes", 0),
+            }
+    return streams
+
+
+def processes(pid: int, postmaster: int) -> dict[str, dict[str, Any]]:
+    """This process, its children by name, and PostgreSQL's postmaster with its backends."""
+    groups: dict[str, ProcSample] = {"demo": sample(pid)}
+    # The postmaster runs detached (pg_ctl): found through its data directory instead.
+    backends = dict.fromkeys(descendants(postmaster), "postgres")
+    trees = {**descendants(pid), postmaster: "postgres", **backends}
+    for child, name in trees.items():
+        with contextlib.suppress(OSError):
+            got = sample(child)
+            groups[name] = groups[name] + got if name in groups else got
+    return {name: vars(s) for name, s in groups.items()}
+
+
+async def postmaster(pool: asyncpg.Pool) -> int:
+    data = await pool.fetchval("select setting from pg_settings where name = 'data_directory'")
+    return int((Path(data) / "postmaster.pid").read_text().split()[0])

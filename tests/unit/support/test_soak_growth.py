@@ -1,0 +1,54 @@
+"""The soak's judgement of what grew after its warm-up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.soak.growth import Bound, growths, violations
+from tests.soak.report import unbounded
+
+
+def _sample(t: float, *, files: int, tasks: int, history: int) -> dict[str, Any]:
+    proc = {"rss_mb": 100.0, "open_files": files, "threads": 9, "processes": 1, "cpu_s": t}
+    return {
+        "t": t,
+        "tasks": tasks,
+        "python_threads": 9,
+        "processes": {"demo": proc, "nats-server": {**proc, "open_files": 20}},
+        "streams": {"TELEMETRY": {"messages": 10 * t, "bytes": 100 * t}},
+        "tables": {"mower_history": {"rows": history, "bytes": 8192}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "allowed"),
+    [(100, 110, True), (100, 111, False), (10, 14, True), (10, 15, False), (0, 4, True)],
+    ids=["10pc", "past-10pc", "slack", "past-slack", "from-zero"],
+)
+def test_bound_takes_the_larger_of_relative_and_absolute(
+    start: float, end: float, allowed: bool
+) -> None:
+    assert Bound(0.10, 4).allows(start, end) is allowed
+
+
+def test_a_leak_of_one_descriptor_per_sample_fails_the_gate() -> None:
+    samples = [_sample(t, files=2000 + 30 * t, tasks=3000, history=100) for t in range(20)]
+    found = growths(samples, warmup_s=5)
+    assert [v.split(":")[0] for v in violations(found)] == ["demo.open_files"]
+
+
+def test_the_warm_up_is_not_judged_and_retention_bounded_tables_may_grow() -> None:
+    warm_up = [_sample(t, files=100 * t, tasks=10 * t, history=100) for t in range(5)]
+    steady = [_sample(t, files=2000, tasks=3000, history=100 * t) for t in range(5, 20)]
+    found = growths(warm_up + steady, warmup_s=5)
+    assert violations(found) == []
+    assert found["table.mower_history.rows"].percent > 100
+    assert unbounded(found) == []
+
+
+def test_too_few_samples_after_the_warm_up_is_an_error() -> None:
+    samples = [_sample(t, files=10, tasks=10, history=1) for t in range(8)]
+    with pytest.raises(ValueError, match="samples after the warm-up"):
+        growths(samples, warmup_s=4)
