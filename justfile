@@ -46,3 +46,9 @@ ci:
 # Regenerate the Grafana dashboards under deploy/grafana/dashboards.
 dashboards:
     {{venv}}/bin/mowdeck dashboards export
+
+# The chaos run: the production topology as processes, every fault kind under load, then
+# the invariant check (docs/reliability.md). CI runs `--minutes 3`; this one is longer
+# and repeats the faults. Pass --seed S to replay a run.
+chaos *args:
+    {{py}} -m tests.chaos.run --minutes 20 {{args}}
