@@ -116,7 +116,9 @@ async def _run(args: argparse.Namespace, topology: Topology) -> int:
         await asyncio.sleep(0.5)
     print(f"chaos: every shard answers at {driver.now():.0f}s; load and faults start", flush=True)
     clients = [SseClient(topology.url("realtime"), token, rng.sample(mowers, 4)) for _ in range(3)]
-    injector = Injector(topology, driver, probe, rng)
+    # The faults' own generator: their order, targets and gaps replay with the seed,
+    # whatever the load (timed by the machine) drew meanwhile.
+    injector = Injector(topology, driver, probe, random.Random(f"faults-{args.seed}"))
     duration = args.minutes * 60.0
     start = driver.now()
     tasks = [
