@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -45,10 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     topology = bring_up(workdir, args.mowers, args.seed)
     print(f"chaos: topology up in {time.monotonic() - began:.0f}s", flush=True)
+    rc = 1
     try:
-        return asyncio.run(_run(args, topology))
+        rc = asyncio.run(_run(args, topology))
     finally:
         topology.close()
+        if args.workdir is None and rc == 0:
+            shutil.rmtree(workdir, ignore_errors=True)  # a failed run's logs are kept
+    return rc
 
 
 def _token() -> str:
