@@ -311,4 +311,8 @@ def check_realtime(f: Findings, clients: list[SseClient], results: list[Any]) ->
                 "realtime_gaps", f"client {n} missed {doc['command_id']} {doc['status']} (c{seq})"
             )
         f.add("realtime_events", len(got))
+        f.add("realtime_resyncs", sum(1 for _, k, _, _ in client.events if k == "resync"))
+        for _, kind, _, doc in client.events:
+            if kind == "close" and isinstance(doc, dict):
+                f.add(f"realtime_closed_{doc.get('reason', '?')}".replace(" ", "_")[:40])
         f.add("realtime_reconnects", client.reconnects)
