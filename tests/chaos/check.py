@@ -132,6 +132,9 @@ def check_commands(
     f.add("accepted_unanswered", len(unanswered))  # stored, the caller's answer lost
     f.add("rejected_at_api", sum(1 for r in driver.issued if r.http is not None and r.http >= 400))
     f.add("http_errors", sum(1 for r in driver.issued if r.http is None))
+    for r in driver.issued:
+        if r.http is not None and r.http >= 400:
+            f.add(f"http_{r.http}_{r.status or ''}".replace(" ", "_")[:48])
     f.counts.setdefault("lost", 0)
     f.counts.setdefault("doubled", 0)
     f.counts.setdefault("estops_lost", 0)
