@@ -263,17 +263,19 @@ def check_notifications(
     for d in deliveries:
         if d["state"] == "sent":
             delivered[(d["user_id"], d["dedupe_key"])] += 1
-    for ind in driver.induced:
+    for n, ind in enumerate(driver.induced):
         if ind.expects is None:
             continue
         f.add("rules_fired")
+        later = [x.wall for x in driver.induced[n + 1 :] if x.mower == ind.mower]
+        until = min(later, default=datetime.max.replace(tzinfo=ind.wall.tzinfo))
         items = [
             i
             for i in inbox
             if i["user_id"] == user
             and i["mower_id"] == ind.mower
             and i["kind"] == ind.expects
-            and i["occurred_at"] >= ind.wall - timedelta(seconds=5)
+            and ind.wall - timedelta(seconds=5) <= i["occurred_at"] < until
         ]
         where = f"{ind.expects} mower {ind.mower} induced at {ind.t:.1f}s"
         if not items:

@@ -28,6 +28,10 @@ KINDS: dict[str, dict[str, Any]] = {
     "set_speed": {"kind": "set_speed", "speed_mps": 0.5},
     "manual_drive": {"kind": "manual_drive", "linear_mps": 0.2, "angular_rps": 0.0},
 }
+# A rule's kind fires at most once per 300 s and mower (ADR 0022); a margin on top.
+RULE_COOLDOWN_S = 330.0
+# How long a mower with a fired rule is kept from the load before its fault is cleared.
+RULE_HOLD_S = 30.0
 WEIGHTS = {
     "start_mow": 3,
     "pause_mow": 2,
@@ -88,7 +92,10 @@ class Driver:
     induced: list[Induced] = field(default_factory=list)
     # Mowers the load leaves alone (probes, SSE clients' command targets stay reachable).
     reserved: set[str] = field(default_factory=set)
+    # When each mower last had a rule fired (run seconds).
+    ruled: dict[str, float] = field(default_factory=dict)
     session: aiohttp.ClientSession | None = field(default=None, repr=False)
+    _releases: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
 
     def now(self) -> float:
         """Seconds since the run started."""
@@ -151,10 +158,8 @@ class Driver:
 
     def pick(self) -> str:
         """A mower the load may use."""
-        while True:
-            mower = self.rng.choice(self.mowers)
-            if mower not in self.reserved:
-                return mower
+        free = [m for m in self.mowers if m not in self.reserved]
+        return self.rng.choice(free or self.mowers)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Commands at the rate until ``stop``; every eighth meant to expire on a late mower."""
@@ -181,18 +186,44 @@ class Driver:
             await asyncio.wait(pending)
 
     async def rules(self, stop: asyncio.Event, every: float = 6.0) -> None:
-        """Make mowers fire rules: stuck while mowing, errors, low batteries."""
+        """Make mowers fire rules: errors (``mower_stuck``), flat batteries.
+
+        A mower is left alone by the load while its notification is awaited, then its
+        fault is cleared and it is given back; a rule is fired on it again only after the
+        rules' cooldown (ADR 0022: a kind at most once per 300 s and mower)."""
         while not stop.is_set():
-            mower = self.pick()
-            self.reserved.add(mower)  # its notification is awaited: no load on it
-            choice = self.rng.randrange(2)
-            if choice == 0:
-                await self.fault(mower, {"kind": "error", "code": "lifted"}, "mower_stuck")
-            else:
-                # Low while charging at the dock tells nobody (ADR 0022): no expectation.
-                await self.fault(mower, {"kind": "battery", "level": 8})
+            now = self.now()
+            free = [
+                m
+                for m in self.mowers
+                if m not in self.reserved and now - self.ruled.get(m, -1e9) > RULE_COOLDOWN_S
+            ]
+            if free:
+                mower = self.rng.choice(free)
+                self.ruled[mower] = now
+                self.reserved.add(mower)  # its notification is awaited: no load on it
+                if self.rng.randrange(2) == 0:
+                    await self.fault(mower, {"kind": "error", "code": "lifted"}, "mower_stuck")
+                else:
+                    # Low while charging at the dock tells nobody (ADR 0022): no expectation.
+                    await self.fault(mower, {"kind": "battery", "level": 8})
+                task = asyncio.ensure_future(self._give_back(mower, stop))
+                self._releases.add(task)
+                task.add_done_callback(self._releases.discard)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=every)
+
+    async def _give_back(self, mower: str, stop: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=RULE_HOLD_S)
+        if stop.is_set():
+            return  # the mower keeps its fault to the end of the run
+        try:
+            async with self._session().delete(f"{self.sim_url}/sim/mowers/{mower}/faults"):
+                pass
+        except (aiohttp.ClientError, TimeoutError):
+            return  # still faulty: stays reserved
+        self.reserved.discard(mower)
 
 
 def new_id() -> str:
