@@ -51,3 +51,9 @@ dashboards:
 # files, tasks and threads, the streams' and tables' sizes (report in .soak/report.md).
 soak *args:
     {{py}} -m tests.soak --seconds 1800 {{args}}
+
+# The chaos run: the production topology as processes, every fault kind under load, then
+# the invariant check (docs/reliability.md). CI runs `--minutes 3`; this one is longer
+# and repeats the faults. Pass --seed S to replay a run.
+chaos *args:
+    {{py}} -m tests.chaos.run --minutes 20 {{args}}

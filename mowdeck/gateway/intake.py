@@ -51,6 +51,8 @@ EMERGENCY_MARKER = b"emergency"
 
 # Decisions that would answer or run a command again if it was admitted before.
 _ANSWERED_HERE = (Rejected, Expired, Admitted)
+# A command for a mower the shard does not know before Fleet's list came comes back after.
+_UNSEEDED_RETRY_SECONDS = 0.5
 REMEMBER_AFTER_EXPIRY_S = 300.0
 REMEMBER_LIMIT = 100_000
 
@@ -115,15 +117,19 @@ class CommandIntake:
         effects: EffectRunner,
         tell: Tell,
         held: HeldDeliveries | None = None,
+        seeded: Callable[[], bool] = lambda: True,
     ) -> None:
         """``held``: where deliveries wait for their command's final result (one of its
-        own, reporting progress every 10 s, when not given)."""
+        own, reporting progress every 10 s, when not given). ``seeded()``: whether the
+        shard's mowers are seeded from Fleet; until then a mower not known yet is no
+        reason to reject its command (it is given back, and comes again)."""
         self._shard_index = shard_index
         self._shard_count = shard_count
         self._mowers = mowers
         self._metrics = metrics
         self._effects = effects
         self._tell = tell
+        self._seeded = seeded
         self.closing = False
         # Stops the lane brings are still sent while closing: the commands admitted
         # before still run until their results are out, and a stop must win over them.
@@ -313,6 +319,22 @@ class CommandIntake:
         self._acks.append(msg)
         return True
 
+    async def _unseeded(self, decision: Decision, msg: Msg, now: datetime) -> bool:
+        """True when ``msg`` is for a mower not known yet, before the shard is seeded:
+        given back to come again, or answered ``expired`` once it is."""
+        if not isinstance(decision, Rejected) or decision.reason != "unknown mower":
+            return False
+        if self._seeded():
+            return False
+        envelope = decision.envelope
+        if envelope.is_expired(now):
+            self._effects(envelope.mower_id, [result_effect(envelope, "expired", now)])
+            self.held.hold(envelope.command_id, msg, envelope.expires_at.timestamp())
+        else:
+            self._metrics.refused.labels("unseeded").inc()
+            await msg.nak(delay=_UNSEEDED_RETRY_SECONDS)
+        return True
+
     async def _admit(self, msg: Msg, arrived: float | None = None) -> None:
         delivered = time.perf_counter()
         if arrived is not None:
@@ -322,7 +344,7 @@ class CommandIntake:
             self._metrics.redeliveries.inc()
         now = datetime.now(UTC)
         decision = self._decide(msg, now)
-        if self._seen_before(decision, msg):
+        if self._seen_before(decision, msg) or await self._unseeded(decision, msg, now):
             return
         held = self.held
         match decision:

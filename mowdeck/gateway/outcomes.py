@@ -32,13 +32,18 @@ async def read_stored_finals(
     js: JetStreamContext, *, stream: str, durable: str, finals: FinalOutcomes
 ) -> int:
     """Add to ``finals`` the command ids with a final result stored since ``durable``'s
-    ack floor; returns how many results were read."""
+    ack floor; returns how many results were read.
+
+    Read while deliveries wait for their acknowledgement (the process before this one
+    died holding them), and also while the durable has a backlog it never delivered: a
+    shard index unused for a while (the shard count was lower) comes back to commands
+    the other shards answered meanwhile, and must not answer them again."""
     started = time.perf_counter()
     try:
         info = await js.consumer_info(stream, durable)
     except NotFoundError:
         return 0  # a new consumer: nothing was delivered, nothing comes back
-    if not info.num_ack_pending:
+    if not info.num_ack_pending and not info.num_pending:
         return 0
     floor = info.ack_floor.stream_seq if info.ack_floor is not None else 0
     sub = await js.pull_subscribe(

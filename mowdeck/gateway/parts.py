@@ -108,6 +108,7 @@ def build(
         effects=effects,
         tell=tell,
         held=held,
+        seeded=lambda: bool(s.bootstrap_mowers) or seed.seeded.is_set(),
     )
     beats = heartbeats(mowers, tell, s.state_heartbeat_seconds)
     lane = emergency_lane(s, intake, name=f"{shard.producer}-estop")

@@ -78,7 +78,7 @@ def delivery(env: Any, **kw: Any) -> FakeMsg:
     )
 
 
-def intake(registry: dict[uuid.UUID, MowerRegistration] | None = None) -> Any:
+def intake(registry: dict[uuid.UUID, MowerRegistration] | None = None, **kw: Any) -> Any:
     told: list[object] = []
     effects = FakeEffects()
     metrics = GatewayMetrics(CollectorRegistry())
@@ -89,6 +89,7 @@ def intake(registry: dict[uuid.UUID, MowerRegistration] | None = None) -> Any:
         metrics=metrics,
         effects=effects,  # type: ignore[arg-type]
         tell=lambda _mower_id, message: told.append(message),
+        **kw,
     )
     return it, told, effects, metrics
 
@@ -144,6 +145,37 @@ async def test_a_redelivery_after_the_mower_was_removed_gets_no_second_result() 
     await admit(it, again)
     assert again.settled == ["ack"]
     assert effects.results == []
+
+
+async def test_before_the_seed_an_unknown_mower_s_command_is_given_back_not_rejected() -> None:
+    # A restarted shard admits before Fleet's list is applied: its own mowers are not
+    # known yet. "rejected: unknown mower" would be wrong, and the process before it may
+    # have run the command (a second, different final status). Found by the chaos run.
+    registry: dict[uuid.UUID, MowerRegistration] = {}
+    seeded = False
+    it, told, effects, _ = intake(registry, seeded=lambda: seeded)
+    env = envelope()
+    early = delivery(env)
+    await admit(it, early)
+    assert early.settled == ["nak"]
+    assert effects.results == []
+    seeded = True
+    registry[MOWER] = REG
+    again = delivery(env, num_delivered=2)
+    await admit(it, again)
+    assert [type(m) for m in told] == [Submit]
+    # Once seeded, a mower Fleet does not list is rejected, as before.
+    registry.clear()
+    other = envelope()
+    await admit(it, delivery(other))
+    assert effects.results == [(other.command_id, "rejected")]
+
+
+async def test_before_the_shard_is_seeded_an_expired_command_is_answered_expired() -> None:
+    it, _, effects, _ = intake({}, seeded=lambda: False)
+    env = envelope(ttl_s=1, now=datetime.now(UTC) - timedelta(seconds=5))
+    await admit(it, delivery(env))
+    assert effects.results == [(env.command_id, "expired")]
 
 
 async def test_an_unknown_command_delivered_late_is_still_answered_expired() -> None:
