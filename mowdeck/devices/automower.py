@@ -11,7 +11,7 @@ device host; the defaults are the vendor's production ones.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
@@ -51,6 +51,11 @@ class AutomowerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     # The IANA zone of the mower's clock (``Europe/Berlin``): the API gives some times in
     # the mower's local time. Without it those times are kept as wall times only.
     time_zone: Annotated[str, msgspec.Meta(pattern=_ZONE, max_length=64)] | None = None
+    # Whose calendar rules the mower. ``mowdeck`` (the default): Mowdeck's schedules, so
+    # ``return_to_dock`` parks it until further notice and its own calendar never starts
+    # it again; ``mower``: the calendar kept in the mower (``return_to_dock`` parks it
+    # until its next scheduled start), for an account that schedules in the vendor's app.
+    calendar: Literal["mowdeck", "mower"] = "mowdeck"
 
     def __post_init__(self) -> None:
         if self.time_zone is not None:

@@ -34,6 +34,7 @@ from contracts.v1 import (
     StartMow,
 )
 from simulator.automower.protocol import (
+    ACTION_PARK_UNTIL_FURTHER_NOTICE,
     ACTION_PARK_UNTIL_NEXT_SCHEDULE,
     ACTION_PAUSE,
     ACTION_RESUME_SCHEDULE,
@@ -134,7 +135,7 @@ class _Bridged(StandInMower):
             command = PauseMow()
         elif kind == ACTION_RESUME_SCHEDULE:
             command = ResumeMow()
-        elif kind == ACTION_PARK_UNTIL_NEXT_SCHEDULE:
+        elif kind in (ACTION_PARK_UNTIL_NEXT_SCHEDULE, ACTION_PARK_UNTIL_FURTHER_NOTICE):
             command = ReturnToDock()
         return self.bridge.execute(command) if command is not None else None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 __all__ = [
+    "ACTION_PARK_UNTIL_FURTHER_NOTICE",
     "ACTION_PARK_UNTIL_NEXT_SCHEDULE",
     "ACTION_PAUSE",
     "ACTION_RESUME_SCHEDULE",
@@ -41,6 +42,7 @@ ACTION_START_IN_WORK_AREA = "StartInWorkArea"
 ACTION_PAUSE = "Pause"
 ACTION_RESUME_SCHEDULE = "ResumeSchedule"
 ACTION_PARK_UNTIL_NEXT_SCHEDULE = "ParkUntilNextSchedule"
+ACTION_PARK_UNTIL_FURTHER_NOTICE = "ParkUntilFurtherNotice"
 ERROR_STATES = frozenset({"ERROR", "FATAL_ERROR", "ERROR_AT_POWER_UP"})
 
 

@@ -32,6 +32,7 @@ import msgspec
 from aiohttp import WSMsgType, web
 
 from simulator.automower.protocol import (
+    ACTION_PARK_UNTIL_FURTHER_NOTICE,
     ACTION_PARK_UNTIL_NEXT_SCHEDULE,
     ACTION_PAUSE,
     ACTION_RESUME_SCHEDULE,
@@ -50,6 +51,7 @@ _ACTIONS = frozenset(
         ACTION_PAUSE,
         ACTION_RESUME_SCHEDULE,
         ACTION_PARK_UNTIL_NEXT_SCHEDULE,
+        ACTION_PARK_UNTIL_FURTHER_NOTICE,
     }
 )
 
@@ -131,7 +133,7 @@ class StandInMower:
             self.state = "PAUSED"
         elif kind == ACTION_RESUME_SCHEDULE:
             self.activity, self.state = "PARKED_IN_CS", "RESTRICTED"
-        elif kind == ACTION_PARK_UNTIL_NEXT_SCHEDULE:
+        elif kind in (ACTION_PARK_UNTIL_NEXT_SCHEDULE, ACTION_PARK_UNTIL_FURTHER_NOTICE):
             self.activity, self.state = "GOING_HOME", "IN_OPERATION"
         return None
 

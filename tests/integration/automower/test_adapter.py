@@ -156,7 +156,7 @@ async def test_commands_are_confirmed_by_the_events_that_follow(
     assert mower.commands[-1] == {"type": "ResumeSchedule"}
     assert (await conn.send(envelope(reg, StartMow()), timeout=5)).status == "executed"
     assert (await conn.send(envelope(reg, ReturnToDock()), timeout=5)).status == "executed"
-    assert mower.commands[-1] == {"type": "ParkUntilNextSchedule"}
+    assert mower.commands[-1] == {"type": "ParkUntilFurtherNotice"}  # Mowdeck's calendar
     assert rec.states[-1].activity == "returning"
     assert (await conn.send(envelope(reg, SetBladeHeight(height_mm=50)), timeout=5)).status == (
         "executed"

@@ -28,6 +28,8 @@ def refusal(**options: object) -> tuple[str, str] | None:
 def test_good_options_pass_without_the_secret_being_read() -> None:
     # Fleet checks the credential's name only: no such file exists here.
     assert refusal(vendor_id=VENDOR_ID, credentials="husqvarna-main") is None
+    for calendar in ("mowdeck", "mower"):
+        assert refusal(vendor_id=VENDOR_ID, credentials="a", calendar=calendar) is None
 
 
 @pytest.mark.parametrize(
@@ -56,6 +58,11 @@ def test_good_options_pass_without_the_secret_being_read() -> None:
             {"vendor_id": VENDOR_ID, "credentials": "a", "time_zone": "../../etc/passwd"},
             "connection.options.time_zone",
             "regex",
+        ),
+        (
+            {"vendor_id": VENDOR_ID, "credentials": "a", "calendar": "both"},
+            "connection.options.calendar",
+            "Invalid enum value 'both'",
         ),
     ],
 )

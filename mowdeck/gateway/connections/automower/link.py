@@ -160,7 +160,7 @@ class AutomowerConnection:
         fut: asyncio.Future[CommandOutcome],
         timeout: float,
     ) -> CommandOutcome:
-        plan = mapping.plan(envelope.command, last)
+        plan = mapping.plan(envelope.command, last, self.options.calendar)
         if isinstance(plan, CommandOutcome):
             return plan
         waiter = _Waiter(plan, fut)

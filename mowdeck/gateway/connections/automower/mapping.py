@@ -36,6 +36,7 @@ from contracts.v1.telemetry import Activity
 from mowdeck.gateway.connections.automower.local_time import local_instant, local_wall_time
 from mowdeck.gateway.connections.port import CommandOutcome
 from simulator.automower.protocol import (
+    ACTION_PARK_UNTIL_FURTHER_NOTICE,
     ACTION_PARK_UNTIL_NEXT_SCHEDULE,
     ACTION_PAUSE,
     ACTION_RESUME_SCHEDULE,
@@ -196,10 +197,16 @@ _ACTIONS: dict[type[Command], Plan] = {
         ACTION_PARK_UNTIL_NEXT_SCHEDULE, frozenset({"GOING_HOME", "PARKED_IN_CS", "CHARGING"})
     ),
 }
+# With Mowdeck's calendar ruling the mower (``AutomowerOptions.calendar``), a park lasts
+# until Mowdeck starts it again: the mower's own calendar never starts it.
+_PARK_FOR_GOOD = _action(
+    ACTION_PARK_UNTIL_FURTHER_NOTICE, frozenset({"GOING_HOME", "PARKED_IN_CS", "CHARGING"})
+)
 
 
-def plan(command: Command, a: MowerAttributes) -> Plan | CommandOutcome:
-    """How to carry out ``command`` given the last attributes, or its outcome now."""
+def plan(command: Command, a: MowerAttributes, calendar: str = "mowdeck") -> Plan | CommandOutcome:
+    """How to carry out ``command`` given the last attributes, or its outcome now;
+    ``calendar`` is whose calendar rules the mower (``mowdeck`` or ``mower``)."""
     if isinstance(command, EmergencyStop):
         if a.mower.state in STOPPED_STATES or a.mower.activity in STILL_ACTIVITIES:
             return CommandOutcome(
@@ -211,6 +218,8 @@ def plan(command: Command, a: MowerAttributes) -> Plan | CommandOutcome:
     if isinstance(command, SetBladeHeight):
         return _blade_height(command.height_mm)
     known = _ACTIONS.get(type(command))
+    if isinstance(command, ReturnToDock) and calendar == "mowdeck":
+        known = _PARK_FOR_GOOD
     if known is None:
         return CommandOutcome("rejected", f"{command_kind(command)} is not offered by {PROTOCOL}")
     return known

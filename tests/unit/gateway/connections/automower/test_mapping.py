@@ -160,7 +160,8 @@ def test_what_is_not_an_event_is_told_apart() -> None:
         (StartMow(duration_min=30), "actions", {"type": "Start", "attributes": {"duration": 30}}),
         (PauseMow(), "actions", {"type": "Pause"}),
         (ResumeMow(), "actions", {"type": "ResumeSchedule"}),
-        (ReturnToDock(), "actions", {"type": "ParkUntilNextSchedule"}),
+        # Mowdeck's calendar rules (the default): parked until Mowdeck starts it again.
+        (ReturnToDock(), "actions", {"type": "ParkUntilFurtherNotice"}),
         (
             SetBladeHeight(height_mm=40),
             "settings",
@@ -173,6 +174,14 @@ def test_commands_as_api_requests(command: Command, path: str, body: dict[str, o
     p = mapping.plan(command, attrs())
     assert isinstance(p, mapping.Plan)
     assert (p.path, p.body) == (path, {"data": body})
+
+
+def test_with_the_mower_s_own_calendar_a_dock_parks_until_its_next_start() -> None:
+    p = mapping.plan(ReturnToDock(), attrs(), "mower")
+    assert isinstance(p, mapping.Plan)
+    assert p.body == {"data": {"type": "ParkUntilNextSchedule"}}
+    # The calendar changes nothing else.
+    assert mapping.plan(PauseMow(), attrs(), "mower") == mapping.plan(PauseMow(), attrs())
 
 
 @pytest.mark.parametrize(
