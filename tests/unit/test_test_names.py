@@ -25,6 +25,7 @@ PROJECT_CHECKS = {
     "test_kubernetes.py": "deploy/kubernetes rendered and validated",
     "test_module_state.py": "no module-level mutable state",
     "test_prometheus_rules.py": "deploy/prometheus/'s rules against promtool and the runbooks",
+    "test_simulated_geofences.py": "the simulator's mowers through Notifications' geofence rules",
     "test_test_names.py": "this rule",
 }
 # Tests of the tests' own support code.

@@ -103,6 +103,9 @@ def alarm_changes(
     return now_raised, changes
 
 
+_ON_THE_WAY = frozenset({"leaving", "returning"})
+
+
 def first_sight(
     watch: MowerWatch, at: datetime, *, battery_low: bool, previous: MowerWatch | None = None
 ) -> tuple[dict[str, datetime], list[AlarmChange]]:
@@ -121,7 +124,9 @@ def first_sight(
         conditions.append("battery_low")
     if watch.offline is not None:
         conditions.append("mower_offline")
-    if watch.escape is not None:
+    if watch.escape is not None and watch.activity not in _ON_THE_WAY:
+        # Leaving or returning, a mower crosses what lies between its station and its
+        # areas: outside for a moment is no condition to open an alarm for.
         conditions.append("left_area")
     changes.extend(_change("raised", watch, condition, at) for condition in conditions)
     return dict.fromkeys(conditions, at), changes

@@ -29,7 +29,7 @@ from mowdeck.fleet.sites.usecases import site_event
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=5)
-SQUARE = [[(13.4, 52.5), (13.41, 52.5), (13.41, 52.51), (13.4, 52.51), (13.4, 52.5)]]
+SQUARE = [[[13.4, 52.5], [13.41, 52.5], [13.41, 52.51], [13.4, 52.51], [13.4, 52.5]]]
 
 
 def _site(account: uuid.UUID, name: str = "Park") -> SiteRecord:
