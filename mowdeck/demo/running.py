@@ -32,6 +32,7 @@ from mowdeck.demo.banner import ready_mower
 from mowdeck.demo.brands import Brands, brand_counts, plan_brands
 from mowdeck.demo.bus import DemoBus, start_demo_nats
 from mowdeck.demo.scenario import run_scenario
+from mowdeck.demo.site import demo_site
 from mowdeck.errors import MowdeckError
 from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
@@ -90,6 +91,8 @@ class Demo:
     prometheus_rules: int = 0
     # The mowers of other brands (OpenMower, Automower) and how they are reached.
     brands: Brands | None = None
+    # The demo's site (``demo/site.py``), when Fleet made it.
+    site_id: uuid.UUID | None = None
 
     def metrics_urls(self) -> dict[str, str]:
         """Each service's base URL by job name; each serves ``/metrics``."""
@@ -312,6 +315,10 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         # examples use another of Mowdeck's, which does every command kind.
         others = [r.mower_id for r in regs if r.connection.kind != "simulator"]
         scenario_mowers = [r.mower_id for r in regs[:3]]
+        own = [r.mower_id for r in regs if r.connection.kind == "simulator"][3:6]
+        site = await demo_site(
+            fleet.url, sim.url, token, [(m, sim.fleet.mower(m).garden) for m in own]
+        )
         example, waits = ready_mower(sim.fleet, busy=[*scenario_mowers, *others])
         # The scenario issues commands as Fleet does, so as Fleet's user.
         commands = await nats.connect(
@@ -337,6 +344,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
             services=services,
             nats=nats,
             brands=brands,
+            site_id=site,
         )
 
 

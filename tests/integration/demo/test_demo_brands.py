@@ -24,7 +24,7 @@ def _args(*extra: str) -> argparse.Namespace:
     demo.configure(parser)
     state = Path(tempfile.gettempdir(), "demo-state-of-the-brand-tests")  # outside the checkout
     return parser.parse_args(
-        ["--port", "0", "--mowers", "6", "--openmower", "2", "--automower", "2",
+        ["--port", "0", "--mowers", "8", "--openmower", "2", "--automower", "2",
          "--state-dir", str(state), *extra]
     )  # fmt: skip
 
@@ -41,10 +41,10 @@ async def test_a_mixed_fleet_is_linked_and_the_banner_says_which_is_which(
         [gateway] = [s for s in running.services if isinstance(s, GatewayService)]
         assert running.brands is not None
         kinds = running.brands.kinds
-        assert sorted(kinds.values()) == ["automower"] * 2 + ["openmower"] * 2 + ["simulator"] * 2
+        assert sorted(kinds.values()) == ["automower"] * 2 + ["openmower"] * 2 + ["simulator"] * 4
         await eventually(
             lambda: (
-                len(gateway.connections) == 6
+                len(gateway.connections) == 8
                 and all(c.connected for c in gateway.connections.values())
             ),
             30,
@@ -57,7 +57,7 @@ async def test_a_mixed_fleet_is_linked_and_the_banner_says_which_is_which(
             f"{cloud.host}:{cloud.port}",
         ]
         text = demo.banner(running)
-        assert "Mowers by brand (2 Mowdeck, 2 OpenMower, 2 Husqvarna Automower):" in text
+        assert "Mowers by brand (4 Mowdeck, 2 OpenMower, 2 Husqvarna Automower):" in text
         assert f"MQTT on {running.brands.broker}" in text
         assert f"a stand-in Automower Connect cloud on {cloud}" in text
         assert "theirs is a pause" in text
@@ -70,6 +70,19 @@ async def test_a_mixed_fleet_is_linked_and_the_banner_says_which_is_which(
         ):
             listed = await r.json()
         assert {m["mower_id"]: m["connection"]["kind"] for m in listed["mowers"]} == kinds
+        # The demo's site holds the Mowdeck mowers past the scenario's three (here one),
+        # with a lawn each and a flower bed kept out, made through Fleet's API.
+        assert running.site_id is not None
+        in_site = [m["mower_id"] for m in listed["mowers"] if m.get("site_id")]
+        assert [kinds[m] for m in in_site] == ["simulator"]
+        async with (
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {running.token}"}) as http,
+            http.get(f"{running.fleet_url}/v1/sites/{running.site_id}/areas") as r,
+        ):
+            areas = await r.json()
+        assert r.status == 200, areas
+        named = [(f["properties"]["name"], f["properties"]["kind"]) for f in areas["features"]]
+        assert named == [("lawn 1", "work_area"), ("flower bed", "stay_out")]
         # An Automower of the demo's own cloud reports its model into Telemetry.
         auto = next(m for m, k in kinds.items() if k == "automower")
         async with (
