@@ -58,6 +58,12 @@ SEMANTIC: dict[str, tuple[tuple[int, ...], str]] = {
     ),
     "PUT /v1/sites/{site_id}/members/{user_id}": ((422,), "a user id has no `:#*` or space"),
     "DELETE /v1/sites/{site_id}/members/{user_id}": ((422,), "as PUT"),
+    "PUT /v1/mowers/{mower_id}/schedule": (
+        (422,),
+        "a time zone the system knows, and only for a mower without a site; days not repeated;"
+        " tasks that do not overlap",
+    ),
+    "POST /v1/sites/{site_id}/restrictions": ((422,), "`until` must lie in the future"),
     "GET /v1/states": ((400,), _CURSOR),
     "GET /v1/mowers/{mower_id}/history": (
         (422,),
