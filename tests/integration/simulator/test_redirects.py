@@ -103,6 +103,10 @@ async def test_a_redirect_from_a_device_endpoint_is_refused_on_every_attempt(
                     # Three attempts, so two reconnects after the first refusal: a redirect
                     # followed would have reached the target before each next attempt.
                     await eventually(lambda: len(endpoint.paths) >= 3)
+                    # The third answer is refused a moment after the endpoint saw it.
+                    await eventually(
+                        lambda: sum(e["event"] == "device link refused" for e in logs) >= 3
+                    )
                 finally:
                     await conn.close()
             await _sentinel(target)
