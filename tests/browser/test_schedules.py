@@ -3,6 +3,8 @@ back, park and resume, a site's restrictions (against the stand-in services)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -146,6 +148,14 @@ async def test_a_mowers_week_its_park_and_its_sites_restrictions(browser: Any, s
             (f"/v1/sites/{SITE}/schedule/override", "park_until_further_notice"),
         ]
         await page.click("#resume-site")
+        # The resume re-reads and redraws the schedule (its restriction form included):
+        # wait for it before typing into that form.
+        deadline = time.monotonic() + 10
+        while len(harness.overrides) < 4:
+            assert time.monotonic() < deadline, "the site's resume never arrived"
+            await asyncio.sleep(0.05)
+        await page.locator("#schedule-next", has_text="Next start:").wait_for()
+        await asyncio.sleep(0.5)  # its redraw, after the answer
 
         await page.select_option("#restriction-reason", "rain")
         until = (datetime.now() + timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M")  # noqa: DTZ005 - the browser's local time
