@@ -53,7 +53,7 @@ soak *args:
     {{py}} -m tests.soak --seconds 1800 {{args}}
 
 # The chaos run: the production topology as processes, every fault kind under load, then
-# the invariant check (docs/reliability.md). CI runs `--minutes 3`; this one is longer
+# the invariant check (docs/reliability.md). the CI-sized run is `--minutes 3`; this one is longer
 # and repeats the faults. Pass --seed S to replay a run.
 chaos *args:
     {{py}} -m tests.chaos.run --minutes 20 {{args}}
