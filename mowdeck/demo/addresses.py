@@ -1,19 +1,9 @@
-"""Where the demo listens and what it may dial: free ports, the device hosts, the console's
+"""Where the demo listens and what it may dial: the device hosts, the console's
 origins."""
 
 from __future__ import annotations
 
-import socket
-
-__all__ = ["console_origins", "device_hosts", "free_port"]
-
-
-def free_port(host: str) -> int:
-    """A port free on ``host`` now, for a server started a little later."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+__all__ = ["console_origins", "device_hosts"]
 
 
 def device_hosts(host: str, port: int) -> list[str]:

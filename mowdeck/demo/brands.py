@@ -22,7 +22,7 @@ from pathlib import Path
 import yarl
 
 from contracts.v1 import MowerRegistration
-from mowdeck.demo.addresses import free_port
+from mowdeck.kit.ports import free_port
 from simulator.automower.bridge import AutomowerBridges
 from simulator.fleet import SimulatorFleet
 from simulator.openmower.bridge import OpenMowerBridges

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from mowdeck.commands.nats_config import auth_config, fresh_passwords
 from mowdeck.commands.streams import apply_all
 from mowdeck.kit.bus import Bus, NatsCredentials
-from mowdeck.kit.embedded import EmbeddedNats, free_port
+from mowdeck.kit.embedded import EmbeddedNats
+from mowdeck.kit.ports import free_port
 from mowdeck.kit.settings import BaseSettings, load_settings
 
 __all__ = ["DemoBus", "start_demo_nats"]

@@ -23,8 +23,8 @@ from pathlib import Path
 import aiohttp
 import yarl
 
-from mowdeck.demo.addresses import free_port
 from mowdeck.errors import MowdeckError
+from mowdeck.kit.ports import free_port
 
 __all__ = [
     "PrometheusError",

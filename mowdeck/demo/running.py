@@ -25,7 +25,7 @@ import structlog
 from mowdeck.authn import AuthSettings, TokenIssuer
 from mowdeck.authz import AuthzSettings, LocalAuthorizer, PostgresTupleStore
 from mowdeck.authz.roles import grant_tuples
-from mowdeck.demo.addresses import console_origins, free_port
+from mowdeck.demo.addresses import console_origins
 from mowdeck.demo.addresses import device_hosts as demo_device_hosts
 from mowdeck.demo.auth import DEMO_ACCOUNT, DEMO_USER, demo_auth
 from mowdeck.demo.banner import ready_mower
@@ -44,6 +44,7 @@ from mowdeck.kit.lifecycle import Service, start_all, stop_all
 from mowdeck.kit.logging import bound
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.pg import session_settings
+from mowdeck.kit.ports import free_port
 from mowdeck.kit.settings import BaseSettings, load_settings
 from mowdeck.notifications.postgres import PostgresNotificationStore
 from mowdeck.notifications.preferences import Preferences

@@ -20,21 +20,15 @@ from typing import Any
 import structlog
 
 from mowdeck.errors import MowdeckError
+from mowdeck.kit.ports import free_port
 
-__all__ = ["EmbeddedError", "EmbeddedNats", "EmbeddedPostgres", "free_port", "nats_server_binary"]
+__all__ = ["EmbeddedError", "EmbeddedNats", "EmbeddedPostgres", "nats_server_binary"]
 
 log = structlog.get_logger("mowdeck.embedded")
 
 
 class EmbeddedError(MowdeckError):
     """An embedded server could not be started."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def nats_server_binary() -> str:

@@ -42,11 +42,11 @@ from prometheus_client import CollectorRegistry
 from contracts.v1 import MowerState, Position
 from mowdeck.authn import AuthSettings, TokenIssuer, TokenVerifier
 from mowdeck.authz import LocalAuthorizer, PostgresTupleStore, grant_tuples
-from mowdeck.kit.embedded import free_port
 from mowdeck.kit.http import Readiness
 from mowdeck.kit.http_server import HttpServer
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.kit.pg import session_settings
+from mowdeck.kit.ports import free_port
 from mowdeck.realtime.stale import LatestStates, PostgresLatestStates
 from mowdeck.telemetry.metrics import TelemetryMetrics
 from mowdeck.telemetry.ports import WriteBatch

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mowdeck.kit.embedded import EmbeddedPostgres, free_port
+from mowdeck.kit.embedded import EmbeddedPostgres
+from mowdeck.kit.ports import free_port
 from tests.support.compose_host import ComposeHost, Process, load_compose
 from tests.support.natscluster import NatsCluster
 

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from mowdeck.kit.embedded import free_port
+from mowdeck.kit.ports import free_port
 
 __all__ = ["ComposeHost", "Process", "load_compose"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mowdeck.kit.embedded import free_port
+from mowdeck.kit.ports import free_port
 
 __all__ = ["Mosquitto", "mosquitto_binary", "running_mosquitto"]
 

@@ -18,7 +18,8 @@ from typing import Any
 import nats
 from nats.js.errors import Error as JetStreamError
 
-from mowdeck.kit.embedded import free_port, nats_server_binary
+from mowdeck.kit.embedded import nats_server_binary
+from mowdeck.kit.ports import free_port
 
 __all__ = ["NatsCluster", "refused_at_connect"]
 
