@@ -101,6 +101,7 @@ class EmergencySubmit(Emergency):
     sequence: int | None
     sent: bool = False
     admitted_at: float | None = None
+    answered: bool = False  # answered by an earlier process: sets the boundary only
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,9 +179,14 @@ class ControllerActor(DispatcherActor):
                 effects = controller.state(state)
             case Submit(envelope, sequence, admitted_at):
                 effects = controller.submit(envelope, sequence, self._clock(), admitted_at)
-            case EmergencySubmit(envelope, sequence, sent, admitted_at):
+            case EmergencySubmit(envelope, sequence, sent, admitted_at, answered):
                 effects = controller.emergency(
-                    envelope, sequence, self._clock(), sent=sent, admitted_at=admitted_at
+                    envelope,
+                    sequence,
+                    self._clock(),
+                    sent=sent,
+                    answered=answered,
+                    admitted_at=admitted_at,
                 )
             case DeviceOutcome(envelope, status, reason):
                 effects = controller.outcome(envelope, status, reason, self._clock())

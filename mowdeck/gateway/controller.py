@@ -161,6 +161,7 @@ class Controller:
         now: datetime,
         *,
         sent: bool = False,
+        answered: bool = False,
         admitted_at: float | None = None,
     ) -> list[Effect]:
         """An admitted emergency stop: to the device now; overtaken commands are rejected.
@@ -172,13 +173,18 @@ class Controller:
 
         ``sent``: the emergency lane already handed the stop to the device (admission
         passed, so sending is the only possible decision); its outcome comes back as usual.
+
+        ``answered``: the stream copy of a stop whose final result an earlier process of
+        the shard stored (it sent the stop, by its lane, and stopped before the stream
+        delivered the copy). It is not sent again and gets no result: it only sets the
+        boundary, so the ordinary commands published before it are not run after it.
         """
         cid = envelope.command_id
-        if self._remember(cid):
+        if self._remember(cid) or answered:
             if sequence is not None:  # the stream copy of a stop the lane brought
                 self._estop_sequence = max(self._estop_sequence, sequence)
                 self._fast_stops.pop(cid, None)
-            return []
+            return self._reject_overtaken(now) if answered else []
         effects: list[Effect] = [result_effect(envelope, "accepted", now, admitted_at=admitted_at)]
         if sequence is None:
             self._fast_stops[cid] = envelope.expires_at
@@ -193,9 +199,15 @@ class Controller:
         # The device stops on its own; the gateway's drive session ends with it.
         self._driving = False
         self._drive_token += 1
+        return effects + self._reject_overtaken(now, lane=sequence is None)
+
+    def _reject_overtaken(self, now: datetime, *, lane: bool = False) -> list[Effect]:
+        # The queued commands a stop overtook: every one while the stop came by the lane
+        # alone (all were published before it), else those before its stream sequence.
+        effects: list[Effect] = []
         keep: list[_Queued] = []
         for queued in self._queue:
-            if sequence is None or queued.sequence < self._estop_sequence:
+            if lane or queued.sequence < self._estop_sequence:
                 effects.append(result_effect(queued.envelope, "rejected", now, PREEMPTED))
             else:
                 keep.append(queued)

@@ -231,8 +231,9 @@ class CommandIntake:
         # On the loop, before anything else it had ready. An admitted stop has one
         # possible decision, so it goes to the device from here, without waiting for a
         # worker; the controller is told it was sent.
-        if self.stops_closed or envelope.command_id in self.admitted:
-            return  # a duplicate publish of a stop is sent once
+        cid = envelope.command_id
+        if self.stops_closed or cid in self.admitted or cid in self.held.finals:
+            return  # a duplicate publish of a stop is sent once, by one process
         self.admitted.add(envelope, datetime.now(UTC))
         self._effects.stop_delivered(envelope.command_id, delivered)
         self._effects.stop_sent_ahead(envelope.mower_id, envelope.command_id)
@@ -293,18 +294,20 @@ class CommandIntake:
             except Exception as err:
                 log.warning("could not give a delivery back", error=str(err))
 
-    def _seen_before(self, decision: Decision, msg: Msg) -> bool:
+    def _seen_before(self, decision: Decision, msg: Msg, sequence: int) -> bool:
         """True when ``msg`` delivers a command admitted before, now settled with no result.
 
         Still running: the redelivery takes the earlier delivery's place and is
         acknowledged with the result. Answered, here or by the process before this one:
         acknowledged now. Its controller may have restarted since, with no memory of it.
-        The stream copy of a stop still goes on: it sets the controller's boundary.
+        The stream copy of a stop still goes on: it sets the controller's boundary; one
+        the process before this one answered (its lane sent the stop, then the process
+        stopped) goes on to set the boundary only, never to the device again.
         """
-        if not isinstance(decision, _ANSWERED_HERE) or (
-            isinstance(decision, Admitted) and decision.envelope.is_emergency
-        ):
+        if not isinstance(decision, _ANSWERED_HERE):
             return False
+        if isinstance(decision, Admitted) and decision.envelope.is_emergency:
+            return self._stop_answered_before(decision.envelope, msg, sequence)
         cid, held = decision.envelope.command_id, self.held
         if cid in held:
             held.hold(cid, msg)
@@ -316,6 +319,16 @@ class CommandIntake:
             self._metrics.answered_before.inc()
         else:
             return False
+        self._acks.append(msg)
+        return True
+
+    def _stop_answered_before(self, envelope: CommandEnvelope, msg: Msg, sequence: int) -> bool:
+        cid = envelope.command_id
+        if cid not in self.held.finals or cid in self.admitted or cid in self.held:
+            return False
+        self._tell(envelope.mower_id, EmergencySubmit(envelope, sequence, answered=True))
+        self.admitted.add(envelope, datetime.now(UTC))
+        self._metrics.answered_before.inc()
         self._acks.append(msg)
         return True
 
@@ -344,7 +357,7 @@ class CommandIntake:
             self._metrics.redeliveries.inc()
         now = datetime.now(UTC)
         decision = self._decide(msg, now)
-        if self._seen_before(decision, msg) or await self._unseeded(decision, msg, now):
+        if self._seen_before(decision, msg, sequence) or await self._unseeded(decision, msg, now):
             return
         held = self.held
         match decision:

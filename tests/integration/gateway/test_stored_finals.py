@@ -14,11 +14,25 @@ from datetime import UTC, datetime
 
 from nats.js import api
 
-from contracts.v1 import CommandResult, Connection, MowerRegistration, SetSpeed
+from contracts.v1 import (
+    CommandResult,
+    Connection,
+    EmergencyStop,
+    MowerRegistration,
+    SetSpeed,
+)
 from mowdeck.gateway.deliveries import FinalOutcomes
 from mowdeck.gateway.outcomes import read_stored_finals
 from mowdeck.kit.bus import Bus
-from tests.integration.gateway.conftest import command
+from simulator import SimulatorServer
+from tests.integration.gateway.conftest import (
+    ResultLog,
+    command,
+    running_gateway,
+    sentinel_command,
+    settings_for,
+    wait_connected,
+)
 
 MOWER = MowerRegistration(
     mower_id=uuid.uuid4(),
@@ -58,3 +72,36 @@ async def test_a_durable_that_stood_still_learns_the_results_of_its_backlog(bus:
     assert read == 1
     assert answered.command_id in finals
     assert open_.command_id not in finals
+
+
+async def test_a_stop_the_process_before_answered_is_not_sent_again_by_the_next(
+    bus: Bus,
+    sim: SimulatorServer,
+    results: ResultLog,
+    nats_server,  # type: ignore[no-untyped-def]
+) -> None:
+    # The process before sent the stop by its lane and stored its result, then stopped
+    # before the stream delivered the stop's copy (a change of the shard count). The next
+    # process must not send it again: a stop with two final statuses (found by the chaos
+    # run: "failed: link down" from the one, "executed" from the other).
+    mowers = sim.registrations()
+    mower = mowers[0]
+    settings = settings_for(nats_server.url, mowers)
+    async with running_gateway(settings) as gw:  # its durable exists from here on
+        await wait_connected(gw, len(mowers))
+    stop = command(mower, EmergencyStop(reason="test"))
+    await bus.publish_command(stop, now=datetime.now(UTC))
+    await bus.publish_result(
+        CommandResult(
+            command_id=stop.command_id,
+            mower_id=mower.mower_id,
+            status="failed",
+            reason="link down: test",
+            at=datetime.now(UTC),
+        )
+    )
+    async with running_gateway(settings) as gw:
+        await wait_connected(gw, len(mowers))
+        await sentinel_command(bus, results, mower)
+    assert results.of(stop.command_id) == ["failed"]
+    assert stop.command_id not in sim.fleet.mower(mower.mower_id).frames()

@@ -292,6 +292,26 @@ def test_a_stop_the_fast_path_already_sent_is_not_sent_again_but_answered() -> N
     assert results(c.outcome(stop, "executed", None, T0)) == [(stop.command_id, "executed", None)]
 
 
+def test_a_stop_answered_by_an_earlier_process_sets_the_boundary_only() -> None:
+    # Its stream copy comes to a new process: not sent again, no second result; the
+    # commands published before it are not run after it.
+    c = Controller(REG)
+    running, queued = cmd(), cmd(PauseMow())
+    c.submit(running, 5, T0)
+    c.submit(queued, 6, T0)
+    stop = cmd(EmergencyStop())
+    effects = c.emergency(stop, 8, T0, answered=True)
+    assert sent(effects) == []
+    assert results(effects) == [(queued.command_id, "rejected", PREEMPTED)]
+    behind = cmd(StartMow())
+    assert results(c.submit(behind, 7, T0))[-1] == (behind.command_id, "rejected", PREEMPTED)
+    # A redelivery of the copy changes nothing; a command after the stop runs.
+    assert c.emergency(stop, 8, T0) == []
+    c.outcome(running, "executed", None, T0)
+    after = cmd(StartMow())
+    assert sent(c.submit(after, 9, T0)) == [after.command_id]
+
+
 def test_reasons_are_made_decodable_and_storable_for_every_consumer() -> None:
     c = Controller(REG)
     a = cmd()

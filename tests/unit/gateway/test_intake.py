@@ -345,6 +345,28 @@ async def test_the_stream_copy_of_a_stop_still_reaches_its_controller() -> None:
     assert [(type(m), m.sequence) for m in told] == [(EmergencySubmit, None), (EmergencySubmit, 9)]
 
 
+async def test_a_stop_an_earlier_process_answered_sets_the_boundary_and_is_not_sent_again() -> (
+    None
+):
+    # The process before this one sent the stop by its lane, stored its final result and
+    # stopped before the stream delivered the copy (a change of the shard count). Sending
+    # the copy again gave the stop a second final status (found by the chaos run).
+    it, told, effects, metrics = intake()
+    it._loop = asyncio.get_running_loop()
+    stop = envelope(EmergencyStop(reason="test"))
+    it.held.finals.add(stop.command_id)  # read from the stream at start
+    copy = delivery(stop, sequence=9)
+    await admit(it, copy)
+    assert effects.sent == []
+    assert effects.results == []
+    assert copy.settled == ["ack"]
+    assert [(type(m), m.sequence, m.answered) for m in told] == [(EmergencySubmit, 9, True)]
+    assert metrics.answered_before._value.get() == 1
+    # Its announcement published again is not sent either.
+    it._send_stop(stop, 0.0)
+    assert effects.sent == []
+
+
 async def test_release_holds_queued_redeliveries_of_running_commands_and_gives_back_the_rest() -> (
     None
 ):
