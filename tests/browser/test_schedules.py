@@ -3,8 +3,6 @@ back, park and resume, a site's restrictions (against the stand-in services)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -149,13 +147,11 @@ async def test_a_mowers_week_its_park_and_its_sites_restrictions(browser: Any, s
         ]
         await page.click("#resume-site")
         # The resume re-reads and redraws the schedule (its restriction form included):
-        # wait for it before typing into that form.
-        deadline = time.monotonic() + 10
-        while len(harness.overrides) < 4:
-            assert time.monotonic() < deadline, "the site's resume never arrived"
-            await asyncio.sleep(0.05)
+        # wait for that redraw before typing into the form. The panel is drawn once when
+        # the mower is selected and once after each answered override: this is the fifth.
+        await page.locator('#schedule-panel[data-renders="5"]').wait_for(state="attached")
+        assert len(harness.overrides) == 4
         await page.locator("#schedule-next", has_text="Next start:").wait_for()
-        await asyncio.sleep(0.5)  # its redraw, after the answer
 
         await page.select_option("#restriction-reason", "rain")
         until = (datetime.now() + timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M")  # noqa: DTZ005 - the browser's local time

@@ -64,6 +64,8 @@ function restrictedText(view) {
 function renderSchedule() {
   const panel = schedulePanel();
   const view = schedules.view;
+  // How often the panel was drawn: a redraw replaces its forms (the tests wait for it).
+  panel.dataset.renders = String(Number(panel.dataset.renders || 0) + 1);
   panel.replaceChildren(el("h3", {}, scheduleText("Schedule")));
   if (!view) {
     panel.append(el("p", { id: "schedule-status", class: "muted" }, scheduleText("No schedule")));

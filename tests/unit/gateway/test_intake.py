@@ -345,9 +345,7 @@ async def test_the_stream_copy_of_a_stop_still_reaches_its_controller() -> None:
     assert [(type(m), m.sequence) for m in told] == [(EmergencySubmit, None), (EmergencySubmit, 9)]
 
 
-async def test_a_stop_an_earlier_process_answered_sets_the_boundary_and_is_not_sent_again() -> (
-    None
-):
+async def test_a_stop_an_earlier_process_answered_sets_the_boundary_and_is_not_sent_again() -> None:
     # The process before this one sent the stop by its lane, stored its final result and
     # stopped before the stream delivered the copy (a change of the shard count). Sending
     # the copy again gave the stop a second final status (found by the chaos run).
