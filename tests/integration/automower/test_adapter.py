@@ -7,19 +7,15 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from contracts.v1 import (
-    Command,
-    CommandEnvelope,
     Connection,
     EmergencyStop,
     ManualDrive,
     MowerRegistration,
-    MowerState,
     PauseMow,
     ResumeMow,
     ReturnToDock,
@@ -35,24 +31,10 @@ from mowdeck.gateway.connections.credentials import Credentials
 from mowdeck.gateway.connections.port import LinkDownError
 from simulator.automower.standin import StandInCloud, StandInMower
 from tests.support.eventually import eventually
+from tests.support.links import HOSTS, Recorder, envelope
 
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000acc1")
-HOSTS = DeviceHosts(["127.0.0.1"])
 CLIENT, SECRET = "app-1", "s3cret"
-
-
-class Recorder:
-    """ConnectionEvents that remembers everything."""
-
-    def __init__(self) -> None:
-        self.states: list[MowerState] = []
-        self.links: list[tuple[bool, str | None]] = []
-
-    def on_state(self, state: MowerState) -> None:
-        self.states.append(state)
-
-    def on_link(self, up: bool, reason: str | None) -> None:
-        self.links.append((up, reason))
 
 
 @pytest.fixture
@@ -87,17 +69,6 @@ def registration(vendor_id: str, credentials: str = "husq") -> MowerRegistration
         account_id=ACCOUNT,
         name=vendor_id,
         connection=Connection(kind="automower", options=options),
-    )
-
-
-def envelope(reg: MowerRegistration, command: Command, ttl: float = 30) -> CommandEnvelope:
-    return CommandEnvelope.issue(
-        mower_id=reg.mower_id,
-        account_id=reg.account_id,
-        command=command,
-        issued_by="test",
-        now=datetime.now(UTC),
-        ttl=timedelta(seconds=ttl),
     )
 
 

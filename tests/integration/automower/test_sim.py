@@ -5,54 +5,26 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from contracts.v1 import (
-    Command,
-    CommandEnvelope,
     EmergencyStop,
     MowerRegistration,
-    MowerState,
     PauseMow,
     SetBladeHeight,
     StartMow,
 )
 from mowdeck.devices.automower import AutomowerEndpoints
-from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import ConnectionDeps
 from mowdeck.gateway.connections.automower import AutomowerConnection
 from mowdeck.gateway.connections.credentials import Credentials
 from simulator import BatteryFault, ErrorFault, FleetConfig, SimulatorServer
 from simulator.automower.bridge import AutomowerBridges
 from tests.support.eventually import eventually
-
-HOSTS = DeviceHosts(["127.0.0.1"])
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.states: list[MowerState] = []
-        self.links: list[tuple[bool, str | None]] = []
-
-    def on_state(self, state: MowerState) -> None:
-        self.states.append(state)
-
-    def on_link(self, up: bool, reason: str | None) -> None:
-        self.links.append((up, reason))
-
-
-def issue(reg: MowerRegistration, command: Command) -> CommandEnvelope:
-    return CommandEnvelope.issue(
-        mower_id=reg.mower_id,
-        account_id=reg.account_id,
-        command=command,
-        issued_by="test",
-        now=datetime.now(UTC),
-    )
+from tests.support.links import HOSTS, Recorder, envelope
 
 
 @pytest.fixture
@@ -101,7 +73,7 @@ async def test_virtual_mowers_mow_pause_and_fail_through_the_stand_in_cloud(
         assert rec.states[-1].position.lon == pytest.approx(lon, abs=1e-6)
 
         await server.inject(reg.mower_id, BatteryFault(level=100))
-        assert (await conn.send(issue(reg, StartMow()), timeout=5)).status == "executed"
+        assert (await conn.send(envelope(reg, StartMow()), timeout=5)).status == "executed"
         await eventually(lambda: mower.body.activity == "mowing", 10)
         await eventually(lambda: rec.states[-1].activity == "mowing", 5)
         moved = len({(s.position.lat, s.position.lon) for s in rec.states if s.position})
@@ -112,16 +84,16 @@ async def test_virtual_mowers_mow_pause_and_fail_through_the_stand_in_cloud(
             ),
             10,
         )
-        assert (await conn.send(issue(reg, PauseMow()), timeout=5)).status == "executed"
+        assert (await conn.send(envelope(reg, PauseMow()), timeout=5)).status == "executed"
         assert mower.body.activity == "paused"
-        height = await conn.send(issue(reg, SetBladeHeight(height_mm=50)), timeout=5)
+        height = await conn.send(envelope(reg, SetBladeHeight(height_mm=50)), timeout=5)
         assert height.status == "executed"
         assert mower.body.blade_height_mm == 50
 
         await server.inject(reg.mower_id, ErrorFault(code="lifted"))
         await eventually(lambda: rec.states[-1].activity == "error", 5)
         assert rec.states[-1].error_code == "automower.71"
-        stop = await conn.send(issue(reg, EmergencyStop()), timeout=5)
+        stop = await conn.send(envelope(reg, EmergencyStop()), timeout=5)
         assert stop.status == "executed"
     finally:
         await conn.close()
@@ -136,7 +108,7 @@ async def test_a_work_area_start_on_a_simulated_mower_is_rejected_with_a_reason(
     await conn.open()
     try:
         await eventually(lambda: conn.connected, 10)
-        found = await conn.send(issue(reg, StartMow(work_area="Front lawn")), timeout=5)
+        found = await conn.send(envelope(reg, StartMow(work_area="Front lawn")), timeout=5)
         assert found.status == "rejected"
         assert "has no work areas" in (found.reason or "")
     finally:

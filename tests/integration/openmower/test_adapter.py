@@ -6,20 +6,16 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contracts.v1 import (
-    Command,
-    CommandEnvelope,
     Connection,
     EmergencyStop,
     ManualDrive,
     MowerRegistration,
-    MowerState,
     PauseMow,
     ResumeMow,
     ReturnToDock,
@@ -37,25 +33,11 @@ from mowdeck.gateway.connections.credentials import Credentials
 from mowdeck.gateway.connections.openmower import OpenMowerConnection
 from simulator.openmower import ACTION_PAUSE, ACTION_START, StandInOpenMower
 from tests.support.eventually import eventually
+from tests.support.links import HOSTS, Recorder, envelope
 from tests.support.mosquitto import Mosquitto, running_mosquitto
 
-HOSTS = DeviceHosts(["127.0.0.1"])
 ACCOUNT = uuid.UUID("00000000-0000-4000-8000-00000000acc1")
 DATUM = {"lat": 48.1, "lon": 11.5}
-
-
-class Recorder:
-    """ConnectionEvents that remembers everything."""
-
-    def __init__(self) -> None:
-        self.states: list[MowerState] = []
-        self.links: list[tuple[bool, str | None]] = []
-
-    def on_state(self, state: MowerState) -> None:
-        self.states.append(state)
-
-    def on_link(self, up: bool, reason: str | None) -> None:
-        self.links.append((up, reason))
 
 
 def registration(broker: Mosquitto, **options: Any) -> MowerRegistration:
@@ -65,17 +47,6 @@ def registration(broker: Mosquitto, **options: Any) -> MowerRegistration:
         account_id=ACCOUNT,
         name="om1",
         connection=Connection(kind="openmower", options=values),
-    )
-
-
-def envelope(reg: MowerRegistration, command: Command, ttl: float = 30) -> CommandEnvelope:
-    return CommandEnvelope.issue(
-        mower_id=reg.mower_id,
-        account_id=reg.account_id,
-        command=command,
-        issued_by="test",
-        now=datetime.now(UTC),
-        ttl=timedelta(seconds=ttl),
     )
 
 

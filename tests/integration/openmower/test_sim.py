@@ -6,13 +6,12 @@ import asyncio
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from contracts.v1 import CommandEnvelope, MowerRegistration, MowerState, PauseMow, StartMow
+from contracts.v1 import MowerRegistration, PauseMow, StartMow
 from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import ConnectionDeps
 from mowdeck.gateway.connections.openmower import OpenMowerConnection
@@ -20,29 +19,8 @@ from simulator import BatteryFault, FleetConfig, SilenceFault, SimulatorServer
 from simulator.openmower.bridge import OpenMowerBridges
 from tests.integration.simulator.test_sim_api import sim_cli
 from tests.support.eventually import eventually
+from tests.support.links import Recorder, envelope
 from tests.support.mosquitto import Mosquitto
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.states: list[MowerState] = []
-        self.links: list[tuple[bool, str | None]] = []
-
-    def on_state(self, state: MowerState) -> None:
-        self.states.append(state)
-
-    def on_link(self, up: bool, reason: str | None) -> None:
-        self.links.append((up, reason))
-
-
-def issue(reg: MowerRegistration, command: StartMow | PauseMow) -> CommandEnvelope:
-    return CommandEnvelope.issue(
-        mower_id=reg.mower_id,
-        account_id=reg.account_id,
-        command=command,
-        issued_by="test",
-        now=datetime.now(UTC),
-    )
 
 
 @pytest.fixture
@@ -85,11 +63,11 @@ async def test_virtual_mowers_mow_pause_and_go_silent_over_openmower(
         assert rec.states[-1].position.lon == pytest.approx(lon, abs=1e-6)
 
         await server.inject(reg.mower_id, BatteryFault(level=100))  # leaves the dock at once
-        assert (await conn.send(issue(reg, StartMow()), timeout=5)).status == "executed"
+        assert (await conn.send(envelope(reg, StartMow()), timeout=5)).status == "executed"
         await eventually(lambda: mower.body.activity == "mowing", 10)
         await eventually(lambda: conn.actions is not None and conn.actions.get(
             "mower_logic:mowing/pause"), 5)  # fmt: skip
-        assert (await conn.send(issue(reg, PauseMow()), timeout=5)).status == "executed"
+        assert (await conn.send(envelope(reg, PauseMow()), timeout=5)).status == "executed"
         assert mower.body.activity == "paused"
 
         await server.inject(reg.mower_id, SilenceFault(seconds=30))

@@ -6,14 +6,11 @@ import asyncio
 import gc
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 import msgspec
 import pytest
 
 from contracts.v1 import (
-    Command,
-    CommandEnvelope,
     Connection,
     EmergencyStop,
     MowerRegistration,
@@ -21,7 +18,6 @@ from contracts.v1 import (
     PauseMow,
     StartMow,
 )
-from mowdeck.devices.endpoints import DeviceHosts
 from mowdeck.gateway.connections import (
     CommandTimeoutError,
     ConnectionAdapters,
@@ -32,33 +28,7 @@ from mowdeck.gateway.connections import (
 from mowdeck.gateway.connections.simulator import SimulatorConnection
 from simulator import BatteryFault, LatencyFault, LinkLossFault, SimulatorServer
 from tests.support.eventually import eventually
-
-# The test simulators listen on 127.0.0.1, any port.
-HOSTS = DeviceHosts(["127.0.0.1"])
-
-
-class Recorder:
-    """ConnectionEvents that remembers everything."""
-
-    def __init__(self) -> None:
-        self.states: list[MowerState] = []
-        self.links: list[tuple[bool, str | None]] = []
-
-    def on_state(self, state: MowerState) -> None:
-        self.states.append(state)
-
-    def on_link(self, up: bool, reason: str | None) -> None:
-        self.links.append((up, reason))
-
-
-def envelope(reg: MowerRegistration, command: Command) -> CommandEnvelope:
-    return CommandEnvelope.issue(
-        mower_id=reg.mower_id,
-        account_id=reg.account_id,
-        command=command,
-        issued_by="test",
-        now=datetime.now(UTC),
-    )
+from tests.support.links import HOSTS, Recorder, envelope
 
 
 @pytest.fixture
