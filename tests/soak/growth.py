@@ -64,6 +64,8 @@ def series(samples: Iterable[Mapping[str, Any]]) -> dict[str, list[float]]:
     for s in samples:
         put("demo.tasks", s["tasks"])
         put("demo.python_threads", s["python_threads"])
+        for key, value in s.get("heap", {}).items():
+            put(f"demo.heap.{key}", value)
         for proc, values in s["processes"].items():
             for key in ("rss_mb", "open_files", "threads", "processes", "cpu_s"):
                 put(f"{proc}.{key}", values[key])

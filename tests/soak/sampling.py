@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +15,7 @@ import asyncpg
 
 from tests.soak.procs import ProcSample, descendants, sample
 
-__all__ = ["TABLES", "postmaster", "processes", "streams"]
+__all__ = ["TABLES", "heap", "postmaster", "processes", "streams"]
 
 TABLES = """
 select relname, n_live_tup, pg_total_relation_size(relid)
@@ -51,3 +55,38 @@ def processes(pid: int, postmaster: int) -> dict[str, dict[str, Any]]:
 async def postmaster(pool: asyncpg.Pool) -> int:
     data = await pool.fetchval("select setting from pg_settings where name = 'data_directory'")
     return int((Path(data) / "postmaster.pid").read_text().split()[0])
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+            "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _mallinfo2() -> _MallInfo2 | None:
+    name = ctypes.util.find_library("c")
+    try:
+        fn = ctypes.CDLL(name).mallinfo2
+    except (OSError, AttributeError):
+        return None  # not glibc 2.33 or later
+    fn.restype = _MallInfo2
+    info: _MallInfo2 = fn()
+    return info
+
+
+def heap() -> dict[str, float]:
+    """Where this process's memory is: Python's small-object blocks, what the C allocator
+    holds in use and free (a leak of a C extension, or fragmentation), and, while
+    ``tracemalloc`` runs, what Python allocations it traces."""
+    out: dict[str, float] = {"py_blocks": sys.getallocatedblocks()}
+    info = _mallinfo2()
+    if info is not None:
+        out["malloc_used_mb"] = round((info.uordblks + info.hblkhd) / 1e6, 2)
+        out["malloc_free_mb"] = round(info.fordblks / 1e6, 2)
+    if tracemalloc.is_tracing():
+        out["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / 1e6, 2)
+    return out

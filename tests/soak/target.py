@@ -30,7 +30,7 @@ from mowdeck.demo.running import Demo, running_demo
 from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.logging import configure_logging
 from simulator import BatteryFault, Fault, LinkLossFault, SimulatorServer, StuckFault
-from tests.soak.sampling import TABLES, postmaster, processes, streams
+from tests.soak.sampling import TABLES, heap, postmaster, processes, streams
 from tests.soak.tracing import MemoryTrace
 
 MOVING = frozenset({"leaving", "mowing", "returning", "manual"})
@@ -92,6 +92,7 @@ async def _sampler(demo: Demo, pool: asyncpg.Pool, path: Path, interval: float) 
                     "t": round(time.monotonic() - start, 1),
                     "tasks": len(asyncio.all_tasks()),
                     "python_threads": threading.active_count(),
+                    "heap": heap(),
                     "processes": processes(pid, postmaster_pid),
                     "streams": await streams(http, demo.nats.monitor_url if demo.nats else None),
                     "tables": tables,

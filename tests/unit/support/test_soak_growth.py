@@ -52,3 +52,12 @@ def test_too_few_samples_after_the_warm_up_is_an_error() -> None:
     samples = [_sample(t, files=10, tasks=10, history=1) for t in range(8)]
     with pytest.raises(ValueError, match="samples after the warm-up"):
         growths(samples, warmup_s=4)
+
+
+def test_the_heap_s_measures_are_reported_and_a_growing_c_heap_is_unbounded() -> None:
+    samples = [_sample(t, files=2000, tasks=3000, history=100) for t in range(20)]
+    for s in samples:
+        s["heap"] = {"py_blocks": 500_000, "malloc_used_mb": 50.0 + 2 * s["t"]}
+    found = growths(samples, warmup_s=5)
+    assert found["demo.heap.py_blocks"].percent == 0
+    assert [g.name for g in unbounded(found)] == ["demo.heap.malloc_used_mb"]
