@@ -14,6 +14,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("action", nargs="?", choices=["plan", "measure", "check"], default="plan")
     p.add_argument("--mowers", type=int, action="append", help="fleet size (repeatable)")
     p.add_argument("--quick", action="store_true", help="measure: small samples")
+    p.add_argument(
+        "--services", action="store_true", help="measure: Realtime's and Fleet's costs alone"
+    )
     p.add_argument("--mowing-share", type=float, default=Workload.mowing_share)
     p.add_argument("--commands-per-day", type=float, default=Workload.commands_per_mower_day)
     p.add_argument(
@@ -26,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     """Plan, measure or check."""
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args.action == "measure":
-        return measure.main(args.quick)
+        return measure.main(args.quick, only_services=args.services)
     if args.action == "check":
         return check.main()
     workload = Workload(

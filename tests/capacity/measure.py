@@ -29,14 +29,6 @@ COSTS = Path(__file__).with_name("costs.json")
 
 # Not re-measured by this command, with where each figure comes from.
 DOCUMENTED = {
-    "realtime_cpu_us_per_delivered_event": {
-        "value": 28.2,
-        "source": "docs/performance.md, realtime, 2026-12-04: cpu_ms_per_1000=28.2",
-    },
-    "fleet_cpu_us_per_command": {
-        "value": 400.0,
-        "source": "docs/performance.md, fleet: about 0.4 ms of CPU per command",
-    },
     "fleet_list_us_per_registration": {
         "value": 12.5,
         "source": "docs/performance.md, slow_queries: registrations_10k_max_ms=124.6",
@@ -44,13 +36,37 @@ DOCUMENTED = {
 }
 
 
-def _bench(module: str, *args: str) -> dict[str, float]:
-    """Run a benchmark and return the numbers of its RESULT line."""
-    out = subprocess.run(
+def _output(module: str, *args: str) -> str:
+    """What a benchmark printed."""
+    return subprocess.run(
         [sys.executable, "-m", module, *args], capture_output=True, text=True, check=True
     ).stdout
-    line = next(x for x in reversed(out.splitlines()) if x.startswith("RESULT"))
+
+
+def _numbers(line: str) -> dict[str, float]:
     return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.]+)", line)}
+
+
+def _bench(module: str, *args: str) -> dict[str, float]:
+    """Run a benchmark and return the numbers of its RESULT line."""
+    out = _output(module, *args)
+    return _numbers(next(x for x in reversed(out.splitlines()) if x.startswith("RESULT")))
+
+
+def _realtime(quick: bool) -> dict[str, Any]:
+    """Realtime's CPU per event delivered to a client (its process alone)."""
+    run = _bench("tests.bench.realtime", *(["--smoke"] if quick else []))
+    return {"cpu_us_per_delivered_event": run["cpu_ms_per_1000"], "run": run}
+
+
+def _fleet(quick: bool) -> dict[str, Any]:
+    """Fleet's CPU per command accepted (``POST .../commands``, its process alone)."""
+    out = _output("tests.bench.fleet", *(["--smoke"] if quick else ["--duration", "20"]))
+    lines = out.splitlines()
+    run = _numbers(next(x for x in reversed(lines) if x.startswith("RESULT")))
+    cpu = next(x for x in lines if x.startswith("CPU while measuring"))
+    run.update(_numbers(cpu.split(":", 1)[1]))
+    return {"cpu_us_per_command": run["fleet"] / run["requests_per_s"] * 1e6, "run": run}
 
 
 def _machine() -> dict[str, Any]:
@@ -113,6 +129,7 @@ async def measure(quick: bool = False) -> dict[str, Any]:
                         "--rounds", "1" if quick else "3")  # fmt: skip
     pg = await measure_postgres(seconds=30.0 if quick else 150.0)
     return {
+        **measure_services(quick),
         "measured_at": datetime.now(UTC).isoformat(timespec="minutes"),
         "machine": _machine(),
         "command": "python -m tests.capacity measure" + (" --quick" if quick else ""),
@@ -129,9 +146,18 @@ async def measure(quick: bool = False) -> dict[str, Any]:
     }
 
 
-def main(quick: bool, out: Path = COSTS) -> int:
-    """Measure and write the costs."""
-    costs = asyncio.run(measure(quick))
+def measure_services(quick: bool = False) -> dict[str, Any]:
+    """Realtime's and Fleet's costs, each from its benchmark (about 2 minutes)."""
+    return {"realtime": _realtime(quick), "fleet": _fleet(quick)}
+
+
+def main(quick: bool, out: Path = COSTS, *, only_services: bool = False) -> int:
+    """Measure and write the costs; ``only_services``: Realtime's and Fleet's alone,
+    into the costs written before."""
+    if only_services:
+        costs = {**json.loads(out.read_text()), **measure_services(quick)}
+    else:
+        costs = asyncio.run(measure(quick))
     out.write_text(json.dumps(costs, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}")
     return 0

@@ -124,7 +124,6 @@ def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = N
     lim = lim or Limits()
     r = rates(mowers, w)
     gw, nats = costs["gateway"], costs["nats"]
-    doc = {k: v["value"] for k, v in costs["documented"].items()}
     us = 1e-6
     telemetry_us = costs["telemetry"]["cpu_us_per_state"]
     cores = {
@@ -132,9 +131,9 @@ def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = N
                     + r.commands_per_s * gw["cpu_us_per_command"]) * us,
         "telemetry": (r.states_per_s + r.results_per_s) * telemetry_us * us,
         "notifications": r.states_per_s * costs["notifications"]["cpu_us_per_state"] * us,
-        "realtime": (r.realtime_events_per_s * doc["realtime_cpu_us_per_delivered_event"]
+        "realtime": (r.realtime_events_per_s * costs["realtime"]["cpu_us_per_delivered_event"]
                      + r.states_per_s * costs["notifications"]["delivery_cpu_us"]) * us,
-        "fleet": r.commands_per_s * doc["fleet_cpu_us_per_command"] * us,
+        "fleet": r.commands_per_s * costs["fleet"]["cpu_us_per_command"] * us,
     }  # fmt: skip
     stored = r.states_per_s + r.commands_per_s + r.results_per_s
     delivered = r.states_per_s * w.state_consumers + r.commands_per_s + r.results_per_s * 3
