@@ -38,6 +38,7 @@ from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
 from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
+from mowdeck.kit.allocator import tune_allocator
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
@@ -154,6 +155,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
     async with contextlib.AsyncExitStack() as stack:
         # The demo's own lines say so; each service binds its own name over it.
         stack.enter_context(bound(service="demo"))
+        # The demo is one long-running process: its allocator as a service's (kit/allocator.py).
+        if os.environ.get("MOWDECK_MALLOC_TUNING", "1").lower() not in ("0", "false", "no"):
+            tune_allocator()
         # Each server's removal is registered before its start: a start that fails or is
         # interrupted half way still leaves no process and no temp folder behind.
         nats_url = os.environ.get("MOWDECK_NATS_URL")

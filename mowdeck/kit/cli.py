@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from mowdeck.authz import AuthzSettings
+from mowdeck.kit.allocator import tune_allocator
 from mowdeck.kit.lifecycle import Service, run_services
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
@@ -41,6 +42,8 @@ async def run_service(
     as the service will be. ``shutdown_timeout`` defaults to the settings'.
     """
     configure_logging(settings.log_level, settings.log_format)
+    if settings.malloc_tuning:
+        tune_allocator()  # this process's allocator (kit/allocator.py)
     if migrations:
         await migrate(settings.database_url, discover(sql_root(), list(migrations)))
     service = build()

@@ -79,6 +79,9 @@ class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     log_level: typing.Literal["debug", "info", "warning", "error"] = "info"
     log_format: typing.Literal["auto", "json", "console"] = "auto"
     shutdown_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    # Large buffers outside the C allocator's heap, two arenas (kit/allocator.py); off:
+    # glibc's defaults, or the MALLOC_* variables an operator sets.
+    malloc_tuning: bool = True
 
 
 def env_name(field: str) -> str:

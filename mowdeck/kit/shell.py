@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 
 import structlog
 from aiohttp import web
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from mowdeck.kit.compose import Base, Given, Needs, Step, open_base, start_steps
 from mowdeck.kit.garbage_collector import GcPauses
@@ -51,6 +51,9 @@ class ServiceShell(Generic[S, P]):
         self.readiness = Readiness()
         self._resources = Resources()
         self.gc_pauses = GcPauses(self.metrics_registry)
+        # The process's resident memory, CPU and open files (process_*), for its pod's
+        # dashboards and for a climb in memory (docs/operations.md, "Memory").
+        ProcessCollector(registry=self.metrics_registry)
         self._http: HttpServer | None = None
         self._parts: P | None = None
         self._started: set[str] = set()  # the names of the steps started

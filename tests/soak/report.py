@@ -28,6 +28,7 @@ RETAINED: dict[str, str] = {
     "notification_deliveries": "finished deliveries pruned after 7 days",
     "notification_pending": "deliveries waiting (each ends delivered or given up)",
     "notification_alarms": "MOWDECK_NOTIFICATIONS_ALARM_RETENTION_DAYS (90, cleared)",
+    "notification_alarm_audit": "MOWDECK_NOTIFICATIONS_ALARM_AUDIT_RETENTION_DAYS (400)",
 }
 
 

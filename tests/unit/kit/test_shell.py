@@ -184,3 +184,9 @@ async def test_what_the_start_creates_and_what_the_stop_runs_log_as_the_service(
     assert await service.task == {"service": "remembers"}
     await service.stop()
     assert service.at_stop == [{"service": "remembers"}]
+
+
+def test_a_service_reports_its_process() -> None:
+    registry = Parts([], then="return").metrics_registry
+    assert registry.get_sample_value("process_resident_memory_bytes")
+    assert registry.get_sample_value("process_open_fds")
