@@ -13,22 +13,12 @@ import msgspec
 from contracts.v1 import COMMAND_KINDS
 from mowdeck.fleet.errors import BadQueryError
 from mowdeck.fleet.ports import AuditEntry, AuditQuery
-from mowdeck.kit.times import TimeRefusal, check_time, parse_time
+from mowdeck.kit.times import TimeRefusal, check_time, query_range
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "audit_query", "cursor_of"]
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-
-
-def _time(params: Mapping[str, str], name: str, now: datetime) -> datetime | None:
-    raw = params.get(name)
-    if raw is None:  # an empty one is no time: a 400 naming it
-        return None
-    try:
-        return check_time(name, parse_time(name, raw), now)
-    except TimeRefusal as err:
-        raise BadQueryError(name, err.detail, out_of_range=err.out_of_range) from None
 
 
 def _limit(raw: str | None) -> int:
@@ -79,10 +69,10 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: dateti
     kind = params.get("kind")
     if kind is not None and kind not in COMMAND_KINDS:
         raise BadQueryError("kind", f"`kind` must be one of {', '.join(COMMAND_KINDS)}")
-    since, until = _time(params, "from", now), _time(params, "to", now)
-    if since is not None and until is not None and until <= since:
-        # Each is a well-formed time: the pair is what is refused, a 422 as Telemetry's.
-        raise BadQueryError("to", "`to` must be after `from`", out_of_range=True)
+    try:
+        since, until = query_range(params, now)
+    except TimeRefusal as err:
+        raise BadQueryError(err.field, err.detail, out_of_range=err.out_of_range) from None
     return AuditQuery(
         account_id=account_id,
         mower_id=mower,

@@ -9,9 +9,10 @@ any query.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["EARLIEST", "FUTURE_ALLOWANCE", "TimeRefusal", "check_time", "parse_time"]
+__all__ = ["EARLIEST", "FUTURE_ALLOWANCE", "TimeRefusal", "check_time", "parse_time", "query_range"]
 
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 """The earliest time a query may name: the origin of the history's bins; nothing Mowdeck
@@ -25,10 +26,11 @@ class TimeRefusal(ValueError):
     """Why a query's time is refused; ``out_of_range`` tells a malformed time from one
     outside ``EARLIEST`` .. now + ``FUTURE_ALLOWANCE``."""
 
-    def __init__(self, detail: str, *, out_of_range: bool) -> None:
+    def __init__(self, detail: str, *, out_of_range: bool, field: str = "") -> None:
         super().__init__(detail)
         self.detail = detail
         self.out_of_range = out_of_range
+        self.field = field  # the query parameter refused, where one is (``query_range``)
 
 
 def parse_time(name: str, text: str) -> datetime:
@@ -67,3 +69,22 @@ def _range_detail(name: str) -> str:
         f"`{name}` must lie between 2000-01-01T00:00:00Z and one year from now"
         f" ({FUTURE_ALLOWANCE.days} days)"
     )
+
+
+def query_range(
+    params: Mapping[str, str], now: datetime, *, since: str = "from", until: str = "to"
+) -> tuple[datetime | None, datetime | None]:
+    """A query's optional ``from`` and ``to``: each a time a query may name, ``to`` after
+    ``from``; else a ``TimeRefusal`` whose ``field`` names the parameter (the pair is
+    refused as out of range: each of its times is well formed)."""
+    times: list[datetime | None] = []
+    for name in (since, until):
+        raw = params.get(name)
+        try:
+            times.append(None if raw is None else check_time(name, parse_time(name, raw), now))
+        except TimeRefusal as err:
+            raise TimeRefusal(err.detail, out_of_range=err.out_of_range, field=name) from None
+    first, last = times
+    if first is not None and last is not None and last <= first:
+        raise TimeRefusal(f"`{until}` must be after `{since}`", out_of_range=True, field=until)
+    return first, last

@@ -18,7 +18,7 @@ import msgspec
 
 from mowdeck.kit.http import Problem
 from mowdeck.kit.paging import page_params, read_cursor
-from mowdeck.kit.times import TimeRefusal, check_time, parse_time
+from mowdeck.kit.times import TimeRefusal, query_range
 from mowdeck.notifications.rules.kinds import Kind, Severity
 
 __all__ = [
@@ -104,16 +104,6 @@ def _bad(name: str, detail: str, status: int = 400) -> Problem:
     return Problem(status, title, detail, type_="bad-query", extra={"field": name})
 
 
-def _time(params: Mapping[str, str], name: str, now: datetime) -> datetime | None:
-    raw = params.get(name)
-    if raw is None:
-        return None
-    try:
-        return check_time(name, parse_time(name, raw), now)
-    except TimeRefusal as err:
-        raise _bad(name, err.detail, 422 if err.out_of_range else 400) from None
-
-
 def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: datetime) -> AuditQuery:
     """The query of ``?mower=&change=&from=&to=&limit=&after=`` in ``account_id``."""
     mower: uuid.UUID | None = None
@@ -125,9 +115,10 @@ def audit_query(params: Mapping[str, str], account_id: uuid.UUID, *, now: dateti
     change = params.get("change")
     if change is not None and change not in AUDIT_CHANGES:
         raise _bad("change", f"`change` must be one of {', '.join(AUDIT_CHANGES)}")
-    since, until = _time(params, "from", now), _time(params, "to", now)
-    if since is not None and until is not None and until <= since:
-        raise _bad("to", "`to` must be after `from`", 422)
+    try:
+        since, until = query_range(params, now)
+    except TimeRefusal as err:
+        raise _bad(err.field, err.detail, 422 if err.out_of_range else 400) from None
     page = page_params(params, default=DEFAULT_LIMIT, maximum=MAX_LIMIT)
     before = None if page.after is None else read_cursor(page.after, int)
     return AuditQuery(

@@ -6,7 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mowdeck.kit.times import EARLIEST, FUTURE_ALLOWANCE, TimeRefusal, check_time, parse_time
+from mowdeck.kit.times import (
+    EARLIEST,
+    FUTURE_ALLOWANCE,
+    TimeRefusal,
+    check_time,
+    parse_time,
+    query_range,
+)
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 
@@ -64,3 +71,21 @@ def test_range(value: datetime, ok: bool) -> None:
             check_time("to", value, NOW)
         assert refused.value.out_of_range
         assert "`to`" in refused.value.detail
+
+
+def test_a_query_range_names_the_parameter_it_refuses() -> None:
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    assert query_range({}, now) == (None, None)
+    assert query_range({"from": "2026-05-01T00:00:00Z"}, now) == (
+        datetime(2026, 5, 1, tzinfo=UTC),
+        None,
+    )
+    with pytest.raises(TimeRefusal) as bad:
+        query_range({"from": "2026-05-01T00:00:00Z", "to": "yesterday"}, now)
+    assert (bad.value.field, bad.value.out_of_range) == ("to", False)
+    with pytest.raises(TimeRefusal) as early:
+        query_range({"from": "1999-01-01T00:00:00Z"}, now)
+    assert (early.value.field, early.value.out_of_range) == ("from", True)
+    with pytest.raises(TimeRefusal) as pair:
+        query_range({"from": "2026-05-02T00:00:00Z", "to": "2026-05-01T00:00:00Z"}, now)
+    assert (pair.value.field, pair.value.detail) == ("to", "`to` must be after `from`")
