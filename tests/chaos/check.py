@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -141,12 +141,16 @@ def check_commands(
     for rec in accepted:
         _one(f, rec, trail.get(str(rec.command_id)), sent, faults)
     for cid in unanswered:
-        statuses = {s["status"] for s in trail[cid]["statuses"]} & FINAL
-        if len(statuses) != 1:
-            f.case(
-                "lost" if not statuses else "doubled",
-                f"{cid} (answer lost to the caller) {statuses}",
-            )
+        statuses = [s for s in trail[cid]["statuses"] if s["status"] in FINAL]
+        finals = {s["status"] for s in statuses}
+        said = {s["status"] for s in statuses if s.get("source") != "fleet"}
+        if not finals:
+            f.case("lost", f"{cid} (answer lost to the caller)")
+        elif len(said) > 1:
+            f.case("doubled", f"{cid} (answer lost to the caller) {sorted(finals)}")
+        elif len(finals) > 1:  # Fleet's "outcome unknown", then the gateway's answer
+            f.add("late_results")
+            f.allowed["late result after Fleet's outcome unknown"] += 1
     f.add("sent_twice", sum(1 for n in sent.values() if n > 1))
 
 
@@ -280,11 +284,19 @@ def check_notifications(
         where = f"{ind.expects} mower {ind.mower} induced at {ind.t:.1f}s"
         if not items:
             f.case("missing_notifications", where)
-        elif len(items) > 1:
-            f.case("duplicate_notifications", f"{where}: {[i['dedupe_key'] for i in items]}")
-        for i in items:
-            if not delivered.get((user, i["dedupe_key"])):
-                f.case("undelivered_notifications", f"{where}: {i['dedupe_key']}")
+        # A duplicate is a second item or a second delivery of one occurrence (its
+        # dedupe key). Another occurrence while the fault lasts (the mower seen stuck
+        # again after it was offline, past the kind's cooldown) is a new notification.
+        keys = Counter(i["dedupe_key"] for i in items)
+        for key, count in keys.items():
+            sends = delivered.get((user, key), 0)
+            if count > 1 or sends > 1:
+                f.case("duplicate_notifications", f"{where}: {key} x{count}, sent {sends}")
+            elif not sends:
+                f.case("undelivered_notifications", f"{where}: {key}")
+        if len(keys) > 1:
+            f.add("repeat_occurrences", len(keys) - 1)
+            f.allowed["another occurrence of a lasting fault"] += len(keys) - 1
 
 
 def check_realtime(f: Findings, clients: list[SseClient], results: list[Any]) -> None:

@@ -41,6 +41,9 @@ SHORT = {
     "MOWDECK_FLEET_RETRY_MAX_SECONDS": "2",
     "MOWDECK_LOG_LEVEL": "warning",
     "MOWDECK_NOTIFICATIONS_CHANNELS": '["log"]',
+    # The checker reads every inbox item of the run: its user must keep them all (the
+    # 200 of the default keep a 20-minute run's last few minutes only).
+    "MOWDECK_NOTIFICATIONS_INBOX_LIMIT": "100000",
 }
 REPLICAS = {"fleet": "fleet-b", "telemetry": "telemetry-b", "notifications": "notifications-b"}
 SERVICES = [

@@ -6,8 +6,8 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.chaos.check import Findings, check_commands, check_states
-from tests.chaos.driver import Driver, Issued
+from tests.chaos.check import Findings, check_commands, check_notifications, check_states
+from tests.chaos.driver import Driver, Induced, Issued
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 MOWER = "00000000-0000-4000-8000-000000000001"
@@ -73,3 +73,40 @@ def test_a_change_recorded_with_a_later_state_is_late_and_one_never_recorded_is_
     assert f.counts["states_recorded_late"] == 1
     assert f.counts["states_lost"] == 1
     assert f.listed == [f"states_lost: mower {MOWER} observed {times[3].isoformat()}"]
+
+
+def test_a_command_whose_answer_the_caller_lost_is_told_apart_the_same_way() -> None:
+    # Fleet stored it, the caller never heard (a Fleet replica killed mid-answer).
+    trail = {
+        "late": {"statuses": [_status("failed", "fleet"), _status("executed")]},
+        "two": {"statuses": [_status("executed"), _status("failed")]},
+        "lost": {"statuses": [_status("accepted")]},
+    }
+    f = Findings()
+    check_commands(f, _driver(), trail, {}, [])
+    assert (f.counts["late_results"], f.counts["doubled"], f.counts["lost"]) == (1, 1, 1)
+
+
+def _item(key: str, at: datetime) -> dict[str, Any]:
+    return {"user_id": "u", "mower_id": MOWER, "kind": "mower_stuck", "occurred_at": at,
+            "dedupe_key": key}  # fmt: skip
+
+
+def _sent(key: str) -> dict[str, Any]:
+    return {"user_id": "u", "dedupe_key": key, "state": "sent"}
+
+
+def test_a_duplicate_is_one_occurrence_twice_and_another_occurrence_is_not() -> None:
+    d = _driver()
+    d.induced.append(Induced(1.0, MOWER, {"kind": "error"}, "mower_stuck", T0))
+    later = T0 + timedelta(minutes=9)
+    f = Findings()
+    inbox = [_item("a", T0), _item("b", later)]
+    check_notifications(f, d, "u", inbox, [_sent("a"), _sent("b")])
+    assert (f.counts["duplicate_notifications"], f.counts["repeat_occurrences"]) == (0, 1)
+    f = Findings()
+    check_notifications(f, d, "u", [_item("a", T0)], [_sent("a"), _sent("a")])
+    assert f.counts["duplicate_notifications"] == 1
+    f = Findings()
+    check_notifications(f, d, "u", [], [])
+    assert f.counts["missing_notifications"] == 1
