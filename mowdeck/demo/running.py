@@ -156,7 +156,7 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         # The demo's own lines say so; each service binds its own name over it.
         stack.enter_context(bound(service="demo"))
         # The demo is one long-running process: its allocator as a service's (kit/allocator.py).
-        if os.environ.get("MOWDECK_MALLOC_TUNING", "1").lower() not in ("0", "false", "no"):
+        if load_settings(BaseSettings).malloc_tuning:
             tune_allocator()
         # Each server's removal is registered before its start: a start that fails or is
         # interrupted half way still leaves no process and no temp folder behind.

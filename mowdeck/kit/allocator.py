@@ -22,11 +22,18 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
 
 import structlog
 
-__all__ = ["ARENAS", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES", "tune_allocator"]
+__all__ = [
+    "ARENAS",
+    "MMAP_THRESHOLD_BYTES",
+    "TRIM_THRESHOLD_BYTES",
+    "malloc_usage",
+    "tune_allocator",
+]
 
 log = structlog.get_logger("mowdeck.allocator")
 
@@ -38,22 +45,46 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 OPERATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX")
 
 
-def _mallopt() -> Callable[[int, int], int] | None:
+def _libc(name: str) -> Any:
+    """glibc's function ``name``, or None (another C library, or an older glibc)."""
     try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c")), name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
 
 
-mallopt = _mallopt()
+mallopt = _libc("mallopt")
+if mallopt is not None:
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
 
 
-def tune_allocator(environ: dict[str, str] | None = None) -> bool:
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+            "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+_mallinfo2 = _libc("mallinfo2")  # glibc 2.33 or later
+if _mallinfo2 is not None:
+    _mallinfo2.restype = _MallInfo2
+
+
+def malloc_usage() -> tuple[int, int] | None:
+    """Bytes glibc's allocator holds in use (its mappings included) and free inside its
+    heap; None where it cannot tell."""
+    if _mallinfo2 is None:
+        return None
+    info = _mallinfo2()
+    return info.uordblks + info.hblkhd, info.fordblks
+
+
+def tune_allocator(environ: Mapping[str, str] = os.environ) -> bool:
     """Set glibc's thresholds and arenas for this process; True when they were set."""
-    environ = dict(os.environ) if environ is None else environ
     chosen = [name for name in OPERATOR_VARIABLES if environ.get(name)]
     if chosen:
         log.info("allocator left as configured", variables=chosen)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import sys
 import tracemalloc
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 
+from mowdeck.kit.allocator import malloc_usage
 from tests.soak.procs import ProcSample, descendants, sample
 
 __all__ = ["TABLES", "heap", "postmaster", "processes", "streams"]
@@ -57,36 +56,15 @@ async def postmaster(pool: asyncpg.Pool) -> int:
     return int((Path(data) / "postmaster.pid").read_text().split()[0])
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-            "fsmblks", "uordblks", "fordblks", "keepcost",
-        )
-    ]  # fmt: skip
-
-
-def _mallinfo2() -> _MallInfo2 | None:
-    name = ctypes.util.find_library("c")
-    try:
-        fn = ctypes.CDLL(name).mallinfo2
-    except (OSError, AttributeError):
-        return None  # not glibc 2.33 or later
-    fn.restype = _MallInfo2
-    info: _MallInfo2 = fn()
-    return info
-
-
 def heap() -> dict[str, float]:
     """Where this process's memory is: Python's small-object blocks, what the C allocator
     holds in use and free (a leak of a C extension, or fragmentation), and, while
     ``tracemalloc`` runs, what Python allocations it traces."""
     out: dict[str, float] = {"py_blocks": sys.getallocatedblocks()}
-    info = _mallinfo2()
-    if info is not None:
-        out["malloc_used_mb"] = round((info.uordblks + info.hblkhd) / 1e6, 2)
-        out["malloc_free_mb"] = round(info.fordblks / 1e6, 2)
+    usage = malloc_usage()
+    if usage is not None:
+        out["malloc_used_mb"] = round(usage[0] / 1e6, 2)
+        out["malloc_free_mb"] = round(usage[1] / 1e6, 2)
     if tracemalloc.is_tracing():
         out["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / 1e6, 2)
     return out

@@ -47,3 +47,11 @@ def test_without_glibc_nothing_is_called(monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.mark.skipif(allocator.mallopt is None, reason="the C library is not glibc")
 def test_glibc_takes_the_settings() -> None:
     assert allocator.tune_allocator({}) is True
+
+
+@pytest.mark.skipif(allocator.malloc_usage() is None, reason="glibc older than 2.33, or none")
+def test_the_allocator_tells_what_it_holds_in_use_and_free() -> None:
+    used = bytearray(1 << 16)
+    usage = allocator.malloc_usage()
+    assert usage is not None
+    assert usage[0] >= len(used) and usage[1] >= 0
