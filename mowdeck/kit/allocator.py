@@ -60,13 +60,13 @@ if mallopt is not None:
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [
+    _fields_ = tuple(
         (name, ctypes.c_size_t)
         for name in (
             "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
             "fsmblks", "uordblks", "fordblks", "keepcost",
         )
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
 _mallinfo2 = _libc("mallinfo2")  # glibc 2.33 or later
