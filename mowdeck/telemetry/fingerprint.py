@@ -9,7 +9,11 @@
 - A state whose account differs from the remembered one is dropped.
 
 An older (out-of-order) state writes history or a track point only if it differs from
-the memory, and never changes the memory.
+the memory. A history row it writes puts an older value after the latest state's in
+the history, which would then read as if the mower had gone back to it: the latest state
+is written to the history again (``reassert``; the primary key keeps it once), so the
+history ends in what the mower reports now. That is the memory's one change an older
+state makes: ``history_at`` becomes the latest state's time.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ class Decision(msgspec.Struct, frozen=True):
     history: bool = False
     position: bool = False
     drop: str | None = None
+    # An older state whose history row comes before the latest state's time: the latest
+    # state is written to the history again after it.
+    reassert: bool = False
 
     @property
     def heartbeat_skipped(self) -> bool:
@@ -156,7 +163,7 @@ def decide_all(
         memory.state_fp,
         memory.track,
     )
-    advanced = False
+    advanced = reasserted = False
     for state in remaining:
         if state.account_id.int != account:
             decisions.append(Decision(state, drop="account-mismatch-stored"))
@@ -169,7 +176,8 @@ def decide_all(
         changed = fp != state_fp
         position = moved(track, state, min_move_m)
         if at < observed_at:
-            decisions.append(Decision(state, history=changed, position=position))
+            decisions.append(Decision(state, history=changed, position=position, reassert=changed))
+            reasserted = reasserted or changed
             continue
         history = changed or history_at is None or at - history_at >= heartbeat
         decisions.append(Decision(state, latest=True, history=history, position=position))
@@ -178,7 +186,11 @@ def decide_all(
             history_at = at
         if position:
             track = _track(state)
-    if advanced:
+    if reasserted:
+        # The latest state gets its history row again (whichever state is latest when
+        # the batch is written: a newer one of this batch included).
+        history_at = observed_at
+    if advanced or reasserted:
         memory = Memory(
             account_id=memory.account_id,
             observed_at=observed_at,

@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import msgspec
+
 from contracts.v1 import MowerState
 from mowdeck.telemetry.bins import downsample
 from mowdeck.telemetry.model import (
@@ -276,6 +278,19 @@ class _Writer:
         history = 0
         for state in batch.history:
             rows = store.history_rows.setdefault(state.mower_id, {})
+            if state.observed_at not in rows:
+                rows[state.observed_at] = (state.account_id, history_row(state))
+                history += 1
+        for mower_id in batch.reassert:
+            stored = store.latest_rows.get(mower_id)
+            if stored is None:
+                continue
+            state, memory = stored
+            store.latest_rows[mower_id] = (
+                state,
+                msgspec.structs.replace(memory, history_at=state.observed_at),
+            )
+            rows = store.history_rows.setdefault(mower_id, {})
             if state.observed_at not in rows:
                 rows[state.observed_at] = (state.account_id, history_row(state))
                 history += 1

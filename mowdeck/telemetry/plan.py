@@ -61,6 +61,7 @@ def plan_batch(
                 for i, s in enumerate(mower_states)
             ]
         newest: tuple[MowerState, Memory] | None = None
+        reassert = False
         for i, decision in enumerate(decisions):
             if decision.drop is not None:
                 if decision.drop != "duplicate":
@@ -72,8 +73,11 @@ def plan_batch(
                 batch.history.append(decision.state)
             if decision.position:
                 batch.positions.append(decision.state)
+            reassert = reassert or decision.reassert
         if newest is not None:
             batch.latest.append(newest)
+        if reassert:
+            batch.reassert.append(mower_id)
         plan.decisions.extend(decisions)
         if dropped:
             drops[mower_id] = dropped

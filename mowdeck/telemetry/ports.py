@@ -22,9 +22,13 @@ class WriteBatch:
     latest: list[tuple[MowerState, Memory]] = field(default_factory=list)
     history: list[MowerState] = field(default_factory=list)
     positions: list[MowerState] = field(default_factory=list)
+    # Mowers whose latest state (as stored once ``latest`` is written) is written to the
+    # history again, its memory's ``history_at`` moved to it: an older state of theirs
+    # was written to the history (``fingerprint.Decision.reassert``).
+    reassert: list[uuid.UUID] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.latest or self.history or self.positions)
+        return bool(self.latest or self.history or self.positions or self.reassert)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +84,8 @@ class StateWriter(Protocol):
         ...
 
     async def write(self, batch: WriteBatch) -> WriteCounts:
-        """Write the batch: latest rows guarded by observed_at, history and track appended."""
+        """Write the batch: latest rows guarded by observed_at, history and track appended,
+        then the ``reassert`` mowers' latest states appended to the history."""
         ...
 
 

@@ -363,4 +363,6 @@ class _Writer:
             positions = rows_affected(
                 await conn.execute(sql.INSERT_POSITIONS, *sql.position_columns(batch.positions))
             )
+        if batch.reassert:
+            history += rows_affected(await conn.execute(sql.REASSERT_HISTORY, batch.reassert))
         return WriteCounts(latest, history, positions)

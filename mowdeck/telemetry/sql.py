@@ -87,6 +87,21 @@ SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::text[], $5::
     $6::bool[], $7::text[], $8::text[], $9::text[], $10::int2[], $11::float8[], $12::text[])
 ON CONFLICT DO NOTHING
 """
+# The latest states of mowers an older state was written to the history for, appended to
+# the history after it, and their rows' history_at moved to them (one statement; the rows
+# are locked by the batch already, and history_at is not indexed: a HOT update).
+REASSERT_HISTORY = """
+WITH latest AS (
+    UPDATE mower_latest SET history_at = observed_at
+    WHERE mower_id = ANY($1::uuid[])
+    RETURNING mower_id, observed_at, account_id, activity, battery, charging, rtk_fix,
+        rtk_source, connection, blade_height_mm, speed_mps, error_code
+)
+INSERT INTO mower_history (mower_id, observed_at, account_id, activity, battery, charging,
+    rtk_fix, rtk_source, connection, blade_height_mm, speed_mps, error_code)
+SELECT * FROM latest
+ON CONFLICT DO NOTHING
+"""
 INSERT_POSITIONS = """
 INSERT INTO mower_positions (mower_id, observed_at, account_id, lat, lon, heading_deg, rtk_fix)
 SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::float8[], $5::float8[],

@@ -100,6 +100,30 @@ class StoreContract:
         assert latest is not None
         assert latest.battery == 50
 
+    async def test_reassert_appends_the_latest_state_to_the_history(
+        self, store: TelemetryStore
+    ) -> None:
+        await write(store, latest=[state(0)], history=[state(0)])
+        await write(store, latest=[state(20, battery=70)])  # a heartbeat-like skip
+        # An older state with other values comes late: its row, then the latest again.
+        async with store.state_writer() as tx:
+            await tx.lock([MOWER])
+            counts = await tx.write(WriteBatch(history=[state(10, battery=10)], reassert=[MOWER]))
+        assert counts.history == 2
+        rows = await store.history(ACCOUNT, MOWER, at(0), at(60), 10)
+        assert [(r.observed_at, r.battery) for r in rows] == [
+            (at(0), 80),
+            (at(10), 10),
+            (at(20), 70),
+        ]
+        memory = (await store.memories([MOWER]))[MOWER]
+        assert memory.history_at == at(20)
+        # Again (a redelivery): the row is there once.
+        async with store.state_writer() as tx:
+            await tx.lock([MOWER])
+            counts = await tx.write(WriteBatch(reassert=[MOWER]))
+        assert counts.history == 0
+
     async def test_latest_of_another_account_is_neither_read_nor_overwritten(
         self, store: TelemetryStore
     ) -> None:

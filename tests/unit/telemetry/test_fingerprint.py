@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import msgspec
 import pytest
 
 from contracts.v1 import MowerState
@@ -117,10 +118,32 @@ def test_memory_follows_what_was_written() -> None:
     assert memory.track == TrackPoint(52.6, 13.4, "fixed")
 
 
-def test_older_state_leaves_memory_alone() -> None:
-    before = remembered(100)
-    _, after = decide(before, state(50, battery=1, lat=52.7), RULES)
+def test_older_unchanged_state_leaves_memory_alone() -> None:
+    before = remembered(100, history=0)
+    decision, after = decide(before, state(50, lat=52.7), RULES)
+    assert not decision.reassert
     assert after == before
+
+
+def test_older_changed_state_has_the_latest_state_written_after_it() -> None:
+    # Its history row would otherwise be the history's last word: the mower "back" at an
+    # older value it no longer reports. The latest state is written again after it, and
+    # the memory says so (its history row is now at the latest state's time).
+    before = remembered(100, history=0)
+    decision, after = decide(before, state(50, battery=1, lat=52.7), RULES)
+    assert (decision.history, decision.reassert) == (True, True)
+    assert after == msgspec.structs.replace(before, history_at=at(100))
+
+
+def test_a_newer_state_after_an_older_one_in_one_batch_is_the_one_reasserted() -> None:
+    states = [state(50, battery=1), state(110)]
+    decisions, memory = decide_all(remembered(100, history=0), states, RULES)
+    assert [(d.latest, d.history, d.reassert) for d in decisions] == [
+        (False, True, True),
+        (True, False, False),
+    ]
+    assert memory is not None
+    assert (memory.observed_at, memory.history_at) == (at(110), at(110))
 
 
 def test_idle_mower_writes_one_history_row_per_interval() -> None:

@@ -144,6 +144,41 @@ async def test_a_failed_commit_does_not_leak_into_the_batch_decided_behind_it(
     assert [row.observed_at for row in history] == [at(10)]
 
 
+async def test_a_late_older_change_does_not_leave_the_history_on_a_value_the_mower_left(
+    pipeline: tuple[ObservedBatcher, GatedStore],
+) -> None:
+    # A replica's batch failed (PostgreSQL restarting) and was given back; another stored
+    # the states after it meanwhile. The change comes late: the mower was at 10 % at 10 s
+    # and back on its charger's 80 % at 20 s, which the history had skipped as unchanged.
+    batcher, store = pipeline
+    store.release.set()
+    failed = await _send(batcher, state(0))  # the gated store's first commit fails
+    await failed.wait_settled()
+    assert failed.outcome == "nak"
+    for s in (state(0), state(20)):
+        msg = await _send(batcher, s)
+        await msg.wait_settled()
+        assert msg.outcome == "ack"
+    history = await store.history(ACCOUNT, MOWER, T0, at(60), 10)
+    assert [row.observed_at for row in history] == [at(0)]  # 20 s: unchanged, skipped
+    late = await _send(batcher, state(10, battery=10))
+    await late.wait_settled()
+    assert late.outcome == "ack"
+    history = await store.history(ACCOUNT, MOWER, T0, at(60), 10)
+    assert [(row.observed_at, row.battery) for row in history] == [
+        (at(0), 80),
+        (at(10), 10),
+        (at(20), 80),
+    ]
+    # The actor's memory and the stored row agree: the next heartbeat writes no history.
+    nxt = await _send(batcher, state(30))
+    await nxt.wait_settled()
+    history = await store.history(ACCOUNT, MOWER, T0, at(60), 10)
+    assert [row.observed_at for row in history] == [at(0), at(10), at(20)]
+    memory = (await store.memories([MOWER]))[MOWER]
+    assert (memory.observed_at, memory.history_at) == (at(30), at(20))
+
+
 # -- states the store cannot keep ---------------------------------------------------------
 
 REFUSED = "refused"  # an error code RefusingStore refuses, as PostgreSQL refuses a NUL
