@@ -37,8 +37,8 @@ __all__ = [
 
 log = structlog.get_logger("mowdeck.allocator")
 
-MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept
-TRIM_THRESHOLD_BYTES = 256 * 1024  # twice it, as glibc pairs them
+MMAP_THRESHOLD_BYTES = 1024 * 1024  # see the docstring: 128 KiB cost a mapping per buffer
+TRIM_THRESHOLD_BYTES = 2 * 1024 * 1024  # twice it, as glibc pairs them
 ARENAS = 2
 # mallopt's parameters (malloc.h).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
