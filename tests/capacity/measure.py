@@ -23,7 +23,7 @@ from tests.capacity.nats_costs import measure_nats
 from tests.capacity.pg_costs import measure_postgres
 from tests.capacity.telemetry_load import telemetry_load
 
-__all__ = ["COSTS", "measure"]
+__all__ = ["COSTS", "gateway_costs", "measure"]
 
 COSTS = Path(__file__).with_name("costs.json")
 
@@ -82,20 +82,35 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _gateway(run: dict[str, Any], two: dict[str, Any]) -> dict[str, float]:
-    """Costs from one shard's two windows; every shard receives every command (ADR 0013's
-    static sharding: a shard acknowledges another's commands without acting), so the
-    second shard's extra CPU per command is the cost of a command of another shard."""
-    idle_cpu, loaded_cpu = sum(run["idle_cpu_s"]), sum(run["loaded_cpu_s"])
-    per_state = idle_cpu / run["idle_states"]
+def gateway_costs(run: dict[str, Any], two: dict[str, Any]) -> dict[str, float]:
+    """Costs from the windows of one shard and of two.
+
+    Idle, a shard's CPU is its states times a cost per state plus its own upkeep (timers,
+    the NATS connection, metrics): ``cpu = states * a + shards * b * seconds``, solved for
+    the two runs. Loaded, the rest per command is the command's cost. Every shard receives
+    every command (ADR 0013's static sharding: a shard acknowledges another's commands
+    without acting), so the second shard's extra CPU per command is the cost of a command
+    of another shard.
+    """
+    idle1, idle2 = sum(run["idle_cpu_s"]), sum(two["idle_cpu_s"])
+    # idle1 = s1 * a + b * t1 and idle2 = s2 * a + 2 * b * t2.
+    s1, s2, t1, t2 = run["idle_states"], two["idle_states"], run["idle_s"], two["idle_s"]
+    shard = max(0.0, (idle2 - idle1 * s2 / s1) / (2 * t2 - t1 * s2 / s1))
+    per_state = (idle1 - shard * t1) / s1
+    loaded_cpu = sum(run["loaded_cpu_s"]) - shard * run["loaded_s"]
     per_command = (loaded_cpu - run["loaded_states"] * per_state) / run["commands"]
-    own = two["loaded_states"] * per_state + two["commands"] * per_command
+    own = (
+        two["loaded_states"] * per_state
+        + two["commands"] * per_command
+        + 2 * shard * two["loaded_s"]
+    )
     foreign = (sum(two["loaded_cpu_s"]) - own) / two["commands"]
     return {
         "cpu_us_per_state": per_state * 1e6,
         "cpu_us_per_command": per_command * 1e6,
         "cpu_us_per_foreign_command": max(0.0, foreign) * 1e6,
-        "cpu_us_per_mower_s_at_heartbeat": idle_cpu / run["idle_s"] / run["mowers"] * 1e6,
+        "shard_cores": shard,
+        "cpu_us_per_mower_s_at_heartbeat": idle1 / t1 / run["mowers"] * 1e6,
     }
 
 
@@ -133,7 +148,7 @@ async def measure(quick: bool = False) -> dict[str, Any]:
         "measured_at": datetime.now(UTC).isoformat(timespec="minutes"),
         "machine": _machine(),
         "command": "python -m tests.capacity measure" + (" --quick" if quick else ""),
-        "gateway": {**_gateway(gw, gw2), "run": gw, "run_2_shards": gw2},
+        "gateway": {**gateway_costs(gw, gw2), "run": gw, "run_2_shards": gw2},
         "telemetry": {**_telemetry(tel, tel2), "run": tel, "run_2_replicas": tel2},
         "notifications": {
             "cpu_us_per_state": notif["cpu_us_per_state"] + deliveries["direct_us_per_delivery"],

@@ -74,10 +74,12 @@ def gateway_shards(mowers: int, r: Rates, gw: dict[str, float], lim: Limits) -> 
     """Shards enough for the connections and for the CPU, each shard also paying for the
     other shards' commands it receives and acknowledges."""
     foreign = gw.get("cpu_us_per_foreign_command", 0.0) * 1e-6
+    upkeep = gw.get("shard_cores", 0.0)
     own = r.states_per_s * gw["cpu_us_per_state"] + r.commands_per_s * gw["cpu_us_per_command"]
     shards = max(1, math.ceil(mowers / lim.mowers_per_shard))
-    # Each shard: its share of the fleet, plus every command it does not own.
-    while own * 1e-6 / shards + r.commands_per_s * foreign > lim.process_cores:
+    # Each shard: its share of the fleet, plus every command it does not own, plus its
+    # own upkeep.
+    while own * 1e-6 / shards + r.commands_per_s * foreign + upkeep > lim.process_cores:
         shards += 1
         if shards > 100_000:
             raise ValueError("the commands alone fill a shard: no shard count suffices")
@@ -154,6 +156,7 @@ def plan(mowers: int, w: Workload, costs: dict[str, Any], lim: Limits | None = N
     # Every shard receives every command and acknowledges the others' (ADR 0013).
     foreign = gw.get("cpu_us_per_foreign_command", 0.0)
     cores["gateway"] += r.commands_per_s * (units["gateway_shards"] - 1) * foreign * us
+    cores["gateway"] += units["gateway_shards"] * gw.get("shard_cores", 0.0)
     units["nats_nodes"] = max(3, math.ceil(cores["nats"] / lim.nats_node_cores))
     hotspots = _hotspots(r, w, costs, mowers=mowers, rows=rows, lim=lim)
     # Beyond one leader's node: the states split over streams by a partition of the

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.capacity.measure import gateway_costs
 from tests.capacity.model import Limits, Workload, plan, rates
 
 
@@ -83,3 +84,37 @@ def test_a_replica_s_own_cpu_is_counted_once_per_replica() -> None:
     assert p.cores["telemetry"] == pytest.approx(
         bare.cores["telemetry"] + 0.1 * p.units["telemetry"]
     )
+
+
+def test_a_shard_s_upkeep_is_counted_once_per_shard_and_can_add_a_shard() -> None:
+    bare = plan(100_000, Workload(), _costs())
+    costs = _costs()
+    costs["gateway"]["shard_cores"] = 0.05
+    p = plan(100_000, Workload(), costs)
+    shards = p.units["gateway_shards"]
+    assert shards >= bare.units["gateway_shards"]
+    if shards == bare.units["gateway_shards"]:
+        assert p.cores["gateway"] == pytest.approx(bare.cores["gateway"] + 0.05 * shards)
+    # A shard whose upkeep fills a whole process leaves no room for its share.
+    costs["gateway"]["shard_cores"] = Limits().process_cores
+    with pytest.raises(ValueError, match="no shard count"):
+        plan(100_000, Workload(), costs)
+
+
+def test_the_gateway_costs_separate_a_shard_s_upkeep_from_its_states() -> None:
+    # Made from known costs: 50 us a state, 0.02 cores a shard, 500 us a command, 200 us
+    # a command of another shard.
+    a, b, c, f = 50e-6, 0.02, 500e-6, 200e-6
+
+    def run(shards: int, states: int, loaded_states: int) -> dict[str, Any]:
+        idle = states * a + shards * b * 30.0
+        loaded = loaded_states * a + 6000 * (c + (shards - 1) * f) + shards * b * 20.0
+        return {"idle_cpu_s": [idle], "idle_s": 30.0, "idle_states": states,
+                "loaded_cpu_s": [loaded], "loaded_s": 20.0, "loaded_states": loaded_states,
+                "commands": 6000, "mowers": 1000}  # fmt: skip
+
+    got = gateway_costs(run(1, 3000, 2000), run(2, 3100, 2100))
+    assert got["cpu_us_per_state"] == pytest.approx(50.0)
+    assert got["shard_cores"] == pytest.approx(0.02)
+    assert got["cpu_us_per_command"] == pytest.approx(500.0)
+    assert got["cpu_us_per_foreign_command"] == pytest.approx(200.0)
