@@ -275,22 +275,17 @@ class _Writer:
             ):
                 store.latest_rows[state.mower_id] = (state, memory)
                 latest += 1
-        history = 0
-        for state in batch.history:
-            rows = store.history_rows.setdefault(state.mower_id, {})
-            if state.observed_at not in rows:
-                rows[state.observed_at] = (state.account_id, history_row(state))
-                history += 1
+        # The reasserted mowers' latest states (as stored now) join the history rows.
+        reasserted: list[MowerState] = []
         for mower_id in batch.reassert:
-            stored = store.latest_rows.get(mower_id)
-            if stored is None:
-                continue
-            state, memory = stored
-            store.latest_rows[mower_id] = (
-                state,
-                msgspec.structs.replace(memory, history_at=state.observed_at),
-            )
-            rows = store.history_rows.setdefault(mower_id, {})
+            if (stored := store.latest_rows.get(mower_id)) is not None:
+                state, memory = stored
+                replaced = msgspec.structs.replace(memory, history_at=state.observed_at)
+                store.latest_rows[mower_id] = (state, replaced)
+                reasserted.append(state)
+        history = 0
+        for state in (*batch.history, *reasserted):
+            rows = store.history_rows.setdefault(state.mower_id, {})
             if state.observed_at not in rows:
                 rows[state.observed_at] = (state.account_id, history_row(state))
                 history += 1
