@@ -26,7 +26,7 @@ from mowdeck.gateway.admission import (
     Rejected,
     admit,
 )
-from mowdeck.gateway.controller import SendToDevice, result_effect
+from mowdeck.gateway.controller import REMEMBER_AFTER_EXPIRY_S, SendToDevice, result_effect
 from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
 from mowdeck.gateway.metrics import GatewayMetrics
@@ -53,7 +53,6 @@ EMERGENCY_MARKER = b"emergency"
 _ANSWERED_HERE = (Rejected, Expired, Admitted)
 # A command for a mower the shard does not know before Fleet's list came comes back after.
 _UNSEEDED_RETRY_SECONDS = 0.5
-REMEMBER_AFTER_EXPIRY_S = 300.0
 REMEMBER_LIMIT = 100_000
 
 

@@ -23,6 +23,8 @@ from contracts.v1 import (
 )
 from mowdeck.gateway.controller import (
     PREEMPTED,
+    REMEMBER_AFTER_EXPIRY_S,
+    SEEN_LIMIT,
     Controller,
     Effect,
     EndDrive,
@@ -127,6 +129,35 @@ def test_a_redelivered_command_executes_once_and_answers_once(emergency: bool) -
     again = submit(env, 1, T0)
     assert sent(first) == [env.command_id]
     assert again == []
+
+
+@pytest.mark.parametrize("emergency", [False, True], ids=["ordinary", "emergency"])
+def test_a_mower_s_command_ids_are_kept_until_well_after_they_expire(emergency: bool) -> None:
+    c = Controller(REG)
+    submit = c.emergency if emergency else c.submit
+    old = cmd(EmergencyStop() if emergency else PauseMow(), ttl_s=30)
+    submit(old, 1, T0)
+    if not emergency:
+        c.outcome(old, "executed", None, T0)
+    # Just before its time is up a redelivery is still known, however late.
+    keep = timedelta(seconds=30 + REMEMBER_AFTER_EXPIRY_S - 1)
+    assert submit(old, 1, T0 + keep) == []
+    # A later command of the mower forgets it; the memory holds what may still come back.
+    later = T0 + keep + timedelta(seconds=2)
+    submit(cmd(PauseMow(), at=later), 2, later)
+    assert len(c._seen) == 1
+    # The same id again now is new to the controller (admission answers such a late
+    # delivery before it gets here: it has expired).
+    assert results(submit(old, 1, later))[0] == (old.command_id, "accepted", None)
+
+
+def test_a_mower_remembers_at_most_its_limit_of_command_ids() -> None:
+    c = Controller(REG)
+    for i in range(SEEN_LIMIT + 5):
+        env = cmd(PauseMow(), ttl_s=3600)
+        c.submit(env, i, T0)
+        c.outcome(env, "executed", None, T0)
+    assert len(c._seen) == SEEN_LIMIT
 
 
 def test_expiry_is_checked_when_the_command_leaves_the_queue() -> None:
