@@ -19,6 +19,7 @@ import asyncpg
 
 from mowdeck.authn import TokenVerifier
 from mowdeck.authz import InMemoryTupleStore, LocalAuthorizer
+from mowdeck.kit.allocator import tune_allocator
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.migrate import discover, migrate, sql_root
 from mowdeck.telemetry.cli import configure_gc, freezing_service
@@ -42,6 +43,8 @@ async def replica_main(nats_url: str, database_url: str) -> None:
         nats_url=nats_url, database_url=database_url, http_port=0, log_level="warning"
     )
     configure_gc(settings)
+    if settings.malloc_tuning:  # as `mowdeck telemetry` does (kit.cli.run_service)
+        tune_allocator()
     async with asyncpg.create_pool(database_url, min_size=2, max_size=8) as pool:
         service = freezing_service(
             settings,
