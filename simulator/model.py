@@ -170,6 +170,10 @@ class VirtualMower:
         """The latest record of ``command_id`` remembered, if any."""
         return None if self._by_id is None else self._by_id.get(command_id)
 
+    def remembered(self) -> int:
+        """How many command ids the mower remembers (at most ``_REMEMBER``)."""
+        return 0 if self._by_id is None else len(self._by_id)
+
     def frames(self) -> dict[uuid.UUID, int]:
         """Command frames received per remembered id, repeats included."""
         return {} if self._by_id is None else {c: r.frames for c, r in self._by_id.items()}

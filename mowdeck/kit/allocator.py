@@ -31,11 +31,14 @@ process starts (``kit.cli.run_service``, the demo), never inside a library.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import os
+import time
 from asyncio import selector_events
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import structlog
@@ -47,6 +50,9 @@ __all__ = [
     "TRIM_THRESHOLD_BYTES",
     "bound_socket_reads",
     "malloc_usage",
+    "trim_heap",
+    "trim_heap_every",
+    "trimming",
     "tune_allocator",
 ]
 
@@ -73,6 +79,12 @@ mallopt = _libc("mallopt")
 if mallopt is not None:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
+
+
+_malloc_trim = _libc("malloc_trim")
+if _malloc_trim is not None:
+    _malloc_trim.argtypes = [ctypes.c_size_t]
+    _malloc_trim.restype = ctypes.c_int
 
 
 class _MallInfo2(ctypes.Structure):
@@ -126,3 +138,57 @@ def tune_allocator(environ: Mapping[str, str] = os.environ) -> bool:
         (_M_ARENA_MAX, ARENAS),
     )
     return all(mallopt(param, value) == 1 for param, value in settings)
+
+
+class TrimStats:
+    """What the timed trims of this process did: how many, how long in all, the longest."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self.longest = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        self.seconds += seconds
+        self.longest = max(self.longest, seconds)
+
+
+TRIMS = TrimStats()
+
+
+def trim_heap() -> float | None:
+    """Give the whole free pages inside glibc's heap back to the system
+    (``malloc_trim(0)``); the seconds it took, or None where there is no glibc."""
+    if _malloc_trim is None:
+        return None
+    started = time.perf_counter()
+    _malloc_trim(0)
+    took = time.perf_counter() - started
+    TRIMS.add(took)
+    return took
+
+
+async def trim_heap_every(interval: float) -> None:
+    """``trim_heap`` every ``interval`` seconds, on the event loop, until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        took = trim_heap()
+        if took is None:
+            return
+        log.debug("heap trimmed", took_ms=round(took * 1000, 2))
+
+
+@contextlib.asynccontextmanager
+async def trimming(interval: float) -> AsyncIterator[None]:
+    """Trim the heap every ``interval`` seconds while inside (0: never)."""
+    if interval <= 0 or _malloc_trim is None:
+        yield
+        return
+    task = asyncio.create_task(trim_heap_every(interval), name="heap-trim")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

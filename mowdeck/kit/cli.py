@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from mowdeck.authz import AuthzSettings
-from mowdeck.kit.allocator import tune_allocator
+from mowdeck.kit.allocator import trimming, tune_allocator
 from mowdeck.kit.lifecycle import Service, run_services
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
@@ -48,5 +48,7 @@ async def run_service(
         await migrate(settings.database_url, discover(sql_root(), list(migrations)))
     service = build()
     timeout = settings.shutdown_timeout_seconds if shutdown_timeout is None else shutdown_timeout
-    await run_services([service], shutdown_timeout=timeout)
+    interval = settings.malloc_trim_interval_seconds if settings.malloc_tuning else 0.0
+    async with trimming(interval):
+        await run_services([service], shutdown_timeout=timeout)
     return 0

@@ -9,7 +9,7 @@ given (alternate them: this machine's speed drifts during a run):
 - ``thresholds``: the thresholds fixed at 128/256 KiB and two arenas through glibc's
   own variables, asyncio's 256 KiB socket reads kept (the tuning before the read bound);
 - ``tuned``: what a service does at start (``mowdeck/kit/allocator.py``): the same
-  thresholds and socket reads of 64 KiB.
+  thresholds and socket reads of ``READ_CHUNK_BYTES``.
 
 Per run: CPU seconds of each window, the cost per state and per command (as
 ``tests.capacity`` derives them) and the shard's minor page faults at the end.

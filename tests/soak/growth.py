@@ -66,6 +66,10 @@ def series(samples: Iterable[Mapping[str, Any]]) -> dict[str, list[float]]:
         put("demo.python_threads", s["python_threads"])
         for key, value in s.get("heap", {}).items():
             put(f"demo.heap.{key}", value)
+        if "relation_files" in s:
+            put("postgres.relation_files", s["relation_files"])
+        if "simulator_commands" in s:
+            put("simulator.remembered_commands", s["simulator_commands"])
         for proc, values in s["processes"].items():
             for key in ("rss_mb", "open_files", "threads", "processes", "cpu_s"):
                 put(f"{proc}.{key}", values[key])

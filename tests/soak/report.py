@@ -36,6 +36,15 @@ RETAINED: dict[str, str] = {
 BOUNDED: dict[str, str] = {
     "nats-server.rss_mb": "the streams' caches: follows the streams, bounded by their limits",
     "postgres.rss_mb": "each backend's touched share of shared_buffers, counted in every backend",
+    "postgres.open_files": (
+        "each backend keeps open the files of the relations its queries touched (up to"
+        " max_files_per_process): at most postgres.processes x postgres.relation_files;"
+        " a pool connection meets a rare query (a retention round) late"
+    ),
+    "simulator.remembered_commands": (
+        "the simulated mowers' memory of the command ids they were sent (at most 4,096 a"
+        " mower, simulator/model.py): the test's devices, in the services' process"
+    ),
     "table.notification_watches.bytes": "updated rows' old versions until autovacuum",
     "table.mower_latest.bytes": "updated rows' old versions until autovacuum",
     "table.fleet_rate_limits.bytes": "updated rows' old versions until autovacuum",

@@ -14,7 +14,7 @@ import asyncpg
 from mowdeck.kit.allocator import malloc_usage
 from tests.soak.procs import ProcSample, descendants, sample
 
-__all__ = ["TABLES", "heap", "postmaster", "processes", "streams"]
+__all__ = ["TABLES", "heap", "postmaster", "processes", "relation_files", "streams"]
 
 TABLES = """
 select relname, n_live_tup, pg_total_relation_size(relid)
@@ -54,6 +54,16 @@ def processes(pid: int, postmaster: int) -> dict[str, dict[str, Any]]:
 async def postmaster(pool: asyncpg.Pool) -> int:
     data = await pool.fetchval("select setting from pg_settings where name = 'data_directory'")
     return int((Path(data) / "postmaster.pid").read_text().split()[0])
+
+
+async def relation_files(pool: asyncpg.Pool) -> int:
+    """How many files the database's relations (and the shared catalogs) have on disk: the
+    most a backend can hold open for them."""
+    data, oid = await pool.fetchrow(
+        "select current_setting('data_directory'), oid from pg_database"
+        " where datname = current_database()"
+    )
+    return sum(len(list((Path(data) / part).iterdir())) for part in (f"base/{oid}", "global"))
 
 
 def heap() -> dict[str, float]:

@@ -27,10 +27,18 @@ import aiohttp
 import asyncpg
 
 from mowdeck.demo.running import Demo, running_demo
+from mowdeck.kit.allocator import TRIMS
 from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.logging import configure_logging
 from simulator import BatteryFault, Fault, LinkLossFault, SimulatorServer, StuckFault
-from tests.soak.sampling import TABLES, heap, postmaster, processes, streams
+from tests.soak.sampling import (
+    TABLES,
+    heap,
+    postmaster,
+    processes,
+    relation_files,
+    streams,
+)
 from tests.soak.tracing import MemoryTrace
 
 MOVING = frozenset({"leaving", "mowing", "returning", "manual"})
@@ -82,6 +90,7 @@ async def _faults(sim: SimulatorServer, every: float, rng: random.Random) -> Non
 
 async def _sampler(demo: Demo, pool: asyncpg.Pool, path: Path, interval: float) -> None:
     pid = os.getpid()
+    sim = _simulator(demo)
     postmaster_pid = await postmaster(pool)
     start = time.monotonic()
     async with aiohttp.ClientSession() as http:
@@ -93,7 +102,14 @@ async def _sampler(demo: Demo, pool: asyncpg.Pool, path: Path, interval: float) 
                     "tasks": len(asyncio.all_tasks()),
                     "python_threads": threading.active_count(),
                     "heap": heap(),
+                    "trims": {
+                        "count": TRIMS.count,
+                        "seconds": round(TRIMS.seconds, 4),
+                        "longest_ms": round(TRIMS.longest * 1000, 3),
+                    },
                     "processes": processes(pid, postmaster_pid),
+                    "relation_files": await relation_files(pool),
+                    "simulator_commands": sum(m.remembered() for m in sim.fleet.mowers),
                     "streams": await streams(http, demo.nats.monitor_url if demo.nats else None),
                     "tables": tables,
                 }

@@ -110,3 +110,51 @@ async def test_a_bounded_transport_still_reads_a_large_message_whole() -> None:
         assert await reader.readexactly(len(payload)) == payload
         writer.close()
         await writer.wait_closed()
+
+
+def _count_trims(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], asyncio.Event]:
+    pads: list[int] = []
+    twice = asyncio.Event()
+
+    def malloc_trim(pad: int) -> int:
+        pads.append(pad)
+        if len(pads) >= 2:
+            twice.set()
+        return 1
+
+    monkeypatch.setattr(allocator, "_malloc_trim", malloc_trim)
+    monkeypatch.setattr(allocator, "TRIMS", allocator.TrimStats())
+    return pads, twice
+
+
+async def test_the_heap_is_trimmed_on_a_timer_while_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    pads, twice = _count_trims(monkeypatch)
+    async with allocator.trimming(0.01):
+        await asyncio.wait_for(twice.wait(), 5)
+    # Past the block the timer is gone, not merely paused.
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "heap-trim"]
+    assert len(pads) >= 2
+    assert set(pads) == {0}  # the whole heap, no padding kept
+    assert allocator.TRIMS.count == len(pads) and allocator.TRIMS.longest >= 0
+
+
+async def test_an_interval_of_zero_trims_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    pads, _ = _count_trims(monkeypatch)
+    async with allocator.trimming(0):
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == "heap-trim"]
+    assert pads == []
+
+
+async def test_without_glibc_there_is_no_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(allocator, "_malloc_trim", None)
+    assert allocator.trim_heap() is None
+    async with allocator.trimming(0.01):
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == "heap-trim"]
+
+
+@pytest.mark.skipif(allocator._malloc_trim is None, reason="the C library is not glibc")
+def test_glibc_trims_its_heap_and_the_time_is_counted() -> None:
+    before = allocator.TRIMS.count
+    took = allocator.trim_heap()
+    assert took is not None and took >= 0
+    assert allocator.TRIMS.count == before + 1

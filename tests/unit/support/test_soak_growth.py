@@ -61,3 +61,20 @@ def test_the_heap_s_measures_are_reported_and_a_growing_c_heap_is_unbounded() ->
     found = growths(samples, warmup_s=5)
     assert found["demo.heap.py_blocks"].percent == 0
     assert [g.name for g in unbounded(found)] == ["demo.heap.malloc_used_mb"]
+
+
+def test_postgres_backends_open_files_are_bounded_and_the_bound_is_reported() -> None:
+    samples = [_sample(t, files=2000, tasks=3000, history=100) for t in range(20)]
+    for s in samples:
+        backends = {"rss_mb": 500.0, "open_files": 1000 + 50 * s["t"], "threads": 40,
+                    "processes": 40, "cpu_s": 1.0}  # fmt: skip
+        s["processes"]["postgres"] = backends
+        s["relation_files"] = 557
+    found = growths(samples, warmup_s=5)
+    assert found["postgres.open_files"].percent > 10
+    assert found["postgres.relation_files"].end == 557
+    assert unbounded(found) == []
+    # The same growth in the services' own process is not excused.
+    for s in samples:
+        s["processes"]["demo"]["rss_mb"] = 100.0 + 5 * s["t"]
+    assert [g.name for g in unbounded(growths(samples, warmup_s=5))] == ["demo.rss_mb"]
