@@ -25,6 +25,14 @@ for the next read (+7.5 %). So ``tune_allocator`` also reads sockets in chunks o
 (``bound_socket_reads``): an ordinary allocation that the heap's holes can serve (+3.3 %,
 no extra faults); a burst takes a few more reads.
 
+The heap's free space still grows with reads of 16 KiB, linearly (0.3 MB a minute in a
+60-minute soak at 1,000 mowers); reads of 4 KiB grow it a quarter as fast but cost
+Telemetry up to a quarter more CPU per state when states come in bursts. So a service
+also gives the heap's whole free pages back on a timer (``trimming``, every
+``MOWDECK_MALLOC_TRIM_INTERVAL_SECONDS``, 60 by default: ``malloc_trim(0)``, 1.2 ms on
+average on the event loop, 4.5 ms at most in that soak), which took about two thirds of
+that growth out of the resident size (``docs/performance.md``, "Soak").
+
 Like the garbage collector's settings, this is a process's decision, taken where the
 process starts (``kit.cli.run_service``, the demo), never inside a library.
 """

@@ -83,7 +83,7 @@ class BaseSettings(msgspec.Struct, frozen=True, kw_only=True):
     # glibc's defaults, or the MALLOC_* variables an operator sets.
     malloc_tuning: bool = True
     # Seconds between trims of the C allocator's heap (kit/allocator.py); 0: never.
-    malloc_trim_interval_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    malloc_trim_interval_seconds: Annotated[float, msgspec.Meta(ge=0)] = 60.0
 
 
 def env_name(field: str) -> str:
