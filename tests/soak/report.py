@@ -59,11 +59,15 @@ def _retained(name: str) -> bool:
 
 
 def unbounded(found: Mapping[str, Growth], limit_pct: float = 10.0) -> list[Growth]:
-    """What grew more than ``limit_pct`` after the warm-up and no retention bounds."""
+    """What grew more than ``limit_pct`` after the warm-up and no retention bounds; a
+    gated measure within its bound (its slack: a few threads a runtime starts) is not."""
     return [
         g
         for g in found.values()
-        if not _retained(g.name) and g.percent > limit_pct and g.end - g.start > 1
+        if not _retained(g.name)
+        and g.percent > limit_pct
+        and g.end - g.start > 1
+        and not (g.name in GATED and GATED[g.name].allows(g.start, g.end))
     ]
 
 

@@ -78,3 +78,13 @@ def test_postgres_backends_open_files_are_bounded_and_the_bound_is_reported() ->
     for s in samples:
         s["processes"]["demo"]["rss_mb"] = 100.0 + 5 * s["t"]
     assert [g.name for g in unbounded(growths(samples, warmup_s=5))] == ["demo.rss_mb"]
+
+
+def test_a_gated_measure_within_its_slack_is_not_reported_as_growing() -> None:
+    samples = [_sample(t, files=2000, tasks=3000, history=100) for t in range(20)]
+    for s in samples:
+        s["processes"]["nats-server"]["threads"] = 10 if s["t"] < 10 else 12
+    assert unbounded(growths(samples, warmup_s=5)) == []
+    for s in samples:
+        s["processes"]["nats-server"]["threads"] = 10 if s["t"] < 10 else 13
+    assert [g.name for g in unbounded(growths(samples, warmup_s=5))] == ["nats-server.threads"]
