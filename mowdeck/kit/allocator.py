@@ -30,7 +30,7 @@ The heap's free space still grows with reads of 16 KiB, linearly (0.3 MB a minut
 Telemetry up to a quarter more CPU per state when states come in bursts. So a service
 also gives the heap's whole free pages back on a timer (``trimming``, every
 ``MOWDECK_MALLOC_TRIM_INTERVAL_SECONDS``, 60 by default: ``malloc_trim(0)``, 1.2 ms on
-average on the event loop, 4.5 ms at most in that soak), which took about two thirds of
+average on the event loop, 4.5 ms at most in that soak), which kept more than half of
 that growth out of the resident size (``docs/performance.md``, "Soak").
 
 Like the garbage collector's settings, this is a process's decision, taken where the
