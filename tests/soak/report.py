@@ -36,6 +36,8 @@ RETAINED: dict[str, str] = {
 BOUNDED: dict[str, str] = {
     "nats-server.rss_mb": "the streams' caches: follows the streams, bounded by their limits",
     "postgres.rss_mb": "each backend's touched share of shared_buffers, counted in every backend",
+    "postgres.processes": "the pools' connections (each pool's max_size) and autovacuum's workers",
+    "postgres.threads": "one a backend: as postgres.processes",
     "postgres.open_files": (
         "each backend keeps open the files of the relations its queries touched (up to"
         " max_files_per_process): at most postgres.processes x postgres.relation_files;"
