@@ -38,7 +38,7 @@ from mowdeck.fleet.service import FleetService
 from mowdeck.fleet.settings import load_fleet_settings
 from mowdeck.gateway.service import GatewayService
 from mowdeck.gateway.settings import GatewaySettings
-from mowdeck.kit.allocator import trimming, tune_allocator
+from mowdeck.kit.allocator import tuned_process
 from mowdeck.kit.bus import Bus
 from mowdeck.kit.embedded import EmbeddedPostgres
 from mowdeck.kit.lifecycle import Service, start_all, stop_all
@@ -157,9 +157,9 @@ async def running_demo(args: argparse.Namespace) -> AsyncIterator[Demo]:  # noqa
         stack.enter_context(bound(service="demo"))
         # The demo is one long-running process: its allocator as a service's (kit/allocator.py).
         base = load_settings(BaseSettings)
-        if base.malloc_tuning:
-            tune_allocator()
-            await stack.enter_async_context(trimming(base.malloc_trim_interval_seconds))
+        await stack.enter_async_context(
+            tuned_process(base.malloc_tuning, base.malloc_trim_interval_seconds)
+        )
         # Each server's removal is registered before its start: a start that fails or is
         # interrupted half way still leaves no process and no temp folder behind.
         nats_url = os.environ.get("MOWDECK_NATS_URL")

@@ -62,6 +62,7 @@ __all__ = [
     "trim_heap_every",
     "trimming",
     "tune_allocator",
+    "tuned_process",
 ]
 
 log = structlog.get_logger("mowdeck.allocator")
@@ -181,10 +182,20 @@ async def trim_heap_every(interval: float) -> None:
     """``trim_heap`` every ``interval`` seconds, on the event loop, until cancelled."""
     while True:
         await asyncio.sleep(interval)
-        took = trim_heap()
-        if took is None:
-            return
+        took = trim_heap() or 0.0
         log.debug("heap trimmed", took_ms=round(took * 1000, 2))
+
+
+@contextlib.asynccontextmanager
+async def tuned_process(tuning: bool, trim_interval: float) -> AsyncIterator[None]:
+    """A long-running process's allocator while inside: ``tune_allocator`` and the timed
+    trim, or nothing at all when ``tuning`` is off (``MOWDECK_MALLOC_TUNING``)."""
+    if not tuning:
+        yield
+        return
+    tune_allocator()
+    async with trimming(trim_interval):
+        yield
 
 
 @contextlib.asynccontextmanager

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from mowdeck.authz import AuthzSettings
-from mowdeck.kit.allocator import trimming, tune_allocator
+from mowdeck.kit.allocator import tuned_process
 from mowdeck.kit.lifecycle import Service, run_services
 from mowdeck.kit.logging import configure_logging
 from mowdeck.kit.migrate import discover, migrate, sql_root
@@ -42,13 +42,13 @@ async def run_service(
     as the service will be. ``shutdown_timeout`` defaults to the settings'.
     """
     configure_logging(settings.log_level, settings.log_format)
-    if settings.malloc_tuning:
-        tune_allocator()  # this process's allocator (kit/allocator.py)
-    if migrations:
-        await migrate(settings.database_url, discover(sql_root(), list(migrations)))
-    service = build()
-    timeout = settings.shutdown_timeout_seconds if shutdown_timeout is None else shutdown_timeout
-    interval = settings.malloc_trim_interval_seconds if settings.malloc_tuning else 0.0
-    async with trimming(interval):
+    # This process's allocator (kit/allocator.py), for as long as it runs.
+    async with tuned_process(settings.malloc_tuning, settings.malloc_trim_interval_seconds):
+        if migrations:
+            await migrate(settings.database_url, discover(sql_root(), list(migrations)))
+        service = build()
+        timeout = (
+            settings.shutdown_timeout_seconds if shutdown_timeout is None else shutdown_timeout
+        )
         await run_services([service], shutdown_timeout=timeout)
     return 0
