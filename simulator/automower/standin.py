@@ -171,6 +171,7 @@ class StandInCloud:
         self.host, self.port = host, port
         self.events_sent = 0  # event messages written to sockets
         self.mute = False  # answer no ping (a socket gone without a close)
+        self.list_failures = 0  # answer this many GET /mowers with 503 (a bad moment)
 
     def add(self, mower: StandInMower) -> StandInMower:
         self.mowers[mower.id] = mower
@@ -291,6 +292,9 @@ class StandInCloud:
     async def _list(self, request: web.Request) -> web.Response:
         if (refused := self._refusal(request)) is not None:
             return refused
+        if self.list_failures > 0:
+            self.list_failures -= 1
+            return web.json_response({"errors": [{"title": "Unavailable"}]}, status=503)
         client = self._client(request)
         data = [
             {"type": "mower", "id": m.id, "attributes": m.attributes()}

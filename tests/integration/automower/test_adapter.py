@@ -109,6 +109,56 @@ async def test_two_mowers_of_one_credential_share_one_login_snapshot_and_socket(
     await eventually(lambda: cloud.open_sockets == 0)
 
 
+async def test_mowers_attached_after_their_account_came_up_get_a_snapshot_of_their_own(
+    cloud: StandInCloud, deps: ConnectionDeps
+) -> None:
+    cloud.add(StandInMower("mower-c"))
+    a, rec_a = await opened(registration("mower-a"), deps)
+    await eventually(lambda: a.connected)
+    # Registered later, in one go: one more snapshot for both (a still mower sends no event).
+    b, rec_b = await opened(registration("mower-b"), deps)
+    c, rec_c = await opened(registration("mower-c"), deps)
+    await eventually(lambda: b.connected and c.connected, 10)
+    assert cloud.requests == [("GET", "/api/v1/mowers")] * 2
+    assert rec_b.states[-1].battery == 100 and rec_c.states[-1].activity == "docked"
+    cloud.mowers["mower-b"].battery = 42
+    await cloud.push(cloud.mowers["mower-b"])
+    await eventually(lambda: rec_b.states[-1].battery == 42)
+    assert rec_a.links == [(True, None)]  # the account stayed up throughout
+    for conn in (a, b, c):
+        await conn.close()
+
+
+async def test_a_late_mower_the_account_has_not_is_told_so(
+    cloud: StandInCloud, deps: ConnectionDeps
+) -> None:
+    a, _ = await opened(registration("mower-a"), deps)
+    await eventually(lambda: a.connected)
+    unknown, _ = await opened(registration("mower-z"), deps)
+    await eventually(lambda: unknown.reason and "has no mower 'mower-z'" in unknown.reason, 10)
+    assert a.connected and not unknown.connected
+    for conn in (a, unknown):
+        await conn.close()
+
+
+async def test_a_late_mower_s_failed_snapshot_is_retried_while_the_account_stays_up(
+    cloud: StandInCloud, deps: ConnectionDeps
+) -> None:
+    a, rec_a = await opened(registration("mower-a"), deps)
+    await eventually(lambda: a.connected)
+    cloud.list_failures = 1
+    b, rec_b = await opened(registration("mower-b"), deps)
+    failed = "a new mower's snapshot failed: GET /mowers answered 503"
+    await eventually(lambda: b.reason and failed in b.reason, 10)
+    assert not b.connected
+    await eventually(lambda: b.connected, 10)
+    assert rec_b.states[-1].battery == 100
+    assert cloud.requests == [("GET", "/api/v1/mowers")] * 3  # the connect's, the 503, the retry
+    assert rec_a.links == [(True, None)]
+    for conn in (a, b):
+        await conn.close()
+
+
 async def test_commands_are_confirmed_by_the_events_that_follow(
     cloud: StandInCloud, deps: ConnectionDeps
 ) -> None:

@@ -7,6 +7,9 @@ and one request budget (about one request a second; a 429 says when to come back
 opens the WebSocket, then takes one ``GET /mowers`` snapshot (the WebSocket first, so no
 event falls between the two), hands each mower its attributes and then its events, and
 reconnects with jittered backoff, taking a new snapshot, when anything of it fails.
+A mower attached while the account is already up gets a snapshot of its own (one
+``GET /mowers`` for every mower attached in the meantime; its events are held until the
+snapshot is handed over, as at connect), retried with backoff while the account stays up.
 Every URL is checked against ``MOWDECK_GATEWAY_DEVICE_HOSTS`` before each connect and
 dialled through the gateway's guarded session (no redirects); the secret is read from the
 named credential on every connect.
@@ -154,21 +157,40 @@ class AccountLink:
         self._login: ClientLogin | None = None
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
+        # Members attached after the account came up, waiting for their own snapshot, with
+        # the events heard for them meanwhile (handed over after it, as at connect).
+        self._late: dict[str, list[Event]] = {}
+        self._late_task: asyncio.Task[None] | None = None
         self._log = log.bind(credential=name)
+
+    def _serving(self) -> bool:
+        """Up, with this connect's snapshot taken."""
+        return self.up and self._came_up
 
     def attach(self, member: Member) -> None:
         self.members[member.vendor_id] = member
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"automower-account-{self.name}")
+        elif self._serving():
+            # The connect's snapshot is taken: this mower needs one of its own.
+            self._late[member.vendor_id] = []
+            if self._late_task is None or self._late_task.done():
+                self._late_task = asyncio.create_task(
+                    self._late_snapshots(), name=f"automower-late-snapshot-{self.name}"
+                )
 
     async def detach(self, member: Member) -> None:
         if self.members.get(member.vendor_id) is member:
             del self.members[member.vendor_id]
+            self._late.pop(member.vendor_id, None)
         if not self.members and self._task is not None:
             task, self._task = self._task, None
             accounts = self._deps.shared.get("automower")
             if isinstance(accounts, dict) and accounts.get(self.name) is self:
                 del accounts[self.name]
+            late, self._late_task = self._late_task, None
+            if late is not None:
+                await cancel_and_wait(late, name="automower late snapshot")
             await cancel_and_wait(task, name="automower account")
 
     # Requests.
@@ -241,6 +263,44 @@ class AccountLink:
         self.token_refreshes += 1
         return token.expires_in
 
+    async def _late_snapshots(self) -> None:
+        """Snapshots for the members attached after the account came up, one request for
+        all of them at a time, until none waits; a failed one is retried with backoff
+        while the account stays up (a reconnect's snapshot covers every member)."""
+        delay = BACKOFF_INITIAL
+        while self._late:
+            if not self._serving():
+                self._late.clear()
+                return
+            waiting = list(self._late)
+            for vendor_id in waiting:
+                self._late[vendor_id] = []  # what came before this request, it includes
+            try:
+                answer = await self.request("GET", "/mowers")
+                if answer.status != 200:
+                    raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
+                mowers = decode_snapshot(answer.body).by_id()
+            except (aiohttp.ClientError, LinkDownError, ProtocolError, TimeoutError) as err:
+                if not self._serving():
+                    continue  # the next connect's snapshot covers them
+                reason = f"automower account {self.name!r}: a new mower's snapshot failed: {err}"
+                self._log.warning("automower snapshot failed", reason=reason, mowers=len(waiting))
+                for vendor_id in waiting:
+                    if (member := self.members.get(vendor_id)) is not None:
+                        member.on_down(reason)
+                await asyncio.sleep(random.uniform(delay / 2, delay))
+                delay = min(delay * 2, BACKOFF_MAX)
+                continue
+            for vendor_id in waiting:
+                heard = self._late.pop(vendor_id, None)
+                member = self.members.get(vendor_id)
+                if heard is None or member is None:
+                    continue  # detached, or covered by a reconnect's snapshot
+                member.on_snapshot(mowers.get(vendor_id))
+                for event in heard:
+                    member.on_event(event)
+            self._log.info("automower snapshot for new mowers", mowers=len(waiting))
+
     # The link.
 
     async def _run(self) -> None:
@@ -305,6 +365,7 @@ class AccountLink:
                 raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
             mowers = decode_snapshot(answer.body).by_id()
             self._came_up = True
+            self._late.clear()  # this snapshot covers every member
             self._log.info("automower account up", mowers=len(mowers))
             for vendor_id, member in list(self.members.items()):
                 member.on_snapshot(mowers.get(vendor_id))
@@ -366,7 +427,11 @@ class AccountLink:
         except ProtocolError as err:
             self._log.debug("automower message not understood", error=str(err))
             return
-        if event is not None and (member := self.members.get(event.id)) is not None:
+        if event is None:
+            return
+        if (held := self._late.get(event.id)) is not None:
+            held.append(event)  # its snapshot is on its way
+        elif (member := self.members.get(event.id)) is not None:
             member.on_event(event)
 
     def _down(self, reason: str) -> None:
