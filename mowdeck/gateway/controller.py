@@ -11,7 +11,6 @@ never runs after a stop.
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,6 +27,7 @@ from contracts.v1 import (
     ReturnToDock,
     StartMow,
 )
+from mowdeck.gateway.memory import CommandMemory
 
 __all__ = [
     "PREEMPTED",
@@ -46,12 +46,9 @@ __all__ = [
 PREEMPTED = "preempted by emergency_stop"
 # Commands that take a mower out of manual drive once it executed them.
 _LEAVES_DRIVE = (StartMow, ResumeMow, ReturnToDock)
-# A mower's command ids are remembered until this long after each command expires (the
-# shard's own memory of admitted commands keeps them as long: ``intake.AdmittedCommands``),
-# and at most SEEN_LIMIT of them. Later, admission answers a redelivery before it gets
-# here (``expired``), so a longer memory would protect nothing: it would only hold every
-# mower's last thousand ids, 80 KB a mower, for good.
-REMEMBER_AFTER_EXPIRY_S = 300.0
+# A mower's command ids are remembered as the shard's are (``memory``), and at most
+# SEEN_LIMIT of them: a memory by count alone would hold every mower's last thousand ids,
+# 80 KB a mower, for good.
 SEEN_LIMIT = 1024
 
 
@@ -126,9 +123,7 @@ class Controller:
         self._queue: list[_Queued] = []
         self._in_flight: CommandEnvelope | None = None
         self._emergency_in_flight: set[uuid.UUID] = set()
-        # Ids as integers (untracked by the garbage collector, unlike UUID objects), each
-        # to when it may be forgotten (epoch seconds).
-        self._seen: OrderedDict[int, float] = OrderedDict()
+        self._seen = CommandMemory(limit=SEEN_LIMIT)
         self._estop_sequence = 0
         self._fast_stops: dict[uuid.UUID, datetime] = {}
         self._drive_token = 0
@@ -146,7 +141,7 @@ class Controller:
         admitted_at: float | None = None,
     ) -> list[Effect]:
         """An admitted ordinary command (``admitted_at``: see ``PublishResult``)."""
-        if self._remember(envelope, now):
+        if self._seen.remember(envelope, now):
             return []
         effects: list[Effect] = [result_effect(envelope, "accepted", now, admitted_at=admitted_at)]
         if self._preempted(sequence, now):
@@ -187,7 +182,7 @@ class Controller:
         boundary, so the ordinary commands published before it are not run after it.
         """
         cid = envelope.command_id
-        if self._remember(envelope, now) or answered:
+        if self._seen.remember(envelope, now) or answered:
             if sequence is not None:  # the stream copy of a stop the lane brought
                 self._estop_sequence = max(self._estop_sequence, sequence)
                 self._fast_stops.pop(cid, None)
@@ -341,22 +336,6 @@ class Controller:
             self.connected = False
             effects.append(PublishLink(self.registration, False, reason))
         return effects
-
-    # Helpers.
-
-    def _remember(self, envelope: CommandEnvelope, now: datetime) -> bool:
-        """True when the command's id was seen before (a redelivery); remembers it
-        otherwise, and forgets the ids whose time is up."""
-        seen, key = self._seen, envelope.command_id.int
-        if key in seen:
-            return True
-        seen[key] = envelope.expires_at.timestamp() + REMEMBER_AFTER_EXPIRY_S
-        # Insertion order is arrival order; a long-lived id holds shorter ones behind it
-        # until the limit takes them (as in the shard's memory).
-        now_s = now.timestamp()
-        while seen and (len(seen) > SEEN_LIMIT or next(iter(seen.values())) < now_s):
-            seen.popitem(last=False)
-        return False
 
 
 REASON_MAX = 1000  # CommandResult.reason's limit in the v1 contract

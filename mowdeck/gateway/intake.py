@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -26,9 +26,10 @@ from mowdeck.gateway.admission import (
     Rejected,
     admit,
 )
-from mowdeck.gateway.controller import REMEMBER_AFTER_EXPIRY_S, SendToDevice, result_effect
+from mowdeck.gateway.controller import SendToDevice, result_effect
 from mowdeck.gateway.deliveries import HeldDeliveries
 from mowdeck.gateway.effects import EffectRunner
+from mowdeck.gateway.memory import CommandMemory
 from mowdeck.gateway.metrics import GatewayMetrics
 from mowdeck.gateway.mowers import ShardMowers
 from mowdeck.kit.background import cancel_and_wait
@@ -53,49 +54,7 @@ EMERGENCY_MARKER = b"emergency"
 _ANSWERED_HERE = (Rejected, Expired, Admitted)
 # A command for a mower the shard does not know before Fleet's list came comes back after.
 _UNSEEDED_RETRY_SECONDS = 0.5
-REMEMBER_LIMIT = 100_000
-
-
-class AdmittedCommands:
-    """The ids of the commands this shard admitted, kept a while after they expire.
-
-    A redelivery of an admitted command (its ack was lost with a reconnect, or the stream
-    copy of a stop the emergency lane brought) must produce no second result: without
-    this memory it would be refused at admission (``expired`` once its time is up,
-    ``rejected`` once its mower is gone) under a msg id its first result did not have.
-    Each id is kept until ``REMEMBER_AFTER_EXPIRY_S`` after its command expires, and at
-    most ``REMEMBER_LIMIT`` ids (the oldest go first); a redelivery later than that is
-    answered as any delivery is.
-    """
-
-    def __init__(
-        self, *, after_expiry_s: float = REMEMBER_AFTER_EXPIRY_S, limit: int = REMEMBER_LIMIT
-    ) -> None:
-        self._after_expiry_s = after_expiry_s
-        self._limit = limit
-        # Keyed by the id's integer: a UUID object is tracked by the garbage collector,
-        # an int is not, and a hundred thousand of them would be walked by every full
-        # collection.
-        self._ids: OrderedDict[int, float] = OrderedDict()
-
-    def __contains__(self, command_id: object) -> bool:
-        return isinstance(command_id, uuid.UUID) and command_id.int in self._ids
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def add(self, envelope: CommandEnvelope, now: datetime) -> None:
-        """Remember an admitted command (on the loop)."""
-        ids = self._ids
-        key = envelope.command_id.int
-        if key in ids:
-            return
-        now_s = now.timestamp()
-        ids[key] = envelope.expires_at.timestamp() + self._after_expiry_s
-        # Insertion order is admission order; expiries differ per command, so a long-lived
-        # id can hold shorter ones behind it until the limit takes them.
-        while ids and (len(ids) > self._limit or next(iter(ids.values())) < now_s):
-            ids.popitem(last=False)
+REMEMBER_LIMIT = 100_000  # ids the shard remembers at most (see ``memory``)
 
 
 class CommandIntake:
@@ -134,7 +93,11 @@ class CommandIntake:
         # before still run until their results are out, and a stop must win over them.
         # Only once the controllers are closed does the lane stop acting.
         self.stops_closed = False
-        self.admitted = AdmittedCommands()
+        # The ids this shard admitted: a redelivery of one (its ack was lost with a
+        # reconnect, or the stream copy of a stop the lane brought) must produce no second
+        # result, and admission would answer it again (``expired``, ``rejected``) under a
+        # msg id its first result did not have.
+        self.admitted = CommandMemory(limit=REMEMBER_LIMIT)
         self.held = HeldDeliveries(metrics, progress_every=10.0) if held is None else held
         # Ordinary deliveries awaiting admission, with when they arrived.
         self._normal: deque[tuple[Msg, float]] = deque()
@@ -233,7 +196,7 @@ class CommandIntake:
         cid = envelope.command_id
         if self.stops_closed or cid in self.admitted or cid in self.held.finals:
             return  # a duplicate publish of a stop is sent once, by one process
-        self.admitted.add(envelope, datetime.now(UTC))
+        self.admitted.remember(envelope, datetime.now(UTC))
         self._effects.stop_delivered(envelope.command_id, delivered)
         self._effects.stop_sent_ahead(envelope.mower_id, envelope.command_id)
         self._effects(envelope.mower_id, [SendToDevice(envelope)])
@@ -326,7 +289,7 @@ class CommandIntake:
         if cid not in self.held.finals or cid in self.admitted or cid in self.held:
             return False
         self._tell(envelope.mower_id, EmergencySubmit(envelope, sequence, answered=True))
-        self.admitted.add(envelope, datetime.now(UTC))
+        self.admitted.remember(envelope, datetime.now(UTC))
         self._metrics.answered_before.inc()
         self._acks.append(msg)
         return True
@@ -399,7 +362,7 @@ class CommandIntake:
                 # Remembered once its controller has it: a delivery given back because the
                 # hand-over failed must be admitted when it comes back, not taken for a
                 # duplicate.
-                self.admitted.add(envelope, now)
+                self.admitted.remember(envelope, now)
                 self._metrics.admitted_kind(envelope.kind).inc()
                 # Acknowledged once its final result is stored (a stop's stream copy at
                 # once, when the stop the lane sent is answered already).

@@ -23,7 +23,6 @@ from contracts.v1 import (
 )
 from mowdeck.gateway.controller import (
     PREEMPTED,
-    REMEMBER_AFTER_EXPIRY_S,
     SEEN_LIMIT,
     Controller,
     Effect,
@@ -34,6 +33,7 @@ from mowdeck.gateway.controller import (
     ScheduleDriveCheck,
     SendToDevice,
 )
+from mowdeck.gateway.memory import REMEMBER_AFTER_EXPIRY_S
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 MOWER = uuid.UUID("00000000-0000-4000-8000-000000000001")

@@ -25,7 +25,7 @@ from contracts.v1.subjects import PRIORITY_HEADER, command_subject
 from mowdeck.gateway import intake as intake_module
 from mowdeck.gateway.actor import EmergencySubmit, Submit
 from mowdeck.gateway.controller import PublishResult
-from mowdeck.gateway.intake import AdmittedCommands, CommandIntake
+from mowdeck.gateway.intake import CommandIntake
 from mowdeck.gateway.metrics import GatewayMetrics
 from tests.support.fakes import FakeMsg
 
@@ -291,24 +291,6 @@ async def deliver_both(
         it.held.finished(decode(broken.data, CommandEnvelope).command_id)
     await stored(it, fine_env)
     await fine.wait_settled()
-
-
-def test_admitted_commands_are_forgotten_after_expiry_and_beyond_the_limit() -> None:
-    now = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
-    memory = AdmittedCommands(after_expiry_s=60, limit=3)
-    old = envelope(ttl_s=10, now=now)
-    memory.add(old, now)
-    assert old.command_id in memory
-    later = now + timedelta(seconds=71)  # 10 s ttl + 60 s kept + 1
-    fresh = envelope(ttl_s=10, now=later)
-    memory.add(fresh, later)
-    assert old.command_id not in memory
-    assert fresh.command_id in memory
-    extra = [envelope(ttl_s=10, now=later) for _ in range(3)]
-    for env in extra:
-        memory.add(env, later)
-    assert len(memory) == 3
-    assert fresh.command_id not in memory  # the oldest went first
 
 
 async def test_an_admitted_command_redelivered_in_time_does_not_reach_its_controller_again() -> (
