@@ -109,12 +109,20 @@ async def test_two_mowers_of_one_credential_share_one_login_snapshot_and_socket(
     await eventually(lambda: cloud.open_sockets == 0)
 
 
-async def test_mowers_attached_after_their_account_came_up_get_a_snapshot_of_their_own(
-    cloud: StandInCloud, deps: ConnectionDeps
-) -> None:
-    cloud.add(StandInMower("mower-c"))
+@pytest.fixture
+async def account_up(deps: ConnectionDeps) -> AsyncIterator[Recorder]:
+    """mower-a's account link, up with its snapshot taken; what mower-a was told."""
     a, rec_a = await opened(registration("mower-a"), deps)
     await eventually(lambda: a.connected)
+    yield rec_a
+    assert rec_a.links == [(True, None)]  # the account stayed up throughout
+    await a.close()
+
+
+async def test_mowers_attached_after_their_account_came_up_get_a_snapshot_of_their_own(
+    cloud: StandInCloud, deps: ConnectionDeps, account_up: Recorder
+) -> None:
+    cloud.add(StandInMower("mower-c"))
     # Registered later, in one go: one more snapshot for both (a still mower sends no event).
     b, rec_b = await opened(registration("mower-b"), deps)
     c, rec_c = await opened(registration("mower-c"), deps)
@@ -124,28 +132,22 @@ async def test_mowers_attached_after_their_account_came_up_get_a_snapshot_of_the
     cloud.mowers["mower-b"].battery = 42
     await cloud.push(cloud.mowers["mower-b"])
     await eventually(lambda: rec_b.states[-1].battery == 42)
-    assert rec_a.links == [(True, None)]  # the account stayed up throughout
-    for conn in (a, b, c):
+    for conn in (b, c):
         await conn.close()
 
 
 async def test_a_late_mower_the_account_has_not_is_told_so(
-    cloud: StandInCloud, deps: ConnectionDeps
+    deps: ConnectionDeps, account_up: Recorder
 ) -> None:
-    a, _ = await opened(registration("mower-a"), deps)
-    await eventually(lambda: a.connected)
     unknown, _ = await opened(registration("mower-z"), deps)
     await eventually(lambda: unknown.reason and "has no mower 'mower-z'" in unknown.reason, 10)
-    assert a.connected and not unknown.connected
-    for conn in (a, unknown):
-        await conn.close()
+    assert not unknown.connected
+    await unknown.close()
 
 
 async def test_a_late_mower_s_failed_snapshot_is_retried_while_the_account_stays_up(
-    cloud: StandInCloud, deps: ConnectionDeps
+    cloud: StandInCloud, deps: ConnectionDeps, account_up: Recorder
 ) -> None:
-    a, rec_a = await opened(registration("mower-a"), deps)
-    await eventually(lambda: a.connected)
     cloud.list_failures = 1
     b, rec_b = await opened(registration("mower-b"), deps)
     failed = "a new mower's snapshot failed: GET /mowers answered 503"
@@ -154,9 +156,7 @@ async def test_a_late_mower_s_failed_snapshot_is_retried_while_the_account_stays
     await eventually(lambda: b.connected, 10)
     assert rec_b.states[-1].battery == 100
     assert cloud.requests == [("GET", "/api/v1/mowers")] * 3  # the connect's, the 503, the retry
-    assert rec_a.links == [(True, None)]
-    for conn in (a, b):
-        await conn.close()
+    await b.close()
 
 
 async def test_commands_are_confirmed_by_the_events_that_follow(
