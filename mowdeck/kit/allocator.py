@@ -16,22 +16,25 @@ MALLOC_TRIM_THRESHOLD_=262144 MALLOC_ARENA_MAX=2`` would: the free memory then s
 the thresholds are left alone.
 
 The most frequent of those transient buffers is asyncio's own: a socket transport reads
-every chunk into a new ``bytes`` of 256 KiB (``max_size``), shrunk to what arrived.
-Above the fixed threshold each read was a mapping of its own, made, touched and given
-back: 42,000 more page faults and about a third more CPU in a gateway at 300 commands a
-second. Served from the heap instead (a threshold of 1 MiB), the 256 KiB requests grew
-it again (+15.6 % resident in a 10-minute soak); 64 KiB reads still left holes too small
-for the next read (+7.5 %). So ``tune_allocator`` also reads sockets in chunks of 16 KiB
-(``bound_socket_reads``): an ordinary allocation that the heap's holes can serve (+3.3 %,
-no extra faults); a burst takes a few more reads.
+every chunk into a new ``bytes`` of 256 KiB, shrunk to what arrived. Above the fixed
+threshold each read is a mapping of its own, made, touched and given back. Against reads
+bounded to 16 KiB (served from the heap) that cost a gateway shard 5 % more CPU idle and
+11 % more at 300 commands a second, and Telemetry 13 % less per state at full speed; a
+gateway shard takes 3.4 times glibc's defaults' page faults and 0-10 % more CPU under
+commands (alternated, ``docs/performance.md``, ``allocator``). Every way tried of
+keeping the reads off the mappings grew the heap instead: a 1 MiB threshold (+15.6 %
+resident in 10 minutes), reads of 64 KiB (+7.5 %), of 16 KiB (glibc's free heap space
+growing 0.3 MB a minute for a whole hour, +16.0 %), of 4 KiB (a quarter as fast, at up
+to a quarter more Telemetry CPU per state in bursts). With the mappings the 30-minute
+soak at 1,000 mowers is flat (resident +3.6 %, the free heap space 1.6 -> 2.1 MB). So
+the reads are left as asyncio makes them.
 
-The heap's free space still grows with reads of 16 KiB, linearly (0.3 MB a minute in a
-60-minute soak at 1,000 mowers); reads of 4 KiB grow it a quarter as fast but cost
-Telemetry up to a quarter more CPU per state when states come in bursts. So a service
-also gives the heap's whole free pages back on a timer (``trimming``, every
-``MOWDECK_MALLOC_TRIM_INTERVAL_SECONDS``, 60 by default: ``malloc_trim(0)``, 1.2 ms on
-average on the event loop, 4.5 ms at most in that soak), which kept more than half of
-that growth out of the resident size (``docs/performance.md``, "Soak").
+A service also gives the heap's whole free pages back on a timer (``trimming``, every
+``MOWDECK_MALLOC_TRIM_INTERVAL_SECONDS``, 60 by default: ``malloc_trim(0)``, 0.4 ms on
+average on the event loop). With the fixed thresholds it has little to give back (the
+soak: +3.6 % resident with it, +3.8 % without); it stays for an operator's own
+``MALLOC_*`` variables that let glibc's threshold rise, where it keeps about half of the
+heap's growth out of the resident size (``docs/performance.md``, "Soak").
 
 Like the garbage collector's settings, this is a process's decision, taken where the
 process starts (``kit.cli.run_service``, the demo), never inside a library.
@@ -45,7 +48,6 @@ import ctypes
 import ctypes.util
 import os
 import time
-from asyncio import selector_events
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -54,9 +56,7 @@ import structlog
 __all__ = [
     "ARENAS",
     "MMAP_THRESHOLD_BYTES",
-    "READ_CHUNK_BYTES",
     "TRIM_THRESHOLD_BYTES",
-    "bound_socket_reads",
     "malloc_usage",
     "trim_heap",
     "trim_heap_every",
@@ -70,7 +70,6 @@ log = structlog.get_logger("mowdeck.allocator")
 MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept
 TRIM_THRESHOLD_BYTES = 256 * 1024  # twice it, as glibc pairs them
 ARENAS = 2
-READ_CHUNK_BYTES = 16 * 1024  # below the mapping threshold: an ordinary allocation
 # mallopt's parameters (malloc.h).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 OPERATOR_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX")
@@ -120,21 +119,8 @@ def malloc_usage() -> tuple[int, int] | None:
     return info.uordblks + info.hblkhd, info.fordblks
 
 
-def bound_socket_reads(limit: int = READ_CHUNK_BYTES) -> bool:
-    """Read asyncio's sockets in chunks of at most ``limit`` bytes; False where this
-    Python's selector transport has no ``max_size`` to lower (then nothing changes)."""
-    transport = getattr(selector_events, "_SelectorSocketTransport", None)
-    current = getattr(transport, "max_size", None)
-    if transport is None or not isinstance(current, int):
-        return False
-    transport.max_size = min(current, limit)
-    return True
-
-
 def tune_allocator(environ: Mapping[str, str] = os.environ) -> bool:
-    """Bound socket reads, set glibc's thresholds and arenas for this process; True when
-    the thresholds were set."""
-    bound_socket_reads()
+    """Set glibc's thresholds and arenas for this process; True when they were set."""
     chosen = [name for name in OPERATOR_VARIABLES if environ.get(name)]
     if chosen:
         log.info("allocator left as configured", variables=chosen)

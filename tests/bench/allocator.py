@@ -6,16 +6,15 @@ every command has its result. The shard runs under one setting at a time, in the
 given (alternate them: this machine's speed drifts during a run):
 
 - ``off``: glibc's defaults (``MOWDECK_MALLOC_TUNING=false``);
-- ``thresholds``: the thresholds fixed at 128/256 KiB and two arenas through glibc's
-  own variables, asyncio's 256 KiB socket reads kept (the tuning before the read bound);
-- ``tuned``: what a service does at start (``mowdeck/kit/allocator.py``): the same
-  thresholds and socket reads of ``READ_CHUNK_BYTES``.
+- ``tuned``: what a service does at start (``mowdeck/kit/allocator.py``): the thresholds
+  fixed at 128/256 KiB and two arenas, so asyncio's 256 KiB socket reads are mappings;
+- ``thresholds``: the same through glibc's own variables, as an operator would set them.
 
 Per run: CPU seconds of each window, the cost per state and per command (as
 ``tests.capacity`` derives them) and the shard's minor page faults at the end.
 
-Run: python -m tests.bench.allocator [--smoke] [off thresholds tuned ...] (by default
-each twice, alternating; ``--smoke``: ``tuned`` once, short windows)
+Run: python -m tests.bench.allocator [--smoke] [off tuned thresholds ...] (by default
+``off`` and ``tuned`` twice each, alternating; ``--smoke``: ``tuned`` once, short windows)
 """
 
 from __future__ import annotations
@@ -95,7 +94,7 @@ if __name__ == "__main__":
     parser.add_argument("variants", nargs="*", help=f"of {', '.join(VARIANTS)}")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
-    every = ["off", "thresholds", "tuned", "tuned", "thresholds", "off"]
+    every = ["off", "tuned", "tuned", "off"]
     names = args.variants or (["tuned"] if args.smoke else every)
     if unknown := sorted(set(names) - set(VARIANTS)):
         parser.error(f"unknown variant {', '.join(unknown)}: choose of {', '.join(VARIANTS)}")
