@@ -172,6 +172,9 @@ class StandInCloud:
         self.events_sent = 0  # event messages written to sockets
         self.mute = False  # answer no ping (a socket gone without a close)
         self.list_failures = 0  # answer this many GET /mowers with 503 (a bad moment)
+        # Awaited once an answer to GET /mowers is made, before it is sent (then cleared):
+        # what happens between the vendor taking a snapshot and the client reading it.
+        self.before_list_answer: Callable[[], Awaitable[None]] | None = None
 
     def add(self, mower: StandInMower) -> StandInMower:
         self.mowers[mower.id] = mower
@@ -301,6 +304,9 @@ class StandInCloud:
             for m in self.mowers.values()
             if m.owner in (None, client)
         ]
+        hook, self.before_list_answer = self.before_list_answer, None
+        if hook is not None:
+            await hook()
         return web.json_response({"data": data}, content_type=_JSONAPI)
 
     async def _command(

@@ -159,6 +159,41 @@ async def test_a_late_mower_s_failed_snapshot_is_retried_while_the_account_stays
     await b.close()
 
 
+async def test_events_for_a_late_mower_while_its_snapshot_is_read_are_applied_after_it(
+    cloud: StandInCloud, deps: ConnectionDeps, account_up: Recorder
+) -> None:
+    mower_b = cloud.mowers["mower-b"]
+
+    async def change_after_the_snapshot() -> None:
+        mower_b.battery = 42  # after the snapshot's attributes were taken (battery 100)
+        await cloud.push(mower_b)
+
+    cloud.before_list_answer = change_after_the_snapshot
+    b, rec_b = await opened(registration("mower-b"), deps)
+    await eventually(lambda: b.connected and rec_b.states[-1].battery == 42, 10)
+    assert cloud.before_list_answer is None  # the hook ran: the snapshot said 100
+    await b.close()
+
+
+async def test_a_late_snapshot_answered_after_its_connect_ended_is_dropped(
+    cloud: StandInCloud, deps: ConnectionDeps
+) -> None:
+    a, rec_a = await opened(registration("mower-a"), deps)
+    await eventually(lambda: a.connected)
+    cloud.before_list_answer = cloud.drop_sockets  # the link goes while it is answered
+    b, rec_b = await opened(registration("mower-b"), deps)
+    await eventually(lambda: (False, "WebSocket closed") in rec_a.links, 10)
+    # The reconnect's snapshot brings both up; neither is taken down again after it.
+    await eventually(lambda: a.connected and b.connected, 15)
+    cloud.mowers["mower-b"].battery = 7
+    await cloud.push(cloud.mowers["mower-b"])
+    await eventually(lambda: rec_b.states[-1].battery == 7)
+    assert b.connected and rec_b.links[-1] == (True, None)
+    assert rec_a.links[-1] == (True, None)
+    for conn in (a, b):
+        await conn.close()
+
+
 async def test_commands_are_confirmed_by_the_events_that_follow(
     cloud: StandInCloud, deps: ConnectionDeps
 ) -> None:

@@ -161,6 +161,7 @@ class AccountLink:
         # the events heard for them meanwhile (handed over after it, as at connect).
         self._late: dict[str, list[Event]] = {}
         self._late_task: asyncio.Task[None] | None = None
+        self._snapshots = 0  # connects that took their snapshot: a late answer's own
         self._log = log.bind(credential=name)
 
     def _serving(self) -> bool:
@@ -173,7 +174,7 @@ class AccountLink:
             self._task = asyncio.create_task(self._run(), name=f"automower-account-{self.name}")
         elif self._serving():
             # The connect's snapshot is taken: this mower needs one of its own.
-            self._late[member.vendor_id] = []
+            self._late.setdefault(member.vendor_id, [])
             if self._late_task is None or self._late_task.done():
                 self._late_task = asyncio.create_task(
                     self._late_snapshots(), name=f"automower-late-snapshot-{self.name}"
@@ -189,8 +190,12 @@ class AccountLink:
             if isinstance(accounts, dict) and accounts.get(self.name) is self:
                 del accounts[self.name]
             late, self._late_task = self._late_task, None
-            if late is not None:
-                await cancel_and_wait(late, name="automower late snapshot")
+            # Both cancelled before either is waited for: a close cancelled while waiting
+            # must not leave the account's loop running with no mower.
+            for running in (late, task):
+                if running is not None:
+                    running.cancel()
+            await cancel_and_wait(late, name="automower late snapshot")
             await cancel_and_wait(task, name="automower account")
 
     # Requests.
@@ -201,10 +206,11 @@ class AccountLink:
         """One REST request within the budget; a 401 renews the token once, a 429 waits
         its ``Retry-After`` and tries again. ``LinkDownError`` when the account is down."""
         for attempt in range(3):
-            session, token, login = self._session, self._token, self._login
-            if not self.up or session is None or token is None or login is None:
-                raise LinkDownError(f"automower account {self.name!r} is down: {self.reason}")
+            connection = self._session
+            self._current(connection)
             await self.limiter.wait(urgent=urgent and attempt == 0)
+            # The link may have gone, or its token been renewed, while this waited its turn.
+            session, token, login = self._current(connection)
             answer = await self._send(session, token, login, (method, path, body))
             if answer.status == 401 and attempt == 0:
                 await self._renew(session, login)
@@ -214,6 +220,17 @@ class AccountLink:
                 continue
             return answer
         return answer
+
+    def _current(
+        self, session: aiohttp.ClientSession | None
+    ) -> tuple[aiohttp.ClientSession, str, ClientLogin]:
+        """The session, token and login of the account, up on ``session`` still;
+        ``LinkDownError`` otherwise."""
+        token, login = self._token, self._login
+        up = self.up and session is not None and session is self._session
+        if not up or session is None or token is None or login is None:
+            raise LinkDownError(f"automower account {self.name!r} is down: {self.reason}")
+        return session, token, login
 
     async def _send(
         self,
@@ -266,12 +283,14 @@ class AccountLink:
     async def _late_snapshots(self) -> None:
         """Snapshots for the members attached after the account came up, one request for
         all of them at a time, until none waits; a failed one is retried with backoff
-        while the account stays up (a reconnect's snapshot covers every member)."""
+        while the account stays up. An answer or a failure of a connect that has since
+        ended is dropped: the next connect's snapshot covers every member."""
         delay = BACKOFF_INITIAL
         while self._late:
             if not self._serving():
                 self._late.clear()
                 return
+            snapshot = self._snapshots
             waiting = list(self._late)
             for vendor_id in waiting:
                 self._late[vendor_id] = []  # what came before this request, it includes
@@ -280,16 +299,18 @@ class AccountLink:
                 if answer.status != 200:
                     raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
                 mowers = decode_snapshot(answer.body).by_id()
-            except (aiohttp.ClientError, LinkDownError, ProtocolError, TimeoutError) as err:
-                if not self._serving():
-                    continue  # the next connect's snapshot covers them
+            except Exception as err:  # the loop must go on: it holds the mowers' events
+                if not self._serving() or self._snapshots != snapshot:
+                    continue
                 reason = f"automower account {self.name!r}: a new mower's snapshot failed: {err}"
                 self._log.warning("automower snapshot failed", reason=reason, mowers=len(waiting))
                 for vendor_id in waiting:
-                    if (member := self.members.get(vendor_id)) is not None:
+                    if vendor_id in self._late and (member := self.members.get(vendor_id)):
                         member.on_down(reason)
                 await asyncio.sleep(random.uniform(delay / 2, delay))
                 delay = min(delay * 2, BACKOFF_MAX)
+                continue
+            if not self._serving() or self._snapshots != snapshot:
                 continue
             for vendor_id in waiting:
                 heard = self._late.pop(vendor_id, None)
@@ -365,6 +386,7 @@ class AccountLink:
                 raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
             mowers = decode_snapshot(answer.body).by_id()
             self._came_up = True
+            self._snapshots += 1
             self._late.clear()  # this snapshot covers every member
             self._log.info("automower account up", mowers=len(mowers))
             for vendor_id, member in list(self.members.items()):
