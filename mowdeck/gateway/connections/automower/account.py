@@ -280,6 +280,13 @@ class AccountLink:
         self.token_refreshes += 1
         return token.expires_in
 
+    async def _snapshot(self) -> dict[str, MowerAttributes]:
+        """Every mower of the account by its id (``GET /mowers``)."""
+        answer = await self.request("GET", "/mowers")
+        if answer.status != 200:
+            raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
+        return decode_snapshot(answer.body).by_id()
+
     async def _late_snapshots(self) -> None:
         """Snapshots for the members attached after the account came up, one request for
         all of them at a time, until none waits; a failed one is retried with backoff
@@ -295,10 +302,7 @@ class AccountLink:
             for vendor_id in waiting:
                 self._late[vendor_id] = []  # what came before this request, it includes
             try:
-                answer = await self.request("GET", "/mowers")
-                if answer.status != 200:
-                    raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
-                mowers = decode_snapshot(answer.body).by_id()
+                mowers = await self._snapshot()
             except Exception as err:  # the loop must go on: it holds the mowers' events
                 if not self._serving() or self._snapshots != snapshot:
                     continue
@@ -381,10 +385,7 @@ class AccountLink:
             timeout=aiohttp.ClientWSTimeout(ws_close=5),
         ) as ws:
             self.up, self.reason = True, None  # the snapshot's request needs it
-            answer = await self.request("GET", "/mowers")
-            if answer.status != 200:
-                raise LinkDownError(f"GET /mowers answered {answer.status}: {_shown(answer)}")
-            mowers = decode_snapshot(answer.body).by_id()
+            mowers = await self._snapshot()
             self._came_up = True
             self._snapshots += 1
             self._late.clear()  # this snapshot covers every member
